@@ -1,0 +1,215 @@
+// Package events holds the Go types of every message that crosses a boundary
+// between functions: the chunk message on the apply FIFO queues, the diff job
+// on the diff-jobs queue (an S3 event notification, of which we read a subset),
+// and the change event published to downstream systems. Each has sample JSON in
+// testdata, round-trip tested.
+package events
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+)
+
+// ChunkMessage is the body of one message on apply-small.fifo or
+// apply-large.fifo. Rows travel by reference: the chunk object under Key holds
+// them, and SHA256 guards against reading a different object than was sent.
+type ChunkMessage struct {
+	RetailerID string `json:"retailer_id"`
+	Generation int64  `json:"generation"`
+	Seq        int    `json:"seq"`
+	Total      int    `json:"total"`
+	Rows       int    `json:"rows"`
+	Key        string `json:"key"`
+	SHA256     string `json:"sha256"`
+}
+
+// ChunkOp is one line of a chunk object (JSON Lines): an upsert carries the
+// canonical attributes and their hash; a delete carries only the product id.
+type ChunkOp struct {
+	Op         string          `json:"op"` // "upsert" or "delete"
+	ProductID  string          `json:"product_id"`
+	Hash       string          `json:"hash,omitempty"` // hex content hash of Attributes
+	Attributes json.RawMessage `json:"attributes,omitempty"`
+}
+
+// Chunk operation names.
+const (
+	OpUpsert = "upsert"
+	OpDelete = "delete"
+)
+
+// MessageGroupID is the FIFO group of chunk seq of a retailer: with inflight
+// groups per retailer, at most inflight chunks of one retailer are in flight at
+// once (I9) while that many workers can share a big retailer.
+func MessageGroupID(retailerID string, seq, inflight int) string {
+	if inflight <= 0 {
+		inflight = 1
+	}
+	return retailerID + "#" + strconv.Itoa(seq%inflight)
+}
+
+// MessageDeduplicationID is the FIFO deduplication id of a chunk message.
+func MessageDeduplicationID(retailerID string, generation int64, seq int) string {
+	return fmt.Sprintf("%s:%d:%d", retailerID, generation, seq)
+}
+
+// Object keys in the bucket.
+
+// UploadKey is where a retailer PUTs the snapshot of a generation.
+func UploadKey(retailerID string, generation int64) string {
+	return fmt.Sprintf("snapshots/%s/%d/upload", retailerID, generation)
+}
+
+// IndexKey is where the diff keeps a generation's sorted (product_id, hash) index.
+func IndexKey(retailerID string, generation int64) string {
+	return fmt.Sprintf("indexes/%s/%d", retailerID, generation)
+}
+
+// ChunkKey is where the diff writes chunk seq of a generation.
+func ChunkKey(retailerID string, generation int64, seq int) string {
+	return fmt.Sprintf("chunks/%s/%d/%d", retailerID, generation, seq)
+}
+
+// ParseUploadKey returns the retailer and generation of an upload key as it
+// appears in an S3 event notification (URL-encoded, spaces as '+').
+func ParseUploadKey(escapedKey string) (retailerID string, generation int64, err error) {
+	key, err := url.QueryUnescape(escapedKey)
+	if err != nil {
+		return "", 0, fmt.Errorf("unescape key %q: %w", escapedKey, err)
+	}
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] != "snapshots" || parts[3] != "upload" || parts[1] == "" {
+		return "", 0, fmt.Errorf("key %q is not snapshots/{retailer_id}/{generation}/upload", key)
+	}
+	generation, err = strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || generation <= 0 {
+		return "", 0, fmt.Errorf("key %q: bad generation %q", key, parts[2])
+	}
+	return parts[1], generation, nil
+}
+
+// DiffJob is what the diff function reads from one diff-jobs message: the
+// object that was created.
+type DiffJob struct {
+	Bucket     string
+	Key        string
+	RetailerID string
+	Generation int64
+	Size       int64
+	EventTime  time.Time
+}
+
+// DiffJobsFromS3Event extracts the diff jobs of an S3 event notification.
+// Records that are not object-created events under snapshots/ are skipped; a
+// key that looks like an upload but does not parse is an error.
+func DiffJobsFromS3Event(ev lambdaevents.S3Event) ([]DiffJob, error) {
+	var jobs []DiffJob
+	for _, rec := range ev.Records {
+		if !strings.HasPrefix(rec.EventName, "ObjectCreated:") {
+			continue
+		}
+		if !strings.HasPrefix(rec.S3.Object.Key, "snapshots/") {
+			continue
+		}
+		retailerID, generation, err := ParseUploadKey(rec.S3.Object.Key)
+		if err != nil {
+			return nil, err
+		}
+		key, _ := url.QueryUnescape(rec.S3.Object.Key)
+		jobs = append(jobs, DiffJob{
+			Bucket:     rec.S3.Bucket.Name,
+			Key:        key,
+			RetailerID: retailerID,
+			Generation: generation,
+			Size:       rec.S3.Object.Size,
+			EventTime:  rec.EventTime,
+		})
+	}
+	return jobs, nil
+}
+
+// NewObjectCreatedEvent builds the S3 event notification for an object, the
+// way S3 sends it (the key URL-encoded). The confirm route and crash recovery
+// use it to ask the diff function to look at an upload again.
+func NewObjectCreatedEvent(region, bucket, key string, size int64, at time.Time) lambdaevents.S3Event {
+	return lambdaevents.S3Event{Records: []lambdaevents.S3EventRecord{{
+		EventVersion: "2.1",
+		EventSource:  "aws:s3",
+		AWSRegion:    region,
+		EventTime:    at.UTC(),
+		EventName:    "ObjectCreated:Put",
+		S3: lambdaevents.S3Entity{
+			SchemaVersion: "1.0",
+			Bucket:        lambdaevents.S3Bucket{Name: bucket, Arn: "arn:aws:s3:::" + bucket},
+			Object:        lambdaevents.S3Object{Key: strings.ReplaceAll(url.QueryEscape(key), "%2F", "/"), Size: size},
+		},
+	}}}
+}
+
+// ChangeEvent is published for every product row that actually changed.
+type ChangeEvent struct {
+	RetailerID string         `json:"retailer_id"`
+	ProductID  string         `json:"product_id"`
+	Generation int64          `json:"generation"`
+	Op         string         `json:"op"` // "upsert" or "delete"
+	Attributes map[string]any `json:"attributes,omitempty"`
+	ChangedAt  time.Time      `json:"changed_at"`
+}
+
+// AppendChunkLine appends op as one JSON line of a chunk object. Attributes must
+// already be canonical JSON; they are copied as they are.
+func AppendChunkLine(buf []byte, op ChunkOp) []byte {
+	buf = append(buf, `{"op":`...)
+	buf = strconv.AppendQuote(buf, op.Op)
+	buf = append(buf, `,"product_id":`...)
+	idJSON, _ := json.Marshal(op.ProductID)
+	buf = append(buf, idJSON...)
+	if op.Hash != "" {
+		buf = append(buf, `,"hash":`...)
+		buf = strconv.AppendQuote(buf, op.Hash)
+	}
+	if len(op.Attributes) > 0 {
+		buf = append(buf, `,"attributes":`...)
+		buf = append(buf, op.Attributes...)
+	}
+	return append(buf, "}\n"...)
+}
+
+// ReadChunk decodes a chunk object written with AppendChunkLine.
+func ReadChunk(r io.Reader) ([]ChunkOp, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 8<<20)
+	var ops []ChunkOp
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		var op ChunkOp
+		if err := json.Unmarshal(b, &op); err != nil {
+			return nil, fmt.Errorf("chunk line %d: %w", line, err)
+		}
+		if op.ProductID == "" || (op.Op != OpUpsert && op.Op != OpDelete) {
+			return nil, fmt.Errorf("chunk line %d: bad op %q for product %q", line, op.Op, op.ProductID)
+		}
+		if op.Op == OpUpsert && (len(op.Attributes) == 0 || op.Hash == "") {
+			return nil, fmt.Errorf("chunk line %d: upsert of %q without attributes or hash", line, op.ProductID)
+		}
+		ops = append(ops, op)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read chunk: %w", err)
+	}
+	return ops, nil
+}

@@ -1,0 +1,114 @@
+package events
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+)
+
+// roundTrip decodes a sample into v, encodes it again and checks that the JSON
+// means the same as the sample.
+func roundTrip(t *testing.T, path string, v any) {
+	t.Helper()
+	sample, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(sample, v))
+	again, err := json.Marshal(v)
+	require.NoError(t, err)
+	var want, got any
+	require.NoError(t, json.Unmarshal(sample, &want))
+	require.NoError(t, json.Unmarshal(again, &got))
+	require.Equal(t, want, got)
+}
+
+func TestChunkMessageRoundTrip(t *testing.T) {
+	t.Parallel()
+	var m ChunkMessage
+	roundTrip(t, "testdata/chunk_message.json", &m)
+	require.Equal(t, "acme", m.RetailerID)
+	require.EqualValues(t, 8, m.Generation)
+	require.Equal(t, ChunkKey("acme", 8, 3), m.Key)
+}
+
+func TestChangeEventRoundTrip(t *testing.T) {
+	t.Parallel()
+	var m ChangeEvent
+	roundTrip(t, "testdata/change_event.json", &m)
+	require.Equal(t, OpUpsert, m.Op)
+}
+
+func TestChunkObjectRoundTrip(t *testing.T) {
+	t.Parallel()
+	sample, err := os.ReadFile("testdata/chunk_object.jsonl")
+	require.NoError(t, err)
+	ops, err := ReadChunk(bytes.NewReader(sample))
+	require.NoError(t, err)
+	require.Len(t, ops, 2)
+	var buf []byte
+	for _, op := range ops {
+		buf = AppendChunkLine(buf, op)
+	}
+	require.Equal(t, string(sample), string(buf))
+}
+
+func TestReadChunkRejectsBadLines(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{
+		`{"op":"upsert","product_id":"a"}`,
+		`{"op":"drop","product_id":"a"}`,
+		`{"op":"delete","product_id":""}`,
+		`{"op":`,
+	} {
+		_, err := ReadChunk(strings.NewReader(bad + "\n"))
+		require.Error(t, err, bad)
+	}
+}
+
+func TestS3EventToDiffJobs(t *testing.T) {
+	t.Parallel()
+	// The SDK type adds urlDecodedKey on decode, so compare decoded values.
+	sample, err := os.ReadFile("testdata/s3_event.json")
+	require.NoError(t, err)
+	var ev, again lambdaevents.S3Event
+	require.NoError(t, json.Unmarshal(sample, &ev))
+	encoded, err := json.Marshal(ev)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(encoded, &again))
+	require.Equal(t, ev, again)
+	jobs, err := DiffJobsFromS3Event(ev)
+	require.NoError(t, err)
+	require.Equal(t, []DiffJob{{
+		Bucket: "catalog-snapshots", Key: "snapshots/acme/8/upload", RetailerID: "acme",
+		Generation: 8, Size: 1024, EventTime: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC),
+	}}, jobs)
+}
+
+func TestNewObjectCreatedEventEscapesLikeS3(t *testing.T) {
+	t.Parallel()
+	ev := NewObjectCreatedEvent("us-east-1", "b", "snapshots/r_1-x/12/upload", 5, time.Unix(0, 0))
+	jobs, err := DiffJobsFromS3Event(ev)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "r_1-x", jobs[0].RetailerID)
+	require.EqualValues(t, 12, jobs[0].Generation)
+}
+
+func TestParseUploadKeyRejects(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"snapshots/a/0/upload", "snapshots/a/x/upload", "snapshots//1/upload", "snapshots/a/1/other", "chunks/a/1/2"} {
+		_, _, err := ParseUploadKey(k)
+		require.Error(t, err, k)
+	}
+}
+
+func TestMessageIDs(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "acme#3", MessageGroupID("acme", 23, 20))
+	require.Equal(t, "acme:8:23", MessageDeduplicationID("acme", 8, 23))
+}

@@ -1,0 +1,123 @@
+// Package apply is the apply function: started by batches of chunk messages
+// from a FIFO queue, it writes each chunk's rows to the retailer's shard in
+// one fenced transaction, counting the chunk exactly once.
+package apply
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+)
+
+// Blobs reads chunk objects. s3blob.Store implements it.
+type Blobs interface {
+	// Get reads a whole object.
+	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// Handler applies chunks.
+type Handler struct {
+	stores *pgstore.Stores
+	blobs  Blobs
+	log    *slog.Logger
+	// Observe, when set, is called around each chunk's apply (tests count
+	// chunks in flight with it); it is nil in production.
+	Observe func(msg events.ChunkMessage, start bool)
+}
+
+// New builds the handler.
+func New(stores *pgstore.Stores, blobs Blobs, log *slog.Logger) *Handler {
+	return &Handler{stores: stores, blobs: blobs, log: log}
+}
+
+// HandleSQS is the Lambda entry. Messages are applied in order; after the
+// first failure that message and every later one of the batch are reported
+// as failures, so FIFO order within a group holds and what succeeded is not
+// redone.
+func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+	var resp lambdaevents.SQSEventResponse
+	for i, msg := range ev.Records {
+		if err := h.handleMessage(ctx, msg); err != nil {
+			h.log.ErrorContext(ctx, "apply failed", "message_id", msg.MessageId, "err", err)
+			for _, rest := range ev.Records[i:] {
+				resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: rest.MessageId})
+			}
+			break
+		}
+	}
+	return resp, nil
+}
+
+func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) error {
+	var m events.ChunkMessage
+	if err := json.Unmarshal([]byte(msg.Body), &m); err != nil {
+		return fmt.Errorf("message %s is not a chunk message: %w", msg.MessageId, err)
+	}
+	return h.Apply(ctx, m)
+}
+
+// Apply applies one chunk. Superseded and already-applied chunks are
+// acknowledged without writing.
+func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
+	if h.Observe != nil {
+		h.Observe(m, true)
+		defer h.Observe(m, false)
+	}
+	log := h.log.With("retailer_id", m.RetailerID, "generation", m.Generation, "seq", m.Seq)
+	_, shard, err := h.stores.ForRetailer(ctx, m.RetailerID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		log.WarnContext(ctx, "chunk of an unknown retailer dropped")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// Cheap check first (I4): a superseded chunk is not even read.
+	latest, err := shard.IsLatest(ctx, m.RetailerID, m.Generation)
+	if err != nil {
+		return err
+	}
+	if !latest {
+		log.InfoContext(ctx, "chunk superseded; acknowledged without writing")
+		return nil
+	}
+	start := time.Now()
+	body, err := h.blobs.Get(ctx, m.Key)
+	if err != nil {
+		return fmt.Errorf("apply chunk %d: %w", m.Seq, err)
+	}
+	sum := sha256.Sum256(body)
+	if got := hex.EncodeToString(sum[:]); got != m.SHA256 {
+		return fmt.Errorf("apply chunk %d: object %s has checksum %s, message says %s", m.Seq, m.Key, got, m.SHA256)
+	}
+	ops, err := events.ReadChunk(bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("apply chunk %d: %w", m.Seq, err)
+	}
+	res, err := shard.ApplyChunk(ctx, m.RetailerID, m.Generation, m.Seq, ops)
+	if err != nil {
+		return err
+	}
+	switch res.Outcome {
+	case pgstore.ChunkSuperseded:
+		log.InfoContext(ctx, "chunk superseded; nothing written")
+	case pgstore.ChunkDuplicate:
+		log.InfoContext(ctx, "chunk applied before; nothing written")
+	default:
+		log.InfoContext(ctx, "chunk applied", "rows", len(ops), "written", res.Written,
+			"generation_applied", res.GenerationApplied, "elapsed_ms", time.Since(start).Milliseconds())
+	}
+	return nil
+}

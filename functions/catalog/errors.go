@@ -1,0 +1,46 @@
+package catalog
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+)
+
+// Kinds of domain error. Handlers map each kind to one HTTP status in one table.
+var (
+	ErrInvalid      = errors.New("invalid")      // malformed or out-of-range input
+	ErrUnauthorized = errors.New("unauthorized") // missing or wrong token
+	ErrForbidden    = errors.New("forbidden")    // valid token without the right
+	ErrNotFound     = errors.New("not found")    // no such retailer, generation or product
+	ErrConflict     = errors.New("conflict")     // exists already, or not in the required state
+	ErrTooLarge     = errors.New("too large")    // over a size limit
+	ErrRateLimited  = errors.New("rate limited") // too many requests
+	ErrAmbiguous    = errors.New("multiple")     // several candidates
+)
+
+// Error is a domain error with a stable snake_case code and a message for people.
+type Error struct {
+	Kind    error
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Unwrap lets errors.Is match the kind.
+func (e *Error) Unwrap() error { return e.Kind }
+
+// Errorf builds a domain error of a kind.
+func Errorf(kind error, code, format string, args ...any) *Error {
+	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+var retailerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidateRetailerID checks the contract's retailer_id pattern [A-Za-z0-9_-]{1,64}.
+func ValidateRetailerID(id string) error {
+	if !retailerIDPattern.MatchString(id) {
+		return Errorf(ErrInvalid, "invalid_retailer_id", "retailer_id %q must match [A-Za-z0-9_-]{1,64}", id)
+	}
+	return nil
+}

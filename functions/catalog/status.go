@@ -1,0 +1,46 @@
+package catalog
+
+import "time"
+
+// Retailer is a registered retailer.
+type Retailer struct {
+	ID        string
+	Shard     int
+	TokenHash []byte
+	Hold      HoldPolicy
+	CreatedAt time.Time
+}
+
+// GenerationStatus is the state of one upload, as the status route shows it.
+type GenerationStatus struct {
+	RetailerID    string
+	Generation    int64
+	State         State
+	Format        string
+	ObjectKey     string
+	UploadExpires time.Time
+	CreatedAt     time.Time
+	ReceivedAt    *time.Time
+	AppliedAt     *time.Time
+	SupersededBy  *int64
+	ErrorCode     string
+	ErrorMessage  string
+	ErrorLine     int
+	Inserted      int64
+	Updated       int64
+	Deleted       int64
+	Unchanged     int64
+	Products      int64
+	ChunksTotal   int
+	ChunksApplied int
+	Confirmed     bool
+}
+
+// Product is one product of the catalog as the storefront sees it.
+type Product struct {
+	RetailerID string
+	ProductID  string
+	Attributes []byte // JSON object
+	Generation int64
+	UpdatedAt  time.Time
+}

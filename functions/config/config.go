@@ -1,0 +1,196 @@
+// Package config reads, once, at a function's entry point, everything the
+// functions are told by their environment, and builds the adapters from it.
+// Nothing below the entry points reads the environment.
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsconfig "github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+
+	"github.com/retailcatalog/catalog/functions/pgstore"
+)
+
+// Config is the functions' configuration.
+type Config struct {
+	Region             string
+	Bucket             string        // CATALOG_BUCKET
+	ControlDB          string        // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
+	ShardDBs           []string      // CATALOG_SHARD_DBS: comma-separated, shard 0 first
+	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL
+	ApplySmallQueueURL string        // CATALOG_APPLY_SMALL_QUEUE_URL
+	ApplyLargeQueueURL string        // CATALOG_APPLY_LARGE_QUEUE_URL
+	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS (default 100000)
+	InflightCap        int           // CATALOG_INFLIGHT_CAP (default 20)
+	MaxUploadBytes     int64         // CATALOG_MAX_UPLOAD_BYTES (default 12 GiB)
+	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL (default 15m)
+	AdminToken         string        // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
+	AdminTokenSecret   string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
+	DBMaxConns         int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
+	ChangeTopicARN     string        // CATALOG_CHANGE_TOPIC_ARN
+	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
+}
+
+// FromEnv reads the configuration from getenv (os.Getenv at entry points).
+func FromEnv(getenv func(string) string) (Config, error) {
+	c := Config{
+		Region:             firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), "us-east-1"),
+		Bucket:             getenv("CATALOG_BUCKET"),
+		ControlDB:          getenv("CATALOG_CONTROL_DB"),
+		DiffQueueURL:       getenv("CATALOG_DIFF_QUEUE_URL"),
+		ApplySmallQueueURL: getenv("CATALOG_APPLY_SMALL_QUEUE_URL"),
+		ApplyLargeQueueURL: getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
+		AdminToken:         getenv("CATALOG_ADMIN_TOKEN"),
+		AdminTokenSecret:   getenv("CATALOG_ADMIN_TOKEN_SECRET"),
+		ChangeTopicARN:     getenv("CATALOG_CHANGE_TOPIC_ARN"),
+	}
+	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			c.ShardDBs = append(c.ShardDBs, s)
+		}
+	}
+	var err error
+	if c.LargeThresholdRows, err = intVar(getenv, "CATALOG_LARGE_THRESHOLD_ROWS", 100000); err != nil {
+		return c, err
+	}
+	if c.InflightCap, err = intVar(getenv, "CATALOG_INFLIGHT_CAP", 20); err != nil {
+		return c, err
+	}
+	maxConns, err := intVar(getenv, "CATALOG_DB_MAX_CONNS", 4)
+	if err != nil {
+		return c, err
+	}
+	c.DBMaxConns = int32(maxConns)
+	maxUpload, err := intVar(getenv, "CATALOG_MAX_UPLOAD_BYTES", 12<<30)
+	if err != nil {
+		return c, err
+	}
+	c.MaxUploadBytes = int64(maxUpload)
+	c.UploadTTL = 15 * time.Minute
+	if v := getenv("CATALOG_UPLOAD_TTL"); v != "" {
+		if c.UploadTTL, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("CATALOG_UPLOAD_TTL %q: %w", v, err)
+		}
+	}
+	if v := getenv("CATALOG_LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			return c, fmt.Errorf("CATALOG_LOG_LEVEL %q: %w", v, err)
+		}
+	}
+	if c.ControlDB == "" || len(c.ShardDBs) == 0 {
+		return c, fmt.Errorf("CATALOG_CONTROL_DB and CATALOG_SHARD_DBS are required")
+	}
+	return c, nil
+}
+
+func intVar(getenv func(string) string, name string, def int) (int, error) {
+	v := getenv(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s %q must be a positive integer", name, v)
+	}
+	return n, nil
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// Logger is the JSON logger every function uses.
+func (c Config) Logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: c.LogLevel}))
+}
+
+// OpenStores resolves the database addresses (secret:<arn> through Secrets
+// Manager) and connects.
+func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
+	resolve, err := c.secretResolver(ctx)
+	if err != nil {
+		return nil, err
+	}
+	control, err := resolve(c.ControlDB)
+	if err != nil {
+		return nil, err
+	}
+	shards := make([]string, len(c.ShardDBs))
+	for i, s := range c.ShardDBs {
+		if shards[i], err = resolve(s); err != nil {
+			return nil, err
+		}
+	}
+	if c.AdminToken == "" && c.AdminTokenSecret != "" {
+		if c.AdminToken, err = resolve("secret:" + c.AdminTokenSecret); err != nil {
+			return nil, err
+		}
+	}
+	return pgstore.Open(ctx, control, shards, pgstore.PoolOptions{MaxConns: c.DBMaxConns})
+}
+
+// secretResolver turns "secret:<arn>" into a DSN (for an RDS secret's JSON) or
+// the secret string itself; anything else is returned as it is.
+func (c *Config) secretResolver(ctx context.Context) (func(string) (string, error), error) {
+	var client *secretsmanager.Client
+	return func(v string) (string, error) {
+		arn, ok := strings.CutPrefix(v, "secret:")
+		if !ok {
+			return v, nil
+		}
+		if client == nil {
+			cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Region))
+			if err != nil {
+				return "", fmt.Errorf("load aws config: %w", err)
+			}
+			client = secretsmanager.NewFromConfig(cfg)
+		}
+		out, err := client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+		if err != nil {
+			return "", fmt.Errorf("read secret %s: %w", arn, err)
+		}
+		return dsnFromSecret(aws.ToString(out.SecretString)), nil
+	}, nil
+}
+
+// rdsSecret is the JSON of an RDS-generated secret.
+type rdsSecret struct {
+	Host     string      `json:"host"`
+	Port     json.Number `json:"port"`
+	Username string      `json:"username"`
+	Password string      `json:"password"`
+	DBName   string      `json:"dbname"`
+}
+
+func dsnFromSecret(s string) string {
+	var sec rdsSecret
+	if err := json.Unmarshal([]byte(s), &sec); err != nil || sec.Host == "" {
+		return s // a plain secret string (the admin token, or a whole DSN)
+	}
+	port := sec.Port.String()
+	if port == "" {
+		port = "5432"
+	}
+	db := sec.DBName
+	if db == "" {
+		db = "postgres"
+	}
+	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec.Username, sec.Password),
+		Host: sec.Host + ":" + port, Path: "/" + db, RawQuery: "sslmode=require"}
+	return u.String()
+}

@@ -1,0 +1,72 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+)
+
+// LambdaHandler serves h behind API Gateway's HTTP API (payload format 2.0):
+// the request is rebuilt as an *http.Request (raw, still percent-encoded path,
+// so a product_id holding "/" stays one segment) and the recorded response is
+// returned as the proxy response.
+func LambdaHandler(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		httpReq, err := RequestFromAPIGateway(ctx, req)
+		if err != nil {
+			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest,
+				Body: `{"error":{"code":"bad_request","message":"` + strings.ReplaceAll(err.Error(), `"`, `'`) + `"}}`}, nil
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httpReq)
+		resp := events.APIGatewayV2HTTPResponse{StatusCode: rec.Code, Headers: map[string]string{}}
+		for k, v := range rec.Header() {
+			resp.Headers[k] = strings.Join(v, ",")
+		}
+		resp.Body = rec.Body.String()
+		return resp, nil
+	}
+}
+
+// RequestFromAPIGateway rebuilds the HTTP request API Gateway received.
+func RequestFromAPIGateway(ctx context.Context, req events.APIGatewayV2HTTPRequest) (*http.Request, error) {
+	path := req.RawPath
+	if path == "" {
+		path = "/"
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("bad path %q: %w", path, err)
+	}
+	u.RawQuery = req.RawQueryString
+	body := req.Body
+	if req.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			return nil, fmt.Errorf("bad base64 body: %w", err)
+		}
+		body = string(b)
+	}
+	method := req.RequestContext.HTTP.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	r, err := http.NewRequestWithContext(ctx, method, u.String(), strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range req.Headers {
+		r.Header.Set(k, v)
+	}
+	if len(req.Cookies) > 0 {
+		r.Header.Set("Cookie", strings.Join(req.Cookies, "; "))
+	}
+	r.RemoteAddr = req.RequestContext.HTTP.SourceIP
+	return r, nil
+}

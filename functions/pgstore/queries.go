@@ -1,0 +1,45 @@
+package pgstore
+
+import (
+	_ "embed"
+	"fmt"
+	"strings"
+)
+
+//go:embed queries.sql
+var queriesFile string
+
+// queries maps each "-- name: x" block of queries.sql to its SQL.
+var queries = parseQueries(queriesFile)
+
+func parseQueries(file string) map[string]string {
+	out := map[string]string{}
+	var name string
+	var body strings.Builder
+	flush := func() {
+		if name != "" {
+			out[name] = strings.TrimSpace(body.String())
+		}
+		body.Reset()
+	}
+	for _, line := range strings.Split(file, "\n") {
+		if rest, ok := strings.CutPrefix(line, "-- name: "); ok {
+			flush()
+			name = strings.TrimSpace(rest)
+			continue
+		}
+		body.WriteString(line)
+		body.WriteByte('\n')
+	}
+	flush()
+	return out
+}
+
+// q returns the named query; a missing name is a programming error caught by tests.
+func q(name string) string {
+	s, ok := queries[name]
+	if !ok {
+		panic(fmt.Sprintf("pgstore: no query %q in queries.sql", name))
+	}
+	return s
+}

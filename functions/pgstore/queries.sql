@@ -1,0 +1,181 @@
+-- Queries of the control and shard stores, one "-- name:" block each.
+
+-- name: create_retailer
+INSERT INTO retailers (retailer_id, shard, token_hash)
+VALUES ($1, $2, $3)
+ON CONFLICT (retailer_id) DO NOTHING;
+
+-- name: get_retailer
+SELECT retailer_id, shard, token_hash, hold_delete_fraction, hold_min_products, created_at
+FROM retailers WHERE retailer_id = $1;
+
+-- name: reserve_generation
+INSERT INTO retailer_state AS s (retailer_id, reserved_generation)
+VALUES ($1, 1)
+ON CONFLICT (retailer_id) DO UPDATE SET reserved_generation = s.reserved_generation + 1
+RETURNING reserved_generation;
+
+-- name: insert_generation
+INSERT INTO generations (retailer_id, generation, format, object_key, upload_expires_at)
+VALUES ($1, $2, $3, $4, $5);
+
+-- name: select_generation
+SELECT retailer_id, generation, state, format, object_key, upload_expires_at, created_at,
+       received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
+       coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
+       chunks_total, chunks_applied, confirmed
+FROM generations WHERE retailer_id = $1 AND generation = $2;
+
+-- name: list_generations
+SELECT retailer_id, generation, state, format, object_key, upload_expires_at, created_at,
+       received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
+       coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
+       chunks_total, chunks_applied, confirmed
+FROM generations WHERE retailer_id = $1
+ORDER BY generation DESC LIMIT $2;
+
+-- name: lock_state_for_update
+-- The diff raises the fence: FOR UPDATE waits for every apply transaction
+-- holding FOR KEY SHARE on the row, and blocks new ones until it commits.
+SELECT latest_generation, applied_generation, applied_products
+FROM retailer_state WHERE retailer_id = $1 FOR UPDATE;
+
+-- name: lock_state_for_apply
+-- Applies and the diff's progress marks hold the fence row FOR KEY SHARE:
+-- compatible with each other and with the applied_generation update, but not
+-- with a diff raising latest_generation.
+SELECT latest_generation FROM retailer_state WHERE retailer_id = $1 FOR KEY SHARE;
+
+-- name: select_generation_for_update
+SELECT state, confirmed FROM generations WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
+
+-- name: raise_fence
+UPDATE retailer_state SET latest_generation = $2
+WHERE retailer_id = $1 AND latest_generation < $2;
+
+-- name: supersede_older
+-- Every older generation that has not finished stops here (I4): its pending
+-- chunks will find the fence raised and write nothing.
+UPDATE generations SET state = 'superseded', superseded_by = $2
+WHERE retailer_id = $1 AND generation < $2
+  AND state IN ('received', 'diffing', 'applying', 'held');
+
+-- name: mark_superseded
+UPDATE generations SET state = 'superseded', superseded_by = $3,
+       received_at = coalesce(received_at, now())
+WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected');
+
+-- name: mark_diffing
+UPDATE generations SET state = 'diffing', received_at = coalesce(received_at, now()),
+       error_code = NULL, error_message = NULL, error_line = NULL
+WHERE retailer_id = $1 AND generation = $2;
+
+-- name: stopped_generations
+-- Generations newer than the baseline whose index was written: they may have
+-- sent chunks, and some of those may have been applied before they stopped.
+SELECT generation FROM generations
+WHERE retailer_id = $1 AND generation > $2 AND generation < $3 AND index_written
+ORDER BY generation;
+
+-- name: reject_generation
+UPDATE generations SET state = 'rejected', error_code = $3, error_message = $4, error_line = $5
+WHERE retailer_id = $1 AND generation = $2 AND state = 'diffing';
+
+-- name: hold_generation
+UPDATE generations SET state = 'held', error_code = $3, error_message = $4, error_line = NULL,
+       inserted = $5, updated = $6, deleted = $7, unchanged = $8, products = $9
+WHERE retailer_id = $1 AND generation = $2 AND state = 'diffing';
+
+-- name: start_applying
+UPDATE generations SET state = 'applying', index_written = true,
+       inserted = $3, updated = $4, deleted = $5, unchanged = $6, products = $7,
+       chunks_total = $8, chunks_applied = 0, error_code = NULL, error_message = NULL, error_line = NULL
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('diffing', 'applying');
+
+-- name: confirm_generation
+UPDATE generations SET confirmed = true
+WHERE retailer_id = $1 AND generation = $2 AND state = 'held';
+
+-- name: count_applied_chunk
+INSERT INTO applied_chunks (retailer_id, generation, seq) VALUES ($1, $2, $3)
+ON CONFLICT DO NOTHING;
+
+-- name: upsert_products
+-- Fenced upsert (I2, I3): a row stamped with this generation or a newer one is
+-- never touched, a tombstone of a newer generation stays dead, and a row whose
+-- content is already equal is not rewritten (I6). Changed rows go to the outbox
+-- in the same statement.
+WITH input AS (
+    SELECT u.product_id, u.attributes::jsonb AS attributes, u.content_hash
+    FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(product_id, attributes, content_hash)
+), up AS (
+    INSERT INTO products AS p (retailer_id, product_id, attributes, content_hash, generation, deleted, updated_at)
+    SELECT $1, product_id, attributes, content_hash, $2, false, now() FROM input
+    ON CONFLICT (retailer_id, product_id) DO UPDATE
+    SET attributes = EXCLUDED.attributes, content_hash = EXCLUDED.content_hash,
+        generation = EXCLUDED.generation, deleted = false, updated_at = EXCLUDED.updated_at
+    WHERE p.generation < EXCLUDED.generation
+      AND (p.deleted OR p.content_hash IS DISTINCT FROM EXCLUDED.content_hash)
+    RETURNING p.product_id, p.attributes
+), ob AS (
+    INSERT INTO outbox (retailer_id, generation, product_id, op, attributes)
+    SELECT $1, $2, product_id, 'upsert', attributes FROM up
+)
+SELECT count(*) FROM up;
+
+-- name: delete_products
+-- Fenced delete: the row becomes a tombstone stamped with this generation,
+-- unless a newer generation owns it or it is gone already.
+WITH del AS (
+    UPDATE products SET deleted = true, attributes = NULL, content_hash = NULL,
+           generation = $2, updated_at = now()
+    WHERE retailer_id = $1 AND product_id = ANY($3::text[]) AND generation < $2 AND NOT deleted
+    RETURNING product_id
+), ob AS (
+    INSERT INTO outbox (retailer_id, generation, product_id, op)
+    SELECT $1, $2, product_id, 'delete' FROM del
+)
+SELECT count(*) FROM del;
+
+-- name: count_chunk_progress
+UPDATE generations SET chunks_applied = chunks_applied + 1
+WHERE retailer_id = $1 AND generation = $2 AND state = 'applying'
+RETURNING chunks_applied, chunks_total, products;
+
+-- name: mark_applied
+UPDATE generations SET state = 'applied', applied_at = now()
+WHERE retailer_id = $1 AND generation = $2 AND state = 'applying';
+
+-- name: advance_baseline
+UPDATE retailer_state SET applied_generation = $2, applied_products = $3
+WHERE retailer_id = $1 AND applied_generation < $2;
+
+-- name: select_latest
+SELECT latest_generation FROM retailer_state WHERE retailer_id = $1;
+
+-- name: select_state
+SELECT reserved_generation, latest_generation, applied_generation, applied_products
+FROM retailer_state WHERE retailer_id = $1;
+
+-- name: unfinished_generations
+-- Work that a lost message would leave stuck: diffs not finished, applies not
+-- done, confirmed holds. Re-sending their diff job is harmless (idempotent).
+SELECT retailer_id, generation, object_key FROM generations
+WHERE state IN ('received', 'diffing', 'applying') OR (state = 'held' AND confirmed)
+ORDER BY retailer_id, generation;
+
+-- name: get_product
+SELECT retailer_id, product_id, attributes, generation, updated_at
+FROM products WHERE retailer_id = $1 AND product_id = $2 AND NOT deleted;
+
+-- name: list_products
+SELECT retailer_id, product_id, attributes, generation, updated_at
+FROM products WHERE retailer_id = $1 AND product_id > $2 AND NOT deleted
+ORDER BY product_id LIMIT $3;
+
+-- name: catalog_hashes
+SELECT product_id, content_hash FROM products
+WHERE retailer_id = $1 AND NOT deleted ORDER BY product_id;
+
+-- name: retailer_by_token
+SELECT retailer_id FROM retailers WHERE token_hash = $1;

@@ -1,0 +1,437 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+)
+
+// Shard is one shard database: generations, the fenced catalog and the outbox
+// of the retailers it holds.
+type Shard struct {
+	pool *pgxpool.Pool
+}
+
+// NewShard wraps a pool on a shard database.
+func NewShard(pool *pgxpool.Pool) *Shard { return &Shard{pool: pool} }
+
+// Pool is the underlying pool.
+func (s *Shard) Pool() *pgxpool.Pool { return s.pool }
+
+// ReserveGeneration reserves the retailer's next generation, in increasing
+// order, and records it as awaiting its upload.
+func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error) {
+	var gen int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, q("insert_generation"), retailerID, gen, format, events.UploadKey(retailerID, gen), expires)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reserve generation for %s: %w", retailerID, err)
+	}
+	return gen, nil
+}
+
+func scanStatus(row pgx.Row) (catalog.GenerationStatus, error) {
+	var g catalog.GenerationStatus
+	var state string
+	err := row.Scan(&g.RetailerID, &g.Generation, &state, &g.Format, &g.ObjectKey, &g.UploadExpires, &g.CreatedAt,
+		&g.ReceivedAt, &g.AppliedAt, &g.SupersededBy, &g.ErrorCode, &g.ErrorMessage, &g.ErrorLine,
+		&g.Inserted, &g.Updated, &g.Deleted, &g.Unchanged, &g.Products, &g.ChunksTotal, &g.ChunksApplied, &g.Confirmed)
+	g.State = catalog.State(state)
+	return g, err
+}
+
+// Generation returns the status of one generation; catalog.ErrNotFound when it was never reserved.
+func (s *Shard) Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error) {
+	g, err := scanStatus(s.pool.QueryRow(ctx, q("select_generation"), retailerID, gen))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return g, catalog.Errorf(catalog.ErrNotFound, "generation_not_found", "retailer %q has no generation %d", retailerID, gen)
+	}
+	if err != nil {
+		return g, fmt.Errorf("get generation %s/%d: %w", retailerID, gen, err)
+	}
+	return g, nil
+}
+
+// Generations lists a retailer's generations, newest first.
+func (s *Shard) Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error) {
+	rows, err := s.pool.Query(ctx, q("list_generations"), retailerID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list generations of %s: %w", retailerID, err)
+	}
+	defer rows.Close()
+	out := []catalog.GenerationStatus{}
+	for rows.Next() {
+		g, err := scanStatus(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list generations of %s: %w", retailerID, err)
+		}
+		out = append(out, g)
+	}
+	return out, rows.Err()
+}
+
+// Confirm marks a held generation confirmed. It is a conflict when the
+// generation is not held or is no longer the retailer's latest.
+func (s *Shard) Confirm(ctx context.Context, retailerID string, gen int64) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var latest int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return catalog.Errorf(catalog.ErrNotFound, "generation_not_found", "retailer %q has no generation %d", retailerID, gen)
+			}
+			return fmt.Errorf("confirm %s/%d: %w", retailerID, gen, err)
+		}
+		var state string
+		var confirmed bool
+		err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &confirmed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return catalog.Errorf(catalog.ErrNotFound, "generation_not_found", "retailer %q has no generation %d", retailerID, gen)
+		}
+		if err != nil {
+			return fmt.Errorf("confirm %s/%d: %w", retailerID, gen, err)
+		}
+		if catalog.State(state) != catalog.StateHeld {
+			return catalog.Errorf(catalog.ErrConflict, "not_held", "generation %d is %s, not held", gen, state)
+		}
+		if latest != gen {
+			return catalog.Errorf(catalog.ErrConflict, "not_latest", "generation %d is not the latest (%d is)", gen, latest)
+		}
+		_, err = tx.Exec(ctx, q("confirm_generation"), retailerID, gen)
+		return err
+	})
+}
+
+// DiffDecision tells the diff what to do with an upload.
+type DiffDecision struct {
+	Proceed bool   // false: nothing to do (duplicate event, superseded, finished, unknown)
+	Reason  string // why not, for the log
+	// For Proceed:
+	Format           string
+	Confirmed        bool    // a held snapshot the retailer confirmed
+	Baseline         int64   // the applied generation to diff against (0: none)
+	BaselineProducts int64   // its product count
+	Stopped          []int64 // newer generations that may have written rows (I5)
+}
+
+// BeginDiff records that the upload of gen has arrived and decides, under the
+// retailer's fence lock, whether to diff it: an upload older than one that
+// already arrived is superseded; a new latest raises the fence and supersedes
+// every older unfinished generation; duplicates of finished work do nothing.
+func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (DiffDecision, error) {
+	var d DiffDecision
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		d = DiffDecision{}
+		var latest, applied, appliedProducts int64
+		err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &applied, &appliedProducts)
+		if errors.Is(err, pgx.ErrNoRows) {
+			d.Reason = "retailer has no reserved generation on this shard"
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var state string
+		err = tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed)
+		if errors.Is(err, pgx.ErrNoRows) {
+			d.Reason = "generation was never reserved"
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch st := catalog.State(state); {
+		case st.Terminal():
+			d.Reason = "generation is " + state
+			return nil
+		case st == catalog.StateHeld && !d.Confirmed:
+			d.Reason = "generation is held, awaiting confirmation"
+			return nil
+		}
+		if latest > gen {
+			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, latest); err != nil {
+				return err
+			}
+			d.Reason = fmt.Sprintf("superseded by generation %d", latest)
+			return nil
+		}
+		if _, err := tx.Exec(ctx, q("raise_fence"), retailerID, gen); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q("supersede_older"), retailerID, gen); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q("mark_diffing"), retailerID, gen); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q("stopped_generations"), retailerID, applied, gen)
+		if err != nil {
+			return err
+		}
+		stopped, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT format FROM generations WHERE retailer_id = $1 AND generation = $2`, retailerID, gen).Scan(&d.Format); err != nil {
+			return err
+		}
+		d.Proceed, d.Baseline, d.BaselineProducts, d.Stopped = true, applied, appliedProducts, stopped
+		return nil
+	})
+	if err != nil {
+		return d, fmt.Errorf("begin diff %s/%d: %w", retailerID, gen, err)
+	}
+	return d, nil
+}
+
+// Reject ends a generation whose snapshot cannot be read, with a reason (I7).
+func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
+	if _, err := s.pool.Exec(ctx, q("reject_generation"), retailerID, gen, code, message, line); err != nil {
+		return fmt.Errorf("reject %s/%d: %w", retailerID, gen, err)
+	}
+	return nil
+}
+
+// Counts are the diff's figures for a generation.
+type Counts struct {
+	Inserted, Updated, Deleted, Unchanged, Products int64
+}
+
+// Hold parks a generation until the retailer confirms it (I8).
+func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c Counts) error {
+	if _, err := s.pool.Exec(ctx, q("hold_generation"), retailerID, gen, code, message,
+		c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products); err != nil {
+		return fmt.Errorf("hold %s/%d: %w", retailerID, gen, err)
+	}
+	return nil
+}
+
+// ErrSuperseded reports that a newer generation has arrived: the caller stops
+// without writing.
+var ErrSuperseded = errors.New("superseded by a newer generation")
+
+// StartApplying records, under the fence, that gen's index is written and its
+// chunks are about to be sent. With zero chunks the generation is applied at
+// once. ErrSuperseded when a newer generation arrived meanwhile.
+func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64, c Counts, chunks int) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var latest int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest); err != nil {
+			return err
+		}
+		if latest != gen {
+			return ErrSuperseded
+		}
+		tag, err := tx.Exec(ctx, q("start_applying"), retailerID, gen,
+			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, chunks)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrSuperseded
+		}
+		if chunks == 0 {
+			return finishGeneration(ctx, tx, retailerID, gen, c.Products)
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrSuperseded) {
+		return fmt.Errorf("start applying %s/%d: %w", retailerID, gen, err)
+	}
+	return err
+}
+
+func finishGeneration(ctx context.Context, tx pgx.Tx, retailerID string, gen, products int64) error {
+	if _, err := tx.Exec(ctx, q("mark_applied"), retailerID, gen); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, q("advance_baseline"), retailerID, gen, products)
+	return err
+}
+
+// IsLatest reports whether gen is still the retailer's newest arrived generation.
+func (s *Shard) IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error) {
+	var latest int64
+	if err := s.pool.QueryRow(ctx, q("select_latest"), retailerID).Scan(&latest); err != nil {
+		return false, fmt.Errorf("latest generation of %s: %w", retailerID, err)
+	}
+	return latest <= gen, nil
+}
+
+// ApplyOutcome says what ApplyChunk did.
+type ApplyOutcome int
+
+// Outcomes of ApplyChunk.
+const (
+	ChunkApplied    ApplyOutcome = iota // the chunk's rows were written and counted
+	ChunkDuplicate                      // the chunk was counted before: nothing written
+	ChunkSuperseded                     // a newer generation arrived: nothing written (I4)
+)
+
+// ApplyResult is what one chunk did.
+type ApplyResult struct {
+	Outcome           ApplyOutcome
+	Written           int64 // rows actually written (upserted or deleted)
+	GenerationApplied bool  // this chunk was the generation's last
+}
+
+// ApplyChunk writes one chunk of gen in one transaction: the fence check
+// (I2, I4), the chunk count (exactly once), the fenced upserts and deletes,
+// the outbox rows and, for the last chunk, the generation's completion and the
+// new baseline.
+func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (ApplyResult, error) {
+	var res ApplyResult
+	ids, attrs, hashes, deletes, err := splitOps(ops)
+	if err != nil {
+		return res, fmt.Errorf("apply chunk %d of %s/%d: %w", seq, retailerID, gen, err)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		res = ApplyResult{}
+		var latest int64
+		err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest)
+		if errors.Is(err, pgx.ErrNoRows) || (err == nil && latest > gen) {
+			res.Outcome = ChunkSuperseded
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, q("count_applied_chunk"), retailerID, gen, seq)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			res.Outcome = ChunkDuplicate
+			return nil
+		}
+		if len(ids) > 0 {
+			var n int64
+			if err := tx.QueryRow(ctx, q("upsert_products"), retailerID, gen, ids, attrs, hashes).Scan(&n); err != nil {
+				return fmt.Errorf("upsert: %w", err)
+			}
+			res.Written += n
+		}
+		if len(deletes) > 0 {
+			var n int64
+			if err := tx.QueryRow(ctx, q("delete_products"), retailerID, gen, deletes).Scan(&n); err != nil {
+				return fmt.Errorf("delete: %w", err)
+			}
+			res.Written += n
+		}
+		var applied, total int
+		var products int64
+		err = tx.QueryRow(ctx, q("count_chunk_progress"), retailerID, gen).Scan(&applied, &total, &products)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The generation is not applying: superseded, or never started.
+			return errRollbackSuperseded
+		}
+		if err != nil {
+			return err
+		}
+		if applied >= total {
+			res.GenerationApplied = true
+			return finishGeneration(ctx, tx, retailerID, gen, products)
+		}
+		return nil
+	})
+	if errors.Is(err, errRollbackSuperseded) {
+		return ApplyResult{Outcome: ChunkSuperseded}, nil
+	}
+	if err != nil {
+		return res, fmt.Errorf("apply chunk %d of %s/%d: %w", seq, retailerID, gen, err)
+	}
+	return res, nil
+}
+
+var errRollbackSuperseded = errors.New("generation not applying")
+
+func splitOps(ops []events.ChunkOp) (ids, attrs []string, hashes [][]byte, deletes []string, err error) {
+	for _, op := range ops {
+		switch op.Op {
+		case events.OpUpsert:
+			h, err := decodeHash(op.Hash)
+			if err != nil {
+				return nil, nil, nil, nil, fmt.Errorf("product %q: %w", op.ProductID, err)
+			}
+			ids = append(ids, op.ProductID)
+			attrs = append(attrs, string(op.Attributes))
+			hashes = append(hashes, h)
+		case events.OpDelete:
+			deletes = append(deletes, op.ProductID)
+		}
+	}
+	return ids, attrs, hashes, deletes, nil
+}
+
+// UnfinishedGeneration is a generation whose work a lost message would leave stuck.
+type UnfinishedGeneration struct {
+	RetailerID string
+	Generation int64
+	ObjectKey  string
+}
+
+// Unfinished lists generations still diffing or applying, or confirmed holds.
+func (s *Shard) Unfinished(ctx context.Context) ([]UnfinishedGeneration, error) {
+	rows, err := s.pool.Query(ctx, q("unfinished_generations"))
+	if err != nil {
+		return nil, fmt.Errorf("list unfinished generations: %w", err)
+	}
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[UnfinishedGeneration])
+}
+
+// Product returns a live product; catalog.ErrNotFound when absent or deleted.
+func (s *Shard) Product(ctx context.Context, retailerID, productID string) (catalog.Product, error) {
+	var p catalog.Product
+	err := s.pool.QueryRow(ctx, q("get_product"), retailerID, productID).Scan(&p.RetailerID, &p.ProductID, &p.Attributes, &p.Generation, &p.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return p, catalog.Errorf(catalog.ErrNotFound, "product_not_found", "retailer %q has no product %q", retailerID, productID)
+	}
+	if err != nil {
+		return p, fmt.Errorf("get product %s/%s: %w", retailerID, productID, err)
+	}
+	return p, nil
+}
+
+// Products returns up to limit live products with product_id > after, in byte order.
+func (s *Shard) Products(ctx context.Context, retailerID, after string, limit int) ([]catalog.Product, error) {
+	rows, err := s.pool.Query(ctx, q("list_products"), retailerID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list products of %s: %w", retailerID, err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowToStructByPos[catalog.Product])
+	if err != nil {
+		return nil, fmt.Errorf("list products of %s: %w", retailerID, err)
+	}
+	return out, nil
+}
+
+// CatalogHashes returns every live product id of a retailer with its content
+// hash, in product_id order: what tests and reconciliation compare with a snapshot.
+func (s *Shard) CatalogHashes(ctx context.Context, retailerID string) (map[string][]byte, error) {
+	rows, err := s.pool.Query(ctx, q("catalog_hashes"), retailerID)
+	if err != nil {
+		return nil, fmt.Errorf("catalog hashes of %s: %w", retailerID, err)
+	}
+	defer rows.Close()
+	out := map[string][]byte{}
+	for rows.Next() {
+		var id string
+		var h []byte
+		if err := rows.Scan(&id, &h); err != nil {
+			return nil, err
+		}
+		out[id] = h
+	}
+	return out, rows.Err()
+}

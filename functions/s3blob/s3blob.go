@@ -1,0 +1,193 @@
+// Package s3blob is the blob store adapter over Amazon S3 (or any
+// S3-compatible server such as the local gofakes3 stand-in).
+package s3blob
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+)
+
+// ErrNotFound reports a missing object.
+var ErrNotFound = errors.New("object not found")
+
+// ErrChanged reports that an object changed between two reads (its ETag differs).
+var ErrChanged = errors.New("object changed")
+
+// Options configure the S3 client. Endpoint empty means real AWS (or
+// AWS_ENDPOINT_URL_S3, which the SDK honours by itself).
+type Options struct {
+	Region    string
+	Endpoint  string // e.g. http://127.0.0.1:9000 for the local stand-in
+	PathStyle bool   // required by the local stand-in
+	// StaticCredentials, when set, replace the default credential chain (local stack).
+	AccessKey, SecretKey string
+}
+
+// NewClient builds an S3 client. Checksums are computed only when required, so
+// the client works with S3-compatible servers over plain http as with S3.
+func NewClient(ctx context.Context, o Options) (*s3.Client, error) {
+	opts := []func(*config.LoadOptions) error{}
+	if o.Region != "" {
+		opts = append(opts, config.WithRegion(o.Region))
+	}
+	if o.AccessKey != "" {
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, "")))
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("load aws config: %w", err)
+	}
+	return s3.NewFromConfig(cfg, func(so *s3.Options) {
+		if o.Endpoint != "" {
+			so.BaseEndpoint = aws.String(o.Endpoint)
+		}
+		so.UsePathStyle = o.PathStyle
+		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	}), nil
+}
+
+// Store reads and writes objects of one bucket.
+type Store struct {
+	client  *s3.Client
+	presign *s3.PresignClient
+	bucket  string
+}
+
+// New returns a store on bucket.
+func New(client *s3.Client, bucket string) *Store {
+	return &Store{client: client, presign: s3.NewPresignClient(client), bucket: bucket}
+}
+
+// Bucket is the bucket name.
+func (s *Store) Bucket() string { return s.bucket }
+
+// Object is an open object: its body, size and version tag.
+type Object struct {
+	Body io.ReadCloser
+	Size int64
+	ETag string
+}
+
+// Open streams an object. With ifMatch set, ErrChanged when the object's
+// ETag differs. ErrNotFound when it does not exist.
+func (s *Store) Open(ctx context.Context, key, ifMatch string) (Object, error) {
+	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
+	if ifMatch != "" {
+		in.IfMatch = aws.String(ifMatch)
+	}
+	out, err := s.client.GetObject(ctx, in)
+	if err != nil {
+		return Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, classify(err))
+	}
+	obj := Object{Body: out.Body, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	if ifMatch != "" && obj.ETag != "" && obj.ETag != ifMatch {
+		out.Body.Close()
+		return Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, ErrChanged)
+	}
+	return obj, nil
+}
+
+// Get reads a whole (small) object.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	obj, err := s.Open(ctx, key, "")
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read s3://%s/%s: %w", s.bucket, key, err)
+	}
+	return b, nil
+}
+
+// Put writes an object from memory.
+func (s *Store) Put(ctx context.Context, key string, body []byte) error {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+	})
+	if err != nil {
+		return fmt.Errorf("put s3://%s/%s: %w", s.bucket, key, err)
+	}
+	return nil
+}
+
+// Size returns an object's size; ErrNotFound when it does not exist.
+func (s *Store) Size(ctx context.Context, key string) (int64, error) {
+	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return 0, fmt.Errorf("head s3://%s/%s: %w", s.bucket, key, classify(err))
+	}
+	return aws.ToInt64(out.ContentLength), nil
+}
+
+// PresignedRequest is a request a client can make without credentials.
+type PresignedRequest struct {
+	Method  string
+	URL     string
+	Headers map[string]string
+	Expires time.Time
+}
+
+// PresignPut returns a presigned PUT for key valid for ttl.
+func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration) (PresignedRequest, error) {
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key},
+		s3.WithPresignExpires(ttl))
+	if err != nil {
+		return PresignedRequest{}, fmt.Errorf("presign put s3://%s/%s: %w", s.bucket, key, err)
+	}
+	headers := map[string]string{}
+	for name, values := range req.SignedHeader {
+		if http.CanonicalHeaderKey(name) == "Host" || len(values) == 0 {
+			continue
+		}
+		headers[name] = values[0]
+	}
+	return PresignedRequest{Method: req.Method, URL: req.URL, Headers: headers, Expires: time.Now().Add(ttl).UTC()}, nil
+}
+
+// EnsureBucket creates the bucket when it does not exist (local stack only).
+func (s *Store) EnsureBucket(ctx context.Context) error {
+	_, err := s.client.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: &s.bucket})
+	var owned *types.BucketAlreadyOwnedByYou
+	var exists *types.BucketAlreadyExists
+	if err != nil && !errors.As(err, &owned) && !errors.As(err, &exists) {
+		var apiErr smithy.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode() == "BucketAlreadyOwnedByYou" || apiErr.ErrorCode() == "BucketAlreadyExists") {
+			return nil
+		}
+		return fmt.Errorf("create bucket %s: %w", s.bucket, err)
+	}
+	return nil
+}
+
+func classify(err error) error {
+	var nsk *types.NoSuchKey
+	var nf *types.NotFound
+	if errors.As(err, &nsk) || errors.As(err, &nf) {
+		return fmt.Errorf("%w: %v", ErrNotFound, err)
+	}
+	var apiErr smithy.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode() {
+		case "NoSuchKey", "NotFound":
+			return fmt.Errorf("%w: %v", ErrNotFound, err)
+		case "PreconditionFailed":
+			return fmt.Errorf("%w: %v", ErrChanged, err)
+		}
+	}
+	return err
+}

@@ -1,0 +1,47 @@
+// Command upload is the upload Lambda: the admin and retailer routes behind API Gateway.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/aws/aws-lambda-go/lambda"
+
+	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/upload"
+)
+
+func main() {
+	if err := run(context.Background()); err != nil {
+		fmt.Fprintln(os.Stderr, "upload:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context) error {
+	cfg, err := config.FromEnv(os.Getenv)
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger()
+	stores, err := cfg.OpenStores(ctx)
+	if err != nil {
+		return err
+	}
+	s3c, err := s3blob.NewClient(ctx, s3blob.Options{Region: cfg.Region})
+	if err != nil {
+		return err
+	}
+	sqsc, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: cfg.Region})
+	if err != nil {
+		return err
+	}
+	h := upload.New(upload.Config{AdminToken: cfg.AdminToken, UploadTTL: cfg.UploadTTL, DiffQueueURL: cfg.DiffQueueURL, Region: cfg.Region},
+		stores, s3blob.New(s3c, cfg.Bucket), sqsqueue.NewSender(sqsc), log)
+	lambda.Start(httpapi.LambdaHandler(h))
+	return nil
+}

@@ -1,0 +1,330 @@
+// Package upload serves the admin and retailer routes of the HTTP API:
+// onboarding retailers, reserving generations with a presigned PUT, upload
+// statuses, and confirming held snapshots.
+package upload
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/json"
+	"hash/fnv"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/snapshot"
+)
+
+// Presigner presigns uploads. s3blob.Store implements it.
+type Presigner interface {
+	// PresignPut returns a request that PUTs key without credentials until ttl passes.
+	PresignPut(ctx context.Context, key string, ttl time.Duration) (s3blob.PresignedRequest, error)
+	Bucket() string
+}
+
+// Queue sends a message to a queue. sqsqueue.Sender implements it.
+type Queue interface {
+	// Send sends body to queueURL (groupID and dedupID empty for a standard queue).
+	Send(ctx context.Context, queueURL, body, groupID, dedupID string) error
+}
+
+// Config is what the upload function is told at start.
+type Config struct {
+	AdminToken   string        // bearer token of the admin routes
+	UploadTTL    time.Duration // how long a presigned PUT stays valid
+	DiffQueueURL string        // where a confirmation re-sends the diff job
+	Region       string
+}
+
+// Handler serves the admin and retailer routes.
+type Handler struct {
+	cfg    Config
+	stores *pgstore.Stores
+	blobs  Presigner
+	queue  Queue
+	log    *slog.Logger
+	mux    *http.ServeMux
+}
+
+// New builds the handler.
+func New(cfg Config, stores *pgstore.Stores, blobs Presigner, queue Queue, log *slog.Logger) *Handler {
+	if cfg.UploadTTL <= 0 {
+		cfg.UploadTTL = 15 * time.Minute
+	}
+	h := &Handler{cfg: cfg, stores: stores, blobs: blobs, queue: queue, log: log, mux: http.NewServeMux()}
+	h.mux.HandleFunc("POST /v1/admin/retailers", h.createRetailer)
+	h.mux.HandleFunc("POST /v1/retailers/{retailer_id}/snapshots", h.reserve)
+	h.mux.HandleFunc("GET /v1/retailers/{retailer_id}/snapshots", h.list)
+	h.mux.HandleFunc("GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status)
+	h.mux.HandleFunc("POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm)
+	return h
+}
+
+// Routes lists the method and pattern of every route served.
+func (h *Handler) Routes() []string {
+	return []string{
+		"POST /v1/admin/retailers",
+		"POST /v1/retailers/{retailer_id}/snapshots",
+		"GET /v1/retailers/{retailer_id}/snapshots",
+		"GET /v1/retailers/{retailer_id}/snapshots/{generation}",
+		"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm",
+	}
+}
+
+// ServeHTTP routes a request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+func bearer(r *http.Request) string {
+	v := r.Header.Get("Authorization")
+	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
+		return strings.TrimSpace(v[7:])
+	}
+	return ""
+}
+
+// HashToken is how a retailer token is stored.
+func HashToken(token string) []byte {
+	sum := sha256.Sum256([]byte(token))
+	return sum[:]
+}
+
+func (h *Handler) isAdmin(token string) bool {
+	return h.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.AdminToken)) == 1
+}
+
+// authAdmin: none or a wrong token 401, a retailer's token 403.
+func (h *Handler) authAdmin(r *http.Request) error {
+	token := bearer(r)
+	if token == "" {
+		return catalog.Errorf(catalog.ErrUnauthorized, "missing_token", "an Authorization: Bearer token is required")
+	}
+	if h.isAdmin(token) {
+		return nil
+	}
+	id, err := h.stores.Control.RetailerByTokenHash(r.Context(), HashToken(token))
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		return catalog.Errorf(catalog.ErrForbidden, "forbidden", "this route needs the admin token")
+	}
+	return catalog.Errorf(catalog.ErrUnauthorized, "invalid_token", "the token is not valid")
+}
+
+// authRetailer checks the path's retailer_id and that the token is that
+// retailer's (or the admin's): a bad id 400, none or a wrong token 401,
+// another retailer's token 403.
+func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, *pgstore.Shard, error) {
+	id := r.PathValue("retailer_id")
+	if err := catalog.ValidateRetailerID(id); err != nil {
+		return catalog.Retailer{}, nil, err
+	}
+	token := bearer(r)
+	if token == "" {
+		return catalog.Retailer{}, nil, catalog.Errorf(catalog.ErrUnauthorized, "missing_token", "an Authorization: Bearer token is required")
+	}
+	if !h.isAdmin(token) {
+		owner, err := h.stores.Control.RetailerByTokenHash(r.Context(), HashToken(token))
+		if err != nil {
+			return catalog.Retailer{}, nil, err
+		}
+		if owner == "" {
+			return catalog.Retailer{}, nil, catalog.Errorf(catalog.ErrUnauthorized, "invalid_token", "the token is not valid")
+		}
+		if owner != id {
+			return catalog.Retailer{}, nil, catalog.Errorf(catalog.ErrForbidden, "forbidden", "this token belongs to another retailer")
+		}
+	}
+	return h.stores.ForRetailer(r.Context(), id)
+}
+
+type createRetailerRequest struct {
+	RetailerID string `json:"retailer_id"`
+}
+
+type createRetailerResponse struct {
+	RetailerID string `json:"retailer_id"`
+	Token      string `json:"token"`
+	Shard      int    `json:"shard"`
+}
+
+// ShardFor places a retailer on a shard by a stable hash of its id.
+func ShardFor(retailerID string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(retailerID))
+	return int(h.Sum32() % uint32(shards))
+}
+
+func (h *Handler) createRetailer(w http.ResponseWriter, r *http.Request) {
+	if err := h.authAdmin(r); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	var req createRetailerRequest
+	if err := httpapi.DecodeJSON(r, 1<<16, &req); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	if err := catalog.ValidateRetailerID(req.RetailerID); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	token := "rt_" + base64.RawURLEncoding.EncodeToString(raw)
+	shard := ShardFor(req.RetailerID, len(h.stores.Shards))
+	err := h.stores.Control.CreateRetailer(r.Context(), catalog.Retailer{ID: req.RetailerID, Shard: shard, TokenHash: HashToken(token)})
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "retailer onboarded", "retailer_id", req.RetailerID, "shard", shard)
+	httpapi.WriteJSON(w, http.StatusCreated, createRetailerResponse{RetailerID: req.RetailerID, Token: token, Shard: shard})
+}
+
+type reserveRequest struct {
+	Format string `json:"format"`
+}
+
+// UploadSlot is the presigned request a retailer makes to upload.
+type UploadSlot struct {
+	Method    string            `json:"method"`
+	URL       string            `json:"url"`
+	Headers   map[string]string `json:"headers"`
+	ExpiresAt time.Time         `json:"expires_at"`
+}
+
+type reserveResponse struct {
+	RetailerID string     `json:"retailer_id"`
+	Generation int64      `json:"generation"`
+	Upload     UploadSlot `json:"upload"`
+}
+
+func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
+	retailer, shard, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	var req reserveRequest
+	if err := httpapi.DecodeJSON(r, 1<<16, &req); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	format, err := snapshot.ParseFormat(req.Format)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_format", `format must be "csv" or "jsonl", got %q`, req.Format))
+		return
+	}
+	expires := time.Now().Add(h.cfg.UploadTTL)
+	gen, err := shard.ReserveGeneration(r.Context(), retailer.ID, string(format), expires)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	signed, err := h.blobs.PresignPut(r.Context(), events.UploadKey(retailer.ID, gen), h.cfg.UploadTTL)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format)
+	httpapi.WriteJSON(w, http.StatusCreated, reserveResponse{
+		RetailerID: retailer.ID, Generation: gen,
+		Upload: UploadSlot{Method: signed.Method, URL: signed.URL, Headers: signed.Headers, ExpiresAt: signed.Expires},
+	})
+}
+
+func parseGeneration(r *http.Request) (int64, error) {
+	g, err := strconv.ParseInt(r.PathValue("generation"), 10, 64)
+	if err != nil || g <= 0 {
+		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_generation", "generation %q must be a positive integer", r.PathValue("generation"))
+	}
+	return g, nil
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	retailer, shard, err := h.authRetailer(r)
+	if err == nil {
+		var gen int64
+		if gen, err = parseGeneration(r); err == nil {
+			var st catalog.GenerationStatus
+			if st, err = shard.Generation(r.Context(), retailer.ID, gen); err == nil {
+				httpapi.WriteJSON(w, http.StatusOK, StatusJSON(st))
+				return
+			}
+		}
+	}
+	httpapi.WriteError(w, r, h.log, err)
+}
+
+type listResponse struct {
+	Items []Status `json:"items"`
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	retailer, shard, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	limit := 20
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v))
+			return
+		}
+		limit = n
+	}
+	gens, err := shard.Generations(r.Context(), retailer.ID, limit)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	out := listResponse{Items: make([]Status, 0, len(gens))}
+	for _, g := range gens {
+		out.Items = append(out.Items, StatusJSON(g))
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
+	retailer, shard, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	gen, err := parseGeneration(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	if err := shard.Confirm(r.Context(), retailer.ID, gen); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	// Ask the diff to look at the upload again; it now proceeds past the hold.
+	ev := events.NewObjectCreatedEvent(h.cfg.Region, h.blobs.Bucket(), events.UploadKey(retailer.ID, gen), 0, time.Now())
+	body, _ := json.Marshal(ev)
+	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, string(body), "", ""); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "held generation confirmed", "retailer_id", retailer.ID, "generation", gen)
+	st, err := shard.Generation(r.Context(), retailer.ID, gen)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, StatusJSON(st))
+}
