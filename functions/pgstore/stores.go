@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	catalogsql "github.com/retailcatalog/catalog/sql"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
 // Stores are the control database and every shard, with the routing of a

@@ -1,0 +1,215 @@
+package catalog
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sort"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/functions/snapshot"
+)
+
+func h(s string) snapshot.Hash { return snapshot.HashAttributes([]byte(s)) }
+
+func entries(kv ...string) []IndexEntry {
+	var out []IndexEntry
+	for i := 0; i < len(kv); i += 2 {
+		out = append(out, IndexEntry{ProductID: kv[i], Hash: h(kv[i+1])})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ProductID < out[j].ProductID })
+	return out
+}
+
+func TestIndexRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := entries("a", "1", "ab", "2", "abc", "3", "b", "4", "b\x00", "5", "é", "6")
+	var buf bytes.Buffer
+	w := NewIndexWriter(&buf)
+	for _, e := range in {
+		require.NoError(t, w.Add(e))
+	}
+	require.NoError(t, w.Close())
+	r := NewIndexReader(&buf)
+	var out []IndexEntry
+	for {
+		e, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		out = append(out, e)
+	}
+	require.Equal(t, in, out)
+}
+
+func TestIndexRejectsDisorderAndCorruption(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	w := NewIndexWriter(&buf)
+	require.NoError(t, w.Add(IndexEntry{ProductID: "b"}))
+	require.Error(t, w.Add(IndexEntry{ProductID: "a"}))
+	require.Error(t, w.Add(IndexEntry{ProductID: "b"}))
+	require.NoError(t, w.Close())
+	truncated := buf.Bytes()[:buf.Len()-3]
+	_, err := NewIndexReader(bytes.NewReader(truncated)).Next()
+	require.Error(t, err)
+	_, err = NewIndexReader(bytes.NewReader([]byte("nope"))).Next()
+	require.Error(t, err)
+}
+
+func TestEmptyIndex(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	require.NoError(t, NewIndexWriter(&buf).Close())
+	_, err := NewIndexReader(&buf).Next()
+	require.Equal(t, io.EOF, err)
+}
+
+func ids(es []IndexEntry, pos []int) []string {
+	var out []string
+	for _, p := range pos {
+		out = append(out, es[p].ProductID)
+	}
+	return out
+}
+
+func TestMergeClassifies(t *testing.T) {
+	t.Parallel()
+	base := entries("a", "1", "b", "2", "c", "3", "d", "4")
+	next := entries("a", "1", "b", "x", "d", "4", "e", "5")
+	plan, err := Merge(next, &SliceIterator{Entries: base}, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"b", "e"}, ids(next, plan.Upserts))
+	require.Equal(t, []string{"c"}, plan.Deletes)
+	require.EqualValues(t, 1, plan.Inserted)
+	require.EqualValues(t, 1, plan.Updated)
+	require.EqualValues(t, 1, plan.Deleted)
+	require.EqualValues(t, 2, plan.Unchanged)
+	require.EqualValues(t, 0, plan.Repaired)
+}
+
+func TestMergeWithoutBaselineInsertsAll(t *testing.T) {
+	t.Parallel()
+	next := entries("a", "1", "b", "2")
+	plan, err := Merge(next, nil, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, plan.Inserted)
+	require.Len(t, plan.Upserts, 2)
+}
+
+// The DESIGN's I5 example: gen 7 changes X from a to b and is stopped after
+// writing X; gen 8 has X = a again. A diff of 8 against 6 alone sees no change.
+func TestMergeRepairsWhatStoppedGenerationsTouched(t *testing.T) {
+	t.Parallel()
+	g6 := entries("x", "a", "y", "1", "z", "1")
+	g7 := entries("x", "b", "y", "1", "new", "n") // changed x, inserted new, deleted z
+	g8 := entries("x", "a", "y", "1", "z", "1")
+	plan, err := Merge(g8, &SliceIterator{Entries: g6}, []IndexIterator{&SliceIterator{Entries: g7}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"x", "z"}, ids(g8, plan.Upserts), "x and z restored")
+	require.Equal(t, []string{"new"}, plan.Deletes, "what 7 may have inserted is removed")
+	require.EqualValues(t, 3, plan.Unchanged)
+	require.EqualValues(t, 3, plan.Repaired)
+	require.Zero(t, plan.Inserted+plan.Updated+plan.Deleted)
+}
+
+func TestMergeRejectsUnsortedIndex(t *testing.T) {
+	t.Parallel()
+	bad := []IndexEntry{{ProductID: "b"}, {ProductID: "a"}}
+	_, err := Merge(nil, &SliceIterator{Entries: bad}, nil)
+	require.Error(t, err)
+}
+
+// Property: for random baselines, stopped generations and new snapshots, the
+// catalog that results from the baseline, any subset of the stopped
+// generations' writes, then the plan's ops (with the apply's rule: write only
+// when different) equals the new snapshot.
+func TestMergeProperty(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(0); seed < 300; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		gen := func() map[string]string {
+			m := map[string]string{}
+			for i := 0; i < 30; i++ {
+				if rng.IntN(3) > 0 {
+					m[fmt.Sprintf("p%02d", i)] = fmt.Sprint(rng.IntN(3))
+				}
+			}
+			return m
+		}
+		toEntries := func(m map[string]string) []IndexEntry {
+			var kv []string
+			for k, v := range m {
+				kv = append(kv, k, v)
+			}
+			return entries(kv...)
+		}
+		base := gen()
+		db := map[string]string{}
+		for k, v := range base {
+			db[k] = v
+		}
+		var stopped []IndexIterator
+		for s := rng.IntN(3); s > 0; s-- {
+			g := gen()
+			stopped = append(stopped, &SliceIterator{Entries: toEntries(g)})
+			// a stopped generation wrote a random part of its differences
+			for k := range union(base, g) {
+				if base[k] != g[k] && rng.IntN(2) == 0 {
+					if v, ok := g[k]; ok {
+						db[k] = v
+					} else {
+						delete(db, k)
+					}
+				}
+			}
+		}
+		next := gen()
+		ne := toEntries(next)
+		plan, err := Merge(ne, &SliceIterator{Entries: toEntries(base)}, stopped)
+		require.NoError(t, err)
+		for _, p := range plan.Upserts {
+			db[ne[p].ProductID] = next[ne[p].ProductID]
+		}
+		for _, id := range plan.Deletes {
+			delete(db, id)
+		}
+		require.Equal(t, next, db, "seed %d", seed)
+	}
+}
+
+func union(a, b map[string]string) map[string]bool {
+	out := map[string]bool{}
+	for k := range a {
+		out[k] = true
+	}
+	for k := range b {
+		out[k] = true
+	}
+	return out
+}
+
+func TestHoldPolicy(t *testing.T) {
+	t.Parallel()
+	p := DefaultHoldPolicy
+	code, _ := p.HoldReason(1000, 0, 1000)
+	require.Equal(t, "empty_snapshot", code)
+	code, _ = p.HoldReason(1000, 400, 600)
+	require.Equal(t, "mass_delete", code)
+	code, _ = p.HoldReason(1000, 500, 500)
+	require.Equal(t, "", code, "exactly half is not more than half")
+	code, _ = p.HoldReason(99, 1, 98)
+	require.Equal(t, "", code, "small catalogs are not held")
+}
+
+func TestValidateRetailerID(t *testing.T) {
+	t.Parallel()
+	require.NoError(t, ValidateRetailerID("Acme_1-x"))
+	for _, bad := range []string{"", "a b", "a/b", "é", string(make([]byte, 65))} {
+		require.Error(t, ValidateRetailerID(bad), bad)
+	}
+}

@@ -1,0 +1,265 @@
+package pgstore_test
+
+import (
+	"context"
+	"encoding/hex"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// newStores gives each test its own control and shard databases.
+func newStores(t *testing.T) *pgstore.Stores {
+	t.Helper()
+	ctx := context.Background()
+	server := testenv.Postgres(t)
+	prefix := testenv.Name("pgs")
+	control, err := pgstore.CreateDatabase(ctx, server, prefix+"control")
+	require.NoError(t, err)
+	shard, err := pgstore.CreateDatabase(ctx, server, prefix+"shard")
+	require.NoError(t, err)
+	s, err := pgstore.Open(ctx, control, []string{shard}, pgstore.PoolOptions{MaxConns: 8})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Migrate(ctx), "migrations are idempotent")
+	require.NoError(t, s.Control.CreateRetailer(ctx, catalog.Retailer{ID: "r1", Shard: 0, TokenHash: []byte("h1")}))
+	return s
+}
+
+func upsert(id, attrs string) events.ChunkOp {
+	h := snapshot.HashAttributes([]byte(attrs))
+	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
+}
+
+func del(id string) events.ChunkOp { return events.ChunkOp{Op: events.OpDelete, ProductID: id} }
+
+// startGeneration reserves gen, receives it and starts applying with chunks chunks.
+func startGeneration(t *testing.T, sh *pgstore.Shard, chunks int) int64 {
+	t.Helper()
+	ctx := context.Background()
+	gen, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	d, err := sh.BeginDiff(ctx, "r1", gen)
+	require.NoError(t, err)
+	require.True(t, d.Proceed, d.Reason)
+	require.NoError(t, sh.StartApplying(ctx, "r1", gen, pgstore.Counts{}, chunks))
+	return gen
+}
+
+func catalogOf(t *testing.T, sh *pgstore.Shard) map[string]string {
+	t.Helper()
+	rows, err := sh.Products(context.Background(), "r1", "", 1000)
+	require.NoError(t, err)
+	out := map[string]string{}
+	for _, p := range rows {
+		out[p.ProductID] = string(p.Attributes)
+	}
+	return out
+}
+
+func TestGenerationsAreReservedInIncreasingOrder(t *testing.T) {
+	t.Parallel()
+	sh := newStores(t).Shards[0]
+	var last int64
+	for i := 0; i < 5; i++ {
+		g, err := sh.ReserveGeneration(context.Background(), "r1", "csv", time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.Greater(t, g, last)
+		last = g
+	}
+}
+
+// I2 and I4: once generation 8 arrived, nothing of generation 7 is written,
+// and rows stamped by 8 are never changed by 7's writes.
+func TestFencingRefusesZombieChunks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	g7 := startGeneration(t, sh, 1)
+	g8 := startGeneration(t, sh, 1)
+	res, err := sh.ApplyChunk(ctx, "r1", g8, 0, []events.ChunkOp{upsert("a", `{"v": "8"}`), upsert("b", `{"v": "8"}`)})
+	require.NoError(t, err)
+	require.Equal(t, pgstore.ChunkApplied, res.Outcome)
+	require.True(t, res.GenerationApplied)
+
+	res, err = sh.ApplyChunk(ctx, "r1", g7, 0, []events.ChunkOp{upsert("a", `{"v": "7"}`), upsert("c", `{"v": "7"}`), del("b")})
+	require.NoError(t, err)
+	require.Equal(t, pgstore.ChunkSuperseded, res.Outcome)
+	require.Equal(t, map[string]string{"a": `{"v": "8"}`, "b": `{"v": "8"}`}, catalogOf(t, sh))
+
+	st, err := sh.Generation(ctx, "r1", g7)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateSuperseded, st.State)
+	require.Equal(t, g8, *st.SupersededBy)
+}
+
+// I2 in SQL alone: even with the retailer fence bypassed, the row fence
+// refuses an older generation's upsert and delete.
+func TestRowFenceInSQL(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	_, err := sh.Pool().Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation) VALUES ('r1', 'a', '{"v":"9"}', '\x00', 9)`)
+	require.NoError(t, err)
+	_, err = sh.Pool().Exec(ctx, `INSERT INTO retailer_state (retailer_id, latest_generation) VALUES ('r1', 7)`)
+	require.NoError(t, err)
+	_, err = sh.Pool().Exec(ctx, `INSERT INTO generations (retailer_id, generation, state, object_key, upload_expires_at, chunks_total) VALUES ('r1', 7, 'applying', 'k', now(), 2)`)
+	require.NoError(t, err)
+	res, err := sh.ApplyChunk(ctx, "r1", 7, 0, []events.ChunkOp{upsert("a", `{"v": "7"}`)})
+	require.NoError(t, err)
+	require.Zero(t, res.Written)
+	res, err = sh.ApplyChunk(ctx, "r1", 7, 1, []events.ChunkOp{del("a")})
+	require.NoError(t, err)
+	require.Zero(t, res.Written)
+	require.Equal(t, map[string]string{"a": `{"v": "9"}`}, catalogOf(t, sh))
+}
+
+// I3: a product deleted by generation 9 stays deleted when a late write of
+// generation 8 arrives, even past the retailer fence.
+func TestNoResurrection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	g1 := startGeneration(t, sh, 1)
+	_, err := sh.ApplyChunk(ctx, "r1", g1, 0, []events.ChunkOp{upsert("x", `{"v": "1"}`)})
+	require.NoError(t, err)
+	g2 := startGeneration(t, sh, 1)
+	res, err := sh.ApplyChunk(ctx, "r1", g2, 0, []events.ChunkOp{del("x")})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Written)
+	require.Empty(t, catalogOf(t, sh))
+
+	// A zombie of generation 1 with a second chunk, bypassing the retailer fence.
+	_, err = sh.Pool().Exec(ctx, `UPDATE retailer_state SET latest_generation = $1 WHERE retailer_id = 'r1'`, g1)
+	require.NoError(t, err)
+	_, err = sh.Pool().Exec(ctx, `UPDATE generations SET state = 'applying', chunks_total = 5 WHERE retailer_id = 'r1' AND generation = $1`, g1)
+	require.NoError(t, err)
+	res, err = sh.ApplyChunk(ctx, "r1", g1, 1, []events.ChunkOp{upsert("x", `{"v": "zombie"}`)})
+	require.NoError(t, err)
+	require.Zero(t, res.Written)
+	require.Empty(t, catalogOf(t, sh))
+	_, err = sh.Product(ctx, "r1", "x")
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
+
+// I6: an upsert of equal content writes no row version and no event.
+func TestUnchangedRowsAreNotWritten(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	g1 := startGeneration(t, sh, 1)
+	_, err := sh.ApplyChunk(ctx, "r1", g1, 0, []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "1"}`)})
+	require.NoError(t, err)
+	var xminBefore string
+	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT xmin::text FROM products WHERE product_id = 'a'`).Scan(&xminBefore))
+
+	g2 := startGeneration(t, sh, 1)
+	res, err := sh.ApplyChunk(ctx, "r1", g2, 0, []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "2"}`), del("zz")})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Written)
+	var xminAfter string
+	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT xmin::text FROM products WHERE product_id = 'a'`).Scan(&xminAfter))
+	require.Equal(t, xminBefore, xminAfter, "row a was not rewritten")
+	var events2 int
+	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE generation = $1`, g2).Scan(&events2))
+	require.Equal(t, 1, events2, "one change event, for b")
+}
+
+// A chunk is counted once, whether delivered twice in a row or twice at once.
+func TestChunkCountedExactlyOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	g := startGeneration(t, sh, 2)
+	ops := []events.ChunkOp{upsert("a", `{"v": "1"}`)}
+	outcomes := make([]pgstore.ApplyOutcome, 4)
+	var wg sync.WaitGroup
+	for i := range outcomes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := sh.ApplyChunk(ctx, "r1", g, 0, ops)
+			require.NoError(t, err)
+			outcomes[i] = res.Outcome
+		}()
+	}
+	wg.Wait()
+	applied := 0
+	for _, o := range outcomes {
+		if o == pgstore.ChunkApplied {
+			applied++
+		} else {
+			require.Equal(t, pgstore.ChunkDuplicate, o)
+		}
+	}
+	require.Equal(t, 1, applied)
+	st, err := sh.Generation(ctx, "r1", g)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.ChunksApplied)
+	require.Equal(t, catalog.StateApplying, st.State)
+
+	res, err := sh.ApplyChunk(ctx, "r1", g, 1, []events.ChunkOp{upsert("b", `{"v": "1"}`)})
+	require.NoError(t, err)
+	require.True(t, res.GenerationApplied)
+	st, err = sh.Generation(ctx, "r1", g)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateApplied, st.State)
+	require.NotNil(t, st.AppliedAt)
+}
+
+// An upload that arrives after a newer one ends superseded, even arriving last.
+func TestOutOfOrderArrivalIsSuperseded(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	g1, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	g2, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	d, err := sh.BeginDiff(ctx, "r1", g2)
+	require.NoError(t, err)
+	require.True(t, d.Proceed)
+	d, err = sh.BeginDiff(ctx, "r1", g1)
+	require.NoError(t, err)
+	require.False(t, d.Proceed)
+	st, err := sh.Generation(ctx, "r1", g1)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateSuperseded, st.State)
+	require.Equal(t, g2, *st.SupersededBy)
+	require.NotNil(t, st.ReceivedAt)
+
+	// A duplicate event of the finished generation does nothing.
+	require.NoError(t, sh.StartApplying(ctx, "r1", g2, pgstore.Counts{}, 0))
+	d, err = sh.BeginDiff(ctx, "r1", g2)
+	require.NoError(t, err)
+	require.False(t, d.Proceed)
+}
+
+func TestConfirmOnlyHeldLatest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	g, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.ErrorIs(t, sh.Confirm(ctx, "r1", g), catalog.ErrConflict, "not held")
+	_, err = sh.BeginDiff(ctx, "r1", g)
+	require.NoError(t, err)
+	require.NoError(t, sh.Hold(ctx, "r1", g, "empty_snapshot", "empty", pgstore.Counts{}))
+	require.NoError(t, sh.Confirm(ctx, "r1", g))
+	d, err := sh.BeginDiff(ctx, "r1", g)
+	require.NoError(t, err)
+	require.True(t, d.Proceed)
+	require.True(t, d.Confirmed)
+	require.ErrorIs(t, sh.Confirm(ctx, "r1", 99), catalog.ErrNotFound)
+}

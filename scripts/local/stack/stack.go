@@ -1,0 +1,405 @@
+// Package stack wires the whole system on one machine: a private PostgreSQL
+// server (control + shard databases), the SQS emulator with the diff-jobs and
+// apply FIFO queues, the S3 stand-in with object-created notifications, one
+// poller per queue playing the Lambda event source, and the HTTP API — all
+// running the same handlers as Lambda. The local command, the demo and the
+// integration tests start it.
+package stack
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/read"
+	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/scripts/local/eventsource"
+	"github.com/retailcatalog/catalog/scripts/local/pgserver"
+	"github.com/retailcatalog/catalog/scripts/local/s3server"
+	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
+)
+
+// Region is the region every local client uses.
+const Region = "us-east-1"
+
+// Options configure a stack. Zero values take the defaults in brackets.
+type Options struct {
+	DataDir    string // [.local] PostgreSQL data, S3 objects
+	Addr       string // [127.0.0.1:8080] where the HTTP API listens
+	Shards     int    // [2]
+	AdminToken string // [random]
+	Progress   io.Writer
+	Logger     *slog.Logger
+
+	// PostgresURL reuses a running server (a URL to any of its databases)
+	// instead of starting one in DataDir; SQSEndpoint likewise for the emulator.
+	PostgresURL string
+	SQSEndpoint string
+	// Prefix is put before every database and queue name, so that several
+	// stacks (tests) share one server and one emulator.
+	Prefix string
+
+	ChunkRows        int   // [5000]
+	InflightCap      int   // [20]
+	LargeThreshold   int   // [100000] changed rows
+	MaxUploadBytes   int64 // [1 GiB]
+	DiffConcurrency  int   // [2]
+	ApplyConcurrency int   // [4] per apply queue
+	// VisibilityTimeout of the queues [30s], at least the handler timeout.
+	VisibilityTimeout time.Duration
+	HandlerTimeout    time.Duration // [25s]
+	UploadTTL         time.Duration // [15m]
+
+	// Test seams: wrap what the diff writes and sends, observe applies.
+	WrapDiffBlobs func(diff.Blobs) diff.Blobs
+	WrapDiffQueue func(diff.Queue) diff.Queue
+	WrapApply     func(eventsource.Handler) eventsource.Handler
+	ApplyObserve  func(msg events.ChunkMessage, start bool)
+	// NoPollers starts no event-source pollers (tests drive handlers by hand).
+	NoPollers bool
+}
+
+func (o *Options) defaults() {
+	if o.DataDir == "" {
+		o.DataDir = ".local"
+	}
+	if o.Addr == "" {
+		o.Addr = "127.0.0.1:8080"
+	}
+	if o.Shards <= 0 {
+		o.Shards = 2
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
+	}
+	if o.ChunkRows <= 0 {
+		o.ChunkRows = 5000
+	}
+	if o.InflightCap <= 0 {
+		o.InflightCap = 20
+	}
+	if o.LargeThreshold <= 0 {
+		o.LargeThreshold = 100000
+	}
+	if o.MaxUploadBytes <= 0 {
+		o.MaxUploadBytes = 1 << 30
+	}
+	if o.DiffConcurrency <= 0 {
+		o.DiffConcurrency = 2
+	}
+	if o.ApplyConcurrency <= 0 {
+		o.ApplyConcurrency = 4
+	}
+	if o.HandlerTimeout <= 0 {
+		o.HandlerTimeout = 25 * time.Second
+	}
+	if o.VisibilityTimeout < o.HandlerTimeout {
+		o.VisibilityTimeout = o.HandlerTimeout + 5*time.Second
+	}
+	if o.UploadTTL <= 0 {
+		o.UploadTTL = 15 * time.Minute
+	}
+}
+
+// Queue is one queue of the stack.
+type Queue struct {
+	Name, URL, DLQURL string
+}
+
+// Stack is a running local system.
+type Stack struct {
+	Options    Options
+	APIURL     string
+	AdminToken string
+	Bucket     string
+	S3Endpoint string
+	Stores     *pgstore.Stores
+	Blobs      *s3blob.Store
+	SQS        *sqs.Client
+	DiffQueue  Queue
+	SmallQueue Queue
+	LargeQueue Queue
+	Diff       *diff.Handler
+	Apply      *apply.Handler
+	Upload     *upload.Handler
+	Read       *read.Handler
+
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	closers []func() error
+	server  *http.Server
+}
+
+// Start brings the stack up. Close stops everything it started.
+func Start(ctx context.Context, o Options) (st *Stack, err error) {
+	o.defaults()
+	st = &Stack{Options: o, AdminToken: o.AdminToken}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+	if st.AdminToken == "" {
+		st.AdminToken = randomToken()
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	progress := func(format string, args ...any) { fmt.Fprintf(o.Progress, format+"\n", args...) }
+
+	// PostgreSQL.
+	pgURL := o.PostgresURL
+	if pgURL == "" {
+		progress("postgres: checking installation")
+		if _, err := pgserver.EnsureInstalled(ctx, o.Progress); err != nil {
+			return nil, err
+		}
+		srv, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dataDir, "postgres"), Progress: o.Progress})
+		if err != nil {
+			return nil, err
+		}
+		st.closers = append(st.closers, srv.Stop)
+		pgURL = srv.URL("postgres")
+		progress("postgres: listening on 127.0.0.1:%d", srv.Port())
+	}
+	controlDSN, err := pgstore.CreateDatabase(ctx, pgURL, o.Prefix+"catalog_control")
+	if err != nil {
+		return nil, err
+	}
+	var shardDSNs []string
+	for i := 0; i < o.Shards; i++ {
+		dsn, err := pgstore.CreateDatabase(ctx, pgURL, fmt.Sprintf("%scatalog_shard_%d", o.Prefix, i))
+		if err != nil {
+			return nil, err
+		}
+		shardDSNs = append(shardDSNs, dsn)
+	}
+	st.Stores, err = pgstore.Open(ctx, controlDSN, shardDSNs, pgstore.PoolOptions{MaxConns: int32(4 + 2*o.ApplyConcurrency + o.DiffConcurrency)})
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, func() error { st.Stores.Close(); return nil })
+	if err := st.Stores.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	progress("postgres: control + %d shard databases migrated", o.Shards)
+
+	// SQS.
+	sqsEndpoint := o.SQSEndpoint
+	if sqsEndpoint == "" {
+		progress("sqs: checking the emulator installation")
+		if _, err := sqsemulator.EnsureInstalled(ctx, o.Progress); err != nil {
+			return nil, err
+		}
+		emu, err := sqsemulator.Start(ctx, sqsemulator.Options{Progress: o.Progress})
+		if err != nil {
+			return nil, err
+		}
+		st.closers = append(st.closers, emu.Stop)
+		sqsEndpoint = emu.Endpoint()
+		progress("sqs: emulator at %s", sqsEndpoint)
+	}
+	st.SQS, err = sqsemulator.NewSQSClient(ctx, sqsEndpoint)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range []*Queue{{Name: o.Prefix + "diff-jobs"}, {Name: o.Prefix + "apply-small.fifo"}, {Name: o.Prefix + "apply-large.fifo"}} {
+		q.URL, q.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.Name, o.VisibilityTimeout, 5)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case strings.HasSuffix(q.Name, "diff-jobs"):
+			st.DiffQueue = *q
+		case strings.HasSuffix(q.Name, "apply-small.fifo"):
+			st.SmallQueue = *q
+		default:
+			st.LargeQueue = *q
+		}
+	}
+	sender := sqsqueue.NewSender(st.SQS)
+
+	// S3, with object-created notifications to diff-jobs.
+	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
+	s3srv, err := s3server.Start(ctx, s3server.Options{
+		Dir: filepath.Join(dataDir, "s3"), Addr: "127.0.0.1:0", Buckets: []string{st.Bucket},
+		MaxUploadBytes: o.MaxUploadBytes, NotifyPrefix: "snapshots/", Logger: o.Logger,
+		Notify: func(ctx context.Context, ev lambdaevents.S3Event) error {
+			body, err := json.Marshal(ev)
+			if err != nil {
+				return err
+			}
+			return sender.Send(ctx, st.DiffQueue.URL, string(body), "", "")
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	st.closers = append(st.closers, s3srv.Close)
+	st.S3Endpoint = s3srv.Endpoint()
+	s3c, err := s3server.NewS3Client(ctx, st.S3Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	st.Blobs = s3blob.New(s3c, st.Bucket)
+	progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
+
+	// Handlers: the same as behind Lambda.
+	var diffBlobs diff.Blobs = st.Blobs
+	if o.WrapDiffBlobs != nil {
+		diffBlobs = o.WrapDiffBlobs(diffBlobs)
+	}
+	var diffQueue diff.Queue = sender
+	if o.WrapDiffQueue != nil {
+		diffQueue = o.WrapDiffQueue(diffQueue)
+	}
+	st.Diff = diff.New(diff.Config{
+		ChunkRows: o.ChunkRows, InflightCap: o.InflightCap, LargeThreshold: o.LargeThreshold,
+		SmallQueueURL: st.SmallQueue.URL, LargeQueueURL: st.LargeQueue.URL, MaxUploadBytes: o.MaxUploadBytes,
+	}, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
+	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
+	st.Apply.Observe = o.ApplyObserve
+	st.Upload = upload.New(upload.Config{AdminToken: st.AdminToken, UploadTTL: o.UploadTTL, DiffQueueURL: st.DiffQueue.URL, Region: Region},
+		st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
+	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.ready)
+
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st.cancel = cancel
+	if !o.NoPollers {
+		applyHandler := eventsource.Handler(st.Apply.HandleSQS)
+		if o.WrapApply != nil {
+			applyHandler = o.WrapApply(applyHandler)
+		}
+		st.poll(runCtx, st.DiffQueue, 1, o.DiffConcurrency, st.Diff.HandleSQS)
+		st.poll(runCtx, st.SmallQueue, 10, o.ApplyConcurrency, applyHandler)
+		st.poll(runCtx, st.LargeQueue, 10, o.ApplyConcurrency, applyHandler)
+	}
+
+	// HTTP API.
+	ln, err := net.Listen("tcp", o.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
+	}
+	st.APIURL = "http://" + ln.Addr().String()
+	st.server = &http.Server{Handler: st.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		if err := st.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.Logger.Error("http server", "err", err)
+		}
+	}()
+
+	if err := st.Resume(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+// Handler is the HTTP API: every route of the upload and read functions on one mux.
+func (st *Stack) Handler() http.Handler {
+	mux := http.NewServeMux()
+	for _, route := range st.Upload.Routes() {
+		mux.Handle(route, st.Upload)
+	}
+	for _, route := range st.Read.Routes() {
+		mux.Handle(route, st.Read)
+	}
+	mux.HandleFunc("/", httpapi.NotFound)
+	return mux
+}
+
+func (st *Stack) poll(ctx context.Context, q Queue, batch, concurrency int, h eventsource.Handler) {
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		err := eventsource.Run(ctx, st.SQS, eventsource.Options{
+			QueueURL: q.URL, BatchSize: batch, Concurrency: concurrency,
+			VisibilityTimeout: st.Options.VisibilityTimeout, HandlerTimeout: st.Options.HandlerTimeout,
+			WaitTime: time.Second, Logger: st.Options.Logger.With("queue", q.Name),
+		}, h)
+		if err != nil {
+			st.Options.Logger.Error("poller stopped", "queue", q.Name, "err", err)
+		}
+	}()
+}
+
+func (st *Stack) ready(ctx context.Context) error {
+	if err := st.Stores.Control.Pool().Ping(ctx); err != nil {
+		return fmt.Errorf("control database: %w", err)
+	}
+	for i, sh := range st.Stores.Shards {
+		if err := sh.Pool().Ping(ctx); err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Resume re-sends the diff job of every unfinished generation. Messages do
+// not survive an emulator restart; the database does, and a diff re-run is
+// idempotent (applied chunks are skipped), so nothing is lost.
+func (st *Stack) Resume(ctx context.Context) error {
+	sender := sqsqueue.NewSender(st.SQS)
+	for i, sh := range st.Stores.Shards {
+		list, err := sh.Unfinished(ctx)
+		if err != nil {
+			return fmt.Errorf("shard %d: %w", i, err)
+		}
+		for _, u := range list {
+			ev := events.NewObjectCreatedEvent(Region, st.Bucket, u.ObjectKey, 0, time.Now())
+			body, _ := json.Marshal(ev)
+			if err := sender.Send(ctx, st.DiffQueue.URL, string(body), "", ""); err != nil {
+				return err
+			}
+			st.Options.Logger.Info("resumed unfinished generation", "retailer_id", u.RetailerID, "generation", u.Generation)
+		}
+	}
+	return nil
+}
+
+// Close stops the pollers, the API and every process the stack started.
+func (st *Stack) Close() error {
+	if st.server != nil {
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st.server.Shutdown(shutdownCtx)
+		cancel()
+	}
+	if st.cancel != nil {
+		st.cancel()
+	}
+	st.wg.Wait()
+	var errs []error
+	for i := len(st.closers) - 1; i >= 0; i-- {
+		errs = append(errs, st.closers[i]())
+	}
+	st.closers = nil
+	return errors.Join(errs...)
+}
