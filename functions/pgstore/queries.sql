@@ -89,7 +89,7 @@ WHERE retailer_id = $1 AND generation = $2 AND state = 'diffing';
 -- name: start_applying
 UPDATE generations SET state = 'applying', index_written = true,
        inserted = $3, updated = $4, deleted = $5, unchanged = $6, products = $7,
-       chunks_total = $8, chunks_applied = 0, error_code = NULL, error_message = NULL, error_line = NULL
+       chunks_total = $8, error_code = NULL, error_message = NULL, error_line = NULL
 WHERE retailer_id = $1 AND generation = $2 AND state IN ('diffing', 'applying');
 
 -- name: confirm_generation

@@ -163,7 +163,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		}
 	}()
 	if st.AdminToken == "" {
-		st.AdminToken = randomToken()
+		st.AdminToken = NewAdminToken()
 	}
 	dataDir, err := filepath.Abs(o.DataDir)
 	if err != nil {

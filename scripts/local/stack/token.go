@@ -5,7 +5,8 @@ import (
 	"encoding/base64"
 )
 
-func randomToken() string {
+// NewAdminToken returns a fresh random admin token.
+func NewAdminToken() string {
 	b := make([]byte, 24)
 	rand.Read(b)
 	return "adm_" + base64.RawURLEncoding.EncodeToString(b)

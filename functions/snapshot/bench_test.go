@@ -1,0 +1,77 @@
+package snapshot
+
+import (
+	"bytes"
+	"io"
+	"testing"
+)
+
+const benchRows = 20000
+
+func benchRead(b *testing.B, data []byte) {
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data), FormatAuto, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		for {
+			_, err := r.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != benchRows {
+			b.Fatalf("%d rows", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
+}
+
+// BenchmarkReadCSV reads ~8 MB of generated CSV (12 typical retail columns).
+func BenchmarkReadCSV(b *testing.B) { benchRead(b, genCSV(benchRows)) }
+
+// BenchmarkReadJSONL reads the same products as JSON Lines.
+func BenchmarkReadJSONL(b *testing.B) { benchRead(b, genJSONL(benchRows)) }
+
+// BenchmarkReadCSVGzip is bound by decompression; MB/s is of decompressed data.
+func BenchmarkReadCSVGzip(b *testing.B) {
+	data := genCSV(benchRows)
+	z := gz(b, data)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(z), FormatAuto, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for {
+			if _, err := r.Next(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}
+
+// BenchmarkHashAttributes hashes typical canonical attributes.
+func BenchmarkHashAttributes(b *testing.B) {
+	rows, _, err := readAll(genCSV(1), FormatCSV, Limits{})
+	if err != nil || len(rows) != 1 {
+		b.Fatal(err)
+	}
+	attrs := rows[0].Attributes
+	b.SetBytes(int64(len(attrs)))
+	b.ReportAllocs()
+	for b.Loop() {
+		HashAttributes(attrs)
+	}
+}

@@ -1,0 +1,625 @@
+package snapshot
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"slices"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+const hexDigits = "0123456789abcdef"
+
+// strEscape[b] != 0 for the bytes appendJSONString must look at: those that
+// encoding/json escapes ('"', '\\', control characters) and 0xE2, the first
+// byte of U+2028 and U+2029.
+var strEscape = func() (t [256]byte) {
+	for b := 0; b < 0x20; b++ {
+		t[b] = 1
+	}
+	t['"'] = 1
+	t['\\'] = 1
+	t[0xE2] = 2
+	return t
+}()
+
+const (
+	lo7 = 0x0101010101010101
+	hi7 = 0x8080808080808080
+)
+
+// mayNeedEscape reports whether one of the 8 bytes in w may be one that
+// strEscape flags: below 0x20, '"', '\\' or 0xE2 (false positives are fine).
+func mayNeedEscape(w uint64) bool {
+	hasZero := func(v uint64) uint64 { return (v - lo7) &^ v & hi7 }
+	less20 := (w - 0x20*lo7) &^ w & hi7
+	return less20|hasZero(w^('"'*lo7))|hasZero(w^('\\'*lo7))|hasZero(w^(0xE2*lo7)) != 0
+}
+
+// appendJSONString appends s, which must be valid UTF-8, as a JSON string
+// encoded exactly as encoding/json.Marshal does with HTML escaping off.
+func appendJSONString(dst, s []byte) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		// Skip 8 plain bytes at a time.
+		for i+8 <= len(s) && !mayNeedEscape(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		b := s[i]
+		if strEscape[b] == 0 {
+			continue
+		}
+		if b == 0xE2 {
+			// U+2028 is E2 80 A8, U+2029 is E2 80 A9.
+			if i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9) {
+				dst = append(dst, s[start:i]...)
+				dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[s[i+2]&0xF])
+				i += 2
+				start = i + 1
+			}
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch b {
+		case '\\', '"':
+			dst = append(dst, '\\', b)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// Canonicalize returns the canonical form (see the package documentation) of
+// one JSON object. Unlike a JSON Lines row, product_id is an ordinary key
+// here. Errors are *Error with Line 0.
+func Canonicalize(object []byte) ([]byte, error) {
+	if !utf8.Valid(object) {
+		return nil, &Error{Code: CodeInvalidUTF8, Message: "invalid UTF-8"}
+	}
+	var c canonicalizer
+	out, jerr := c.object(nil, object, false)
+	if jerr != nil {
+		return nil, &Error{Code: jerr.code, Message: jerr.message()}
+	}
+	return out, nil
+}
+
+// maxNesting bounds the nesting of JSON arrays and objects, as encoding/json
+// does.
+const maxNesting = 10000
+
+// jsonErr is a problem found in a JSON text, at byte offset pos.
+type jsonErr struct {
+	code string
+	pos  int
+	msg  string
+}
+
+func (e *jsonErr) message() string {
+	if e.code == CodeMalformedJSON {
+		return fmt.Sprintf("malformed JSON at column %d: %s", e.pos+1, e.msg)
+	}
+	return e.msg
+}
+
+// member is one object member: its decoded key and canonical value in the
+// level's arena, and its index in input order.
+type member struct{ k0, k1, v0, v1, idx int }
+
+// keyOrder remembers the key order of the last top-level object: JSON Lines
+// exports usually write every row's keys in the same order, and reusing the
+// sorting permutation is cheaper than sorting.
+type keyOrder struct {
+	keys  []byte // keys in input order, concatenated
+	ends  []int
+	perm  []int // perm[j] = input index of the j-th key in sorted order
+	valid bool  // keys are known to sort to perm with no duplicates
+}
+
+// level is the reusable scratch space of one object nesting level.
+type level struct {
+	arena []byte
+	mems  []member
+}
+
+// canonicalizer parses one JSON object and writes its canonical form. It
+// keeps its scratch space between calls.
+type canonicalizer struct {
+	src    []byte
+	pos    int
+	nest   int
+	levels []level
+	tmp    []byte
+	sem    *jsonErr // first semantic (non-syntax) problem, reported after the parse
+
+	// product_id of a row (top level only, when extractID is set)
+	extractID bool
+	idSeen    bool
+	idString  bool
+	idKind    string
+	id        []byte
+	discard   []byte
+
+	order  keyOrder
+	sorted []member
+}
+
+// object parses src as one JSON object (surrounded by optional whitespace)
+// and appends its canonical form to dst. With extractID, a top-level
+// "product_id" member is taken out into c.id instead.
+func (c *canonicalizer) object(dst, src []byte, extractID bool) ([]byte, *jsonErr) {
+	c.src, c.pos, c.nest, c.sem = src, 0, 0, nil
+	c.extractID, c.idSeen, c.idString, c.idKind = extractID, false, false, ""
+	c.id = c.id[:0]
+	c.skipWS()
+	if c.pos >= len(src) || src[c.pos] != '{' {
+		what := "end of line"
+		if c.pos < len(src) {
+			what = describe(src[c.pos])
+		}
+		return dst, &jsonErr{CodeMalformedJSON, c.pos, "expected a JSON object, found " + what}
+	}
+	dst, err := c.parseObject(dst, 0)
+	if err != nil {
+		return dst, err
+	}
+	c.skipWS()
+	if c.pos < len(src) {
+		return dst, c.syntax("unexpected " + describe(src[c.pos]) + " after the object (one object per line)")
+	}
+	if c.sem != nil {
+		return dst, c.sem
+	}
+	return dst, nil
+}
+
+func describe(b byte) string {
+	if b >= 0x20 && b < 0x7f {
+		return fmt.Sprintf("%q", rune(b))
+	}
+	return fmt.Sprintf("byte 0x%02x", b)
+}
+
+func (c *canonicalizer) syntax(msg string) *jsonErr {
+	return &jsonErr{CodeMalformedJSON, c.pos, msg}
+}
+
+func (c *canonicalizer) semantic(code string, pos int, msg string) {
+	if c.sem == nil {
+		c.sem = &jsonErr{code, pos, msg}
+	}
+}
+
+func (c *canonicalizer) skipWS() {
+	for c.pos < len(c.src) {
+		switch c.src[c.pos] {
+		case ' ', '\t', '\r', '\n':
+			c.pos++
+		default:
+			return
+		}
+	}
+}
+
+// parseObject parses the object at c.pos (which is '{') and appends its
+// canonical form to dst. depth is the object nesting level (0 = the row).
+func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
+	c.nest++
+	if c.nest > maxNesting {
+		return dst, c.syntax(fmt.Sprintf("nesting deeper than %d", maxNesting))
+	}
+	start := c.pos
+	c.pos++ // '{'
+	if depth == len(c.levels) {
+		c.levels = append(c.levels, level{})
+	}
+	arena, mems := c.levels[depth].arena[:0], c.levels[depth].mems[:0]
+	top := depth == 0 && c.extractID
+	c.skipWS()
+	if c.pos < len(c.src) && c.src[c.pos] == '}' {
+		c.pos++
+	} else {
+		for {
+			c.skipWS()
+			if c.pos >= len(c.src) || c.src[c.pos] != '"' {
+				return dst, c.syntax("expected a string key")
+			}
+			keyPos := c.pos
+			k0 := len(arena)
+			var err *jsonErr
+			if arena, err = c.decodeString(arena); err != nil {
+				return dst, err
+			}
+			k1 := len(arena)
+			c.skipWS()
+			if c.pos >= len(c.src) || c.src[c.pos] != ':' {
+				return dst, c.syntax("expected ':' after object key")
+			}
+			c.pos++
+			if top && string(arena[k0:k1]) == "product_id" {
+				arena = arena[:k0]
+				if c.idSeen {
+					c.semantic(CodeDuplicateColumn, keyPos, `key "product_id" appears twice`)
+				}
+				c.idSeen = true
+				c.skipWS()
+				if c.pos < len(c.src) && c.src[c.pos] == '"' {
+					c.idString = true
+					if c.id, err = c.decodeString(c.id[:0]); err != nil {
+						return dst, err
+					}
+				} else {
+					c.idString = false
+					c.idKind = "a JSON value"
+					if c.pos < len(c.src) {
+						c.idKind = kindOf(c.src[c.pos])
+					}
+					if c.discard, err = c.value(c.discard[:0], depth); err != nil {
+						return dst, err
+					}
+				}
+			} else {
+				v0 := len(arena)
+				if arena, err = c.value(arena, depth); err != nil {
+					return dst, err
+				}
+				mems = append(mems, member{k0, k1, v0, len(arena), len(mems)})
+			}
+			c.skipWS()
+			if c.pos >= len(c.src) {
+				return dst, c.syntax("expected ',' or '}' after object member, found end of line")
+			}
+			if c.src[c.pos] == ',' {
+				c.pos++
+				continue
+			}
+			if c.src[c.pos] == '}' {
+				c.pos++
+				break
+			}
+			return dst, c.syntax("expected ',' or '}' after object member, found " + describe(c.src[c.pos]))
+		}
+	}
+	sorted := mems
+	if len(mems) > 1 {
+		sorted = c.sortMembers(arena, mems, depth == 0, start)
+	}
+	dst = append(dst, '{')
+	for i, m := range sorted {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, arena[m.k0:m.k1])
+		dst = append(dst, ':')
+		dst = append(dst, arena[m.v0:m.v1]...)
+	}
+	dst = append(dst, '}')
+	c.levels[depth].arena, c.levels[depth].mems = arena, mems
+	c.nest--
+	return dst, nil
+}
+
+// sortMembers returns mems sorted by key, noting a duplicate key. For the
+// top-level object it reuses the previous row's order when the keys came in
+// the same order.
+func (c *canonicalizer) sortMembers(arena []byte, mems []member, top bool, pos int) []member {
+	ko := &c.order
+	if top {
+		if ko.valid && len(ko.ends) == len(mems) {
+			same, prev := true, 0
+			for i, m := range mems {
+				if !bytes.Equal(arena[m.k0:m.k1], ko.keys[prev:ko.ends[i]]) {
+					same = false
+					break
+				}
+				prev = ko.ends[i]
+			}
+			if same {
+				s := c.sorted[:0]
+				for _, p := range ko.perm {
+					s = append(s, mems[p])
+				}
+				c.sorted = s
+				return s
+			}
+		}
+		ko.valid, ko.keys, ko.ends = false, ko.keys[:0], ko.ends[:0]
+		for _, m := range mems {
+			ko.keys = append(ko.keys, arena[m.k0:m.k1]...)
+			ko.ends = append(ko.ends, len(ko.keys))
+		}
+	}
+	slices.SortFunc(mems, func(a, b member) int {
+		return bytes.Compare(arena[a.k0:a.k1], arena[b.k0:b.k1])
+	})
+	for i := 1; i < len(mems); i++ {
+		if k := arena[mems[i].k0:mems[i].k1]; bytes.Equal(k, arena[mems[i-1].k0:mems[i-1].k1]) {
+			c.semantic(CodeDuplicateColumn, pos, fmt.Sprintf("key %q appears twice in one object", k))
+			return mems
+		}
+	}
+	if top {
+		ko.perm = ko.perm[:0]
+		for _, m := range mems {
+			ko.perm = append(ko.perm, m.idx)
+		}
+		ko.valid = true
+	}
+	return mems
+}
+
+func kindOf(b byte) string {
+	switch b {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// value parses the value at c.pos and appends its canonical form to dst.
+// depth is the nesting level of the enclosing object.
+func (c *canonicalizer) value(dst []byte, depth int) ([]byte, *jsonErr) {
+	c.skipWS()
+	if c.pos >= len(c.src) {
+		return dst, c.syntax("expected a value, found end of line")
+	}
+	switch b := c.src[c.pos]; {
+	case b == '"':
+		return c.stringValue(dst)
+	case b == '{':
+		return c.parseObject(dst, depth+1)
+	case b == '[':
+		c.nest++
+		if c.nest > maxNesting {
+			return dst, c.syntax(fmt.Sprintf("nesting deeper than %d", maxNesting))
+		}
+		c.pos++
+		dst = append(dst, '[')
+		c.skipWS()
+		if c.pos < len(c.src) && c.src[c.pos] == ']' {
+			c.pos++
+			c.nest--
+			return append(dst, ']'), nil
+		}
+		for {
+			var err *jsonErr
+			if dst, err = c.value(dst, depth); err != nil {
+				return dst, err
+			}
+			c.skipWS()
+			if c.pos >= len(c.src) {
+				return dst, c.syntax("expected ',' or ']' in array, found end of line")
+			}
+			switch c.src[c.pos] {
+			case ',':
+				c.pos++
+				dst = append(dst, ',')
+				continue
+			case ']':
+				c.pos++
+				c.nest--
+				return append(dst, ']'), nil
+			}
+			return dst, c.syntax("expected ',' or ']' in array, found " + describe(c.src[c.pos]))
+		}
+	case b == '-' || (b >= '0' && b <= '9'):
+		return c.number(dst)
+	case b == 't':
+		return c.literal(dst, "true")
+	case b == 'f':
+		return c.literal(dst, "false")
+	case b == 'n':
+		return c.literal(dst, "null")
+	default:
+		return dst, c.syntax("expected a value, found " + describe(b))
+	}
+}
+
+func (c *canonicalizer) literal(dst []byte, lit string) ([]byte, *jsonErr) {
+	if !bytes.HasPrefix(c.src[c.pos:], []byte(lit)) {
+		return dst, c.syntax("invalid literal (want " + lit + ")")
+	}
+	c.pos += len(lit)
+	return append(dst, lit...), nil
+}
+
+// number validates the JSON number at c.pos and appends its literal text.
+func (c *canonicalizer) number(dst []byte) ([]byte, *jsonErr) {
+	s, i := c.src, c.pos
+	digits := func() bool {
+		j := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		return i > j
+	}
+	if s[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(s) && s[i] == '0':
+		i++
+	case i < len(s) && s[i] >= '1' && s[i] <= '9':
+		digits()
+	default:
+		c.pos = i
+		return dst, c.syntax("invalid number: expected a digit")
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		if !digits() {
+			c.pos = i
+			return dst, c.syntax("invalid number: expected a digit after '.'")
+		}
+	}
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			i++
+		}
+		if !digits() {
+			c.pos = i
+			return dst, c.syntax("invalid number: expected a digit in the exponent")
+		}
+	}
+	dst = append(dst, s[c.pos:i]...)
+	c.pos = i
+	return dst, nil
+}
+
+// stringValue parses the string at c.pos and appends it canonically encoded.
+func (c *canonicalizer) stringValue(dst []byte) ([]byte, *jsonErr) {
+	s := c.src
+	for i := c.pos + 1; i < len(s); i++ {
+		for i+8 <= len(s) && !mayNeedEscape(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			break
+		}
+		b := s[i]
+		if strEscape[b] == 0 {
+			continue
+		}
+		if b == '"' {
+			// Nothing to decode or escape: the raw text is canonical.
+			dst = append(dst, s[c.pos:i+1]...)
+			c.pos = i + 1
+			return dst, nil
+		}
+		if b == 0xE2 && !(i+2 < len(s) && s[i+1] == 0x80 && (s[i+2] == 0xA8 || s[i+2] == 0xA9)) {
+			continue
+		}
+		break // an escape, a control character or U+2028/U+2029
+	}
+	var err *jsonErr
+	if c.tmp, err = c.decodeString(c.tmp[:0]); err != nil {
+		return dst, err
+	}
+	return appendJSONString(dst, c.tmp), nil
+}
+
+// decodeString decodes the string at c.pos (which is '"') and appends its
+// content to dst.
+func (c *canonicalizer) decodeString(dst []byte) ([]byte, *jsonErr) {
+	s := c.src
+	i := c.pos + 1
+	start := i
+	for {
+		for i+8 <= len(s) && !mayNeedEscape(binary.LittleEndian.Uint64(s[i:])) {
+			i += 8
+		}
+		if i >= len(s) {
+			c.pos = i
+			return dst, c.syntax("unterminated string")
+		}
+		b := s[i]
+		switch {
+		case b == '"':
+			dst = append(dst, s[start:i]...)
+			c.pos = i + 1
+			return dst, nil
+		case b < 0x20:
+			c.pos = i
+			return dst, c.syntax(fmt.Sprintf("control character 0x%02x in string (must be escaped)", b))
+		case b != '\\':
+			i++
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		if i+1 >= len(s) {
+			c.pos = i
+			return dst, c.syntax("unterminated string")
+		}
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			dst = append(dst, e)
+			i += 2
+		case 'b':
+			dst = append(dst, '\b')
+			i += 2
+		case 'f':
+			dst = append(dst, '\f')
+			i += 2
+		case 'n':
+			dst = append(dst, '\n')
+			i += 2
+		case 'r':
+			dst = append(dst, '\r')
+			i += 2
+		case 't':
+			dst = append(dst, '\t')
+			i += 2
+		case 'u':
+			r, ok := hex4(s, i+2)
+			if !ok {
+				c.pos = i
+				return dst, c.syntax(`invalid \u escape`)
+			}
+			n := 6
+			if utf16.IsSurrogate(r) {
+				r2, ok2 := rune(0), false
+				if r < 0xDC00 && i+11 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
+					r2, ok2 = hex4(s, i+8)
+				}
+				if !ok2 || r2 < 0xDC00 || r2 > 0xDFFF {
+					c.pos = i
+					return dst, &jsonErr{CodeInvalidUTF8, i, fmt.Sprintf(`lone UTF-16 surrogate \u%04x in a string at column %d`, r, i+1)}
+				}
+				r = utf16.DecodeRune(r, r2)
+				n = 12
+			}
+			dst = utf8.AppendRune(dst, r)
+			i += n
+		default:
+			c.pos = i
+			return dst, c.syntax(fmt.Sprintf("invalid escape %q in string", "\\"+string(rune(e))))
+		}
+		start = i
+	}
+}
+
+func hex4(s []byte, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for _, b := range s[i : i+4] {
+		switch {
+		case b >= '0' && b <= '9':
+			b -= '0'
+		case b >= 'a' && b <= 'f':
+			b = b - 'a' + 10
+		case b >= 'A' && b <= 'F':
+			b = b - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(b)
+	}
+	return r, true
+}

@@ -1,0 +1,267 @@
+package snapshot
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+// want is an expected row.
+type want struct {
+	id    string
+	attrs string
+	line  int
+}
+
+// tcase is one table case: either rows or an error code and line.
+type tcase struct {
+	name   string
+	format Format // as passed to NewReader
+	in     string
+	lim    Limits
+	rows   []want
+	code   string // expected *Error code ("" = no error)
+	line   int    // expected Error.Line
+}
+
+// readAll reads every row; err is nil at a clean EOF.
+func readAll(data []byte, format Format, lim Limits) (rows []Row, used Format, err error) {
+	return readAllFrom(bytes.NewReader(data), format, lim)
+}
+
+func readAllFrom(rd io.Reader, format Format, lim Limits) (rows []Row, used Format, err error) {
+	r, err := NewReader(rd, format, lim)
+	if err != nil {
+		return nil, "", err
+	}
+	for {
+		row, err := r.Next()
+		if err == io.EOF {
+			if _, err2 := r.Next(); err2 != io.EOF {
+				return rows, r.Format(), fmt.Errorf("Next after EOF: %v", err2)
+			}
+			return rows, r.Format(), nil
+		}
+		if err != nil {
+			if _, err2 := r.Next(); err2 != err {
+				return rows, r.Format(), fmt.Errorf("error not sticky: %v then %v", err, err2)
+			}
+			return rows, r.Format(), err
+		}
+		rows = append(rows, row)
+	}
+}
+
+func runCase(t *testing.T, tc tcase, data []byte) {
+	t.Helper()
+	rows, _, err := readAll(data, tc.format, tc.lim)
+	if tc.code != "" {
+		var e *Error
+		require.ErrorAs(t, err, &e, "want %s", tc.code)
+		require.Equal(t, tc.code, e.Code, "message: %s", e.Message)
+		require.Equal(t, tc.line, e.Line, "message: %s", e.Message)
+		if e.Line > 0 {
+			require.Contains(t, e.Message, fmt.Sprintf("line %d", e.Line))
+		}
+		require.Len(t, rows, len(tc.rows), "rows before the error")
+	} else {
+		require.NoError(t, err)
+		require.Len(t, rows, len(tc.rows))
+	}
+	for i, w := range tc.rows {
+		require.Equal(t, w.id, rows[i].ProductID, "row %d", i)
+		require.Equal(t, w.attrs, string(rows[i].Attributes), "row %d", i)
+		require.Equal(t, w.line, rows[i].Line, "row %d", i)
+		require.Equal(t, HashAttributes(rows[i].Attributes), rows[i].Hash, "row %d", i)
+	}
+}
+
+func gz(t testing.TB, data []byte) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, err := w.Write(data)
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	return b.Bytes()
+}
+
+// marshalCanonical is the reference canonical form: encoding/json with
+// sorted map keys, json.Number and HTML escaping off.
+func marshalCanonical(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+func decodeNumber(data []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("trailing data")
+	}
+	return v, nil
+}
+
+// checkRow asserts the invariants every row must hold.
+func checkRow(t testing.TB, row Row) {
+	t.Helper()
+	id := row.ProductID
+	if len(id) < 1 || len(id) > MaxProductIDBytes || !utf8.ValidString(id) || !ValidProductID(id) {
+		t.Fatalf("invalid product id %q", id)
+	}
+	for _, c := range id {
+		if c < 0x20 || (c >= 0x7f && c <= 0x9f) {
+			t.Fatalf("control character in product id %q", id)
+		}
+	}
+	if row.Line < 1 {
+		t.Fatalf("line %d", row.Line)
+	}
+	if !json.Valid(row.Attributes) || row.Attributes[0] != '{' {
+		t.Fatalf("attributes not a JSON object: %q", row.Attributes)
+	}
+	again, err := Canonicalize(row.Attributes)
+	if err != nil {
+		t.Fatalf("canonicalize %q: %v", row.Attributes, err)
+	}
+	if !bytes.Equal(again, row.Attributes) {
+		t.Fatalf("not canonical:\n%q\n%q", row.Attributes, again)
+	}
+	v, err := decodeNumber(row.Attributes)
+	if err != nil {
+		t.Fatalf("decode %q: %v", row.Attributes, err)
+	}
+	ref, err := marshalCanonical(v)
+	if err != nil {
+		t.Fatalf("marshal %q: %v", row.Attributes, err)
+	}
+	if !bytes.Equal(ref, row.Attributes) {
+		t.Fatalf("differs from encoding/json:\n got %q\nwant %q", row.Attributes, ref)
+	}
+	if row.Hash != HashAttributes(row.Attributes) {
+		t.Fatalf("hash mismatch")
+	}
+}
+
+// checkErr asserts err is a *Error with a known code (or nil/EOF).
+func checkErr(t testing.TB, err error) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("error is not *Error: %T %v", err, err)
+	}
+	known := false
+	for _, c := range Codes {
+		known = known || c == e.Code
+	}
+	if !known || e.Line < 0 || e.Message == "" {
+		t.Fatalf("bad error %+v", e)
+	}
+}
+
+// Generated catalog data for benchmarks and stress tests.
+
+var (
+	brands     = []string{"Acme", "Globex", "Initech", "Umbrella", "Stark", "Wayne & Co", "Soylent"}
+	categories = []string{"Apparel > Shirts", "Apparel > Shoes", "Home > Kitchen", "Electronics > Audio", "Toys"}
+	colors     = []string{"red", "blue", "black", "white", "green", "navy", "grey"}
+	sizes      = []string{"XS", "S", "M", "L", "XL", "42", "10.5"}
+	words      = strings.Fields("soft cotton durable lightweight premium classic modern slim fit waterproof breathable stylish everyday comfort design quality natural organic")
+)
+
+var columns = []string{"product_id", "title", "brand", "price", "currency", "availability", "category", "gtin", "color", "size", "image_url", "description", "updated"}
+
+func genProduct(rng *rand.Rand, i int) map[string]string {
+	var desc strings.Builder
+	for desc.Len() < 100 {
+		desc.WriteString(words[rng.IntN(len(words))])
+		desc.WriteByte(' ')
+	}
+	d := desc.String()
+	if i%10 == 0 {
+		d = `The "` + d + `", with a comma`
+	}
+	return map[string]string{
+		"product_id":   fmt.Sprintf("SKU-%08d", i),
+		"title":        fmt.Sprintf("%s %s %s", brands[i%len(brands)], words[rng.IntN(len(words))], words[rng.IntN(len(words))]),
+		"brand":        brands[rng.IntN(len(brands))],
+		"price":        fmt.Sprintf("%d.%02d", rng.IntN(500), rng.IntN(100)),
+		"currency":     "USD",
+		"availability": []string{"in stock", "out of stock", "preorder"}[rng.IntN(3)],
+		"category":     categories[rng.IntN(len(categories))],
+		"gtin":         fmt.Sprintf("%013d", rng.Int64N(1e13)),
+		"color":        colors[rng.IntN(len(colors))],
+		"size":         sizes[rng.IntN(len(sizes))],
+		"image_url":    fmt.Sprintf("https://cdn.example.com/images/%08d/main.jpg", i),
+		"description":  d,
+		"updated":      fmt.Sprintf("2025-%02d-%02dT10:%02d:00Z", 1+rng.IntN(12), 1+rng.IntN(28), rng.IntN(60)),
+	}
+}
+
+func genCSV(n int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b bytes.Buffer
+	b.WriteString(strings.Join(columns, ",") + "\n")
+	for i := range n {
+		p := genProduct(rng, i)
+		for j, c := range columns {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			v := p[c]
+			if strings.ContainsAny(v, "\",\r\n") {
+				v = `"` + strings.ReplaceAll(v, `"`, `""`) + `"`
+			}
+			b.WriteString(v)
+		}
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+func genJSONL(n int) []byte {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b bytes.Buffer
+	for i := range n {
+		p := genProduct(rng, i)
+		b.WriteByte('{')
+		for j, c := range columns {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			k, _ := json.Marshal(c)
+			b.Write(k)
+			b.WriteByte(':')
+			switch c {
+			case "price":
+				b.WriteString(p[c]) // a number
+			default:
+				v, _ := json.Marshal(p[c])
+				b.Write(v)
+			}
+		}
+		b.WriteString("}\n")
+	}
+	return b.Bytes()
+}

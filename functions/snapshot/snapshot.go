@@ -1,0 +1,187 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"unicode/utf8"
+)
+
+// Format names a snapshot file format.
+type Format string
+
+// The snapshot formats.
+const (
+	// FormatAuto sniffs the format: the first non-blank byte (after an
+	// optional UTF-8 BOM, after gunzip) '{' means JSON Lines, anything else
+	// CSV. An empty file sniffs as CSV.
+	FormatAuto  Format = ""
+	FormatCSV   Format = "csv"
+	FormatJSONL Format = "jsonl"
+)
+
+// ParseFormat parses a format name: "" (auto), "csv" or "jsonl".
+func ParseFormat(s string) (Format, error) {
+	switch f := Format(s); f {
+	case FormatAuto, FormatCSV, FormatJSONL:
+		return f, nil
+	}
+	return "", fmt.Errorf("snapshot: unknown format %q (want \"csv\", \"jsonl\" or empty for auto)", s)
+}
+
+// Default limits.
+const (
+	DefaultMaxRowBytes = 1 << 20
+	// MaxProductIDBytes is the longest product_id accepted, in bytes.
+	MaxProductIDBytes = 256
+)
+
+// Limits bound what a reader accepts. Zero fields take the defaults.
+type Limits struct {
+	// MaxRowBytes bounds a row: a CSV record (including embedded newlines,
+	// quotes and separators) or a JSON line, without its line terminator.
+	// A longer row is rejected with CodeRowTooLarge. Default (<= 0)
+	// DefaultMaxRowBytes.
+	MaxRowBytes int
+	// MaxFileBytes bounds the decompressed bytes read; more is rejected with
+	// CodeFileTooLarge (this guards against gzip bombs). Default (<= 0)
+	// unlimited.
+	MaxFileBytes int64
+}
+
+func (l Limits) withDefaults() Limits {
+	if l.MaxRowBytes <= 0 {
+		l.MaxRowBytes = DefaultMaxRowBytes
+	}
+	if l.MaxFileBytes < 0 {
+		l.MaxFileBytes = 0
+	}
+	return l
+}
+
+// Row is one product of a snapshot.
+type Row struct {
+	ProductID string
+	// Attributes is the canonical JSON object of every attribute except
+	// product_id ("{}" when none). Each Row owns its slice: it stays valid
+	// after later calls to Next.
+	Attributes []byte
+	Hash       Hash // HashAttributes(Attributes)
+	Line       int  // 1-based physical line in the (decompressed) file where the row starts
+}
+
+// Hash is the content hash of a product's canonical attributes.
+type Hash [16]byte
+
+// HashAttributes returns the first 16 bytes of the SHA-256 of canonical.
+func HashAttributes(canonical []byte) Hash {
+	sum := sha256.Sum256(canonical)
+	var h Hash
+	copy(h[:], sum[:16])
+	return h
+}
+
+// String returns h in lowercase hex (32 characters).
+func (h Hash) String() string {
+	return hex.EncodeToString(h[:])
+}
+
+// ParseHash parses the 32-character hex form written by Hash.String.
+func ParseHash(s string) (Hash, error) {
+	var h Hash
+	if len(s) != 2*len(h) {
+		return h, fmt.Errorf("snapshot: hash %q: want %d hex digits", s, 2*len(h))
+	}
+	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+		return Hash{}, fmt.Errorf("snapshot: hash %q: %v", s, err)
+	}
+	return h, nil
+}
+
+// Error codes: the reason a snapshot is rejected whole.
+const (
+	CodeMalformedCSV           = "malformed_csv"
+	CodeMalformedJSON          = "malformed_json"
+	CodeMissingProductIDColumn = "missing_product_id_column"
+	CodeDuplicateColumn        = "duplicate_column"
+	CodeMissingProductID       = "missing_product_id"
+	CodeInvalidProductID       = "invalid_product_id"
+	CodeInvalidUTF8            = "invalid_utf8"
+	CodeRowTooLarge            = "row_too_large"
+	CodeFileTooLarge           = "file_too_large"
+	CodeBadGzip                = "bad_gzip"
+	CodeDuplicateProductID     = "duplicate_product_id"
+	CodeEmptyHeader            = "empty_header"
+)
+
+// Codes lists every error code, in the order of the constants above.
+var Codes = []string{
+	CodeMalformedCSV, CodeMalformedJSON, CodeMissingProductIDColumn,
+	CodeDuplicateColumn, CodeMissingProductID, CodeInvalidProductID,
+	CodeInvalidUTF8, CodeRowTooLarge, CodeFileTooLarge, CodeBadGzip,
+	CodeDuplicateProductID, CodeEmptyHeader,
+}
+
+// Error is a reason a snapshot is rejected whole.
+//
+// Line is the 1-based physical line of the decompressed file the problem is
+// about, 0 when it is not about a line (file_too_large, bad_gzip). For a
+// problem with a whole row (column count, product_id, invalid UTF-8, duplicate
+// key, row too large) it is the line where the row starts; for a CSV quoting
+// error it is the line of the offending quote (for an unterminated quoted
+// field, the line where the field opens).
+type Error struct {
+	Code    string // snake_case, one of the Code* constants
+	Message string // human readable, says what and where, e.g. "line 12: column count 3, header has 4"
+	Line    int    // 1-based line, 0 when not about a line
+}
+
+func (e *Error) Error() string {
+	return "snapshot " + e.Code + ": " + e.Message
+}
+
+func lineErr(code string, line int, format string, args ...any) *Error {
+	return &Error{Code: code, Line: line, Message: fmt.Sprintf("line %d: ", line) + fmt.Sprintf(format, args...)}
+}
+
+// DuplicateError is the error for a product_id found twice in one snapshot.
+// The Reader does not detect duplicates (the caller does, after sorting);
+// Line is secondLine.
+func DuplicateError(id string, firstLine, secondLine int) *Error {
+	return lineErr(CodeDuplicateProductID, secondLine, "duplicate product_id %q, first on line %d", id, firstLine)
+}
+
+// ValidProductID reports whether id is acceptable as a product_id: 1 to
+// MaxProductIDBytes bytes of valid UTF-8 without control characters
+// (U+0000-U+001F, U+007F-U+009F).
+func ValidProductID(id string) bool {
+	return checkProductID([]byte(id)) == ""
+}
+
+// checkProductID returns "" when id is valid, else an error code and reason
+// via productIDProblem. The UTF-8 check comes first so that a caller that
+// validated UTF-8 already never sees CodeInvalidUTF8 from here.
+func checkProductID(id []byte) string {
+	code, _ := productIDProblem(id)
+	return code
+}
+
+func productIDProblem(id []byte) (code, reason string) {
+	if len(id) == 0 {
+		return CodeMissingProductID, "empty product_id"
+	}
+	if !utf8.Valid(id) {
+		return CodeInvalidUTF8, "invalid UTF-8 in product_id"
+	}
+	if len(id) > MaxProductIDBytes {
+		return CodeInvalidProductID, fmt.Sprintf("product_id is %d bytes, the limit is %d", len(id), MaxProductIDBytes)
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if c < 0x20 || c == 0x7f || (c == 0xc2 && i+1 < len(id) && id[i+1] >= 0x80 && id[i+1] <= 0x9f) {
+			r, _ := utf8.DecodeRune(id[i:])
+			return CodeInvalidProductID, fmt.Sprintf("product_id contains control character U+%04X at byte %d", r, i+1)
+		}
+	}
+	return "", ""
+}

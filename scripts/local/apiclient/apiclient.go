@@ -1,0 +1,277 @@
+// Package apiclient is a small client of the catalog's HTTP API, as a
+// retailer, an admin or the storefront would use it: the demo and the
+// end-to-end tests speak to the system only through it.
+package apiclient
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+)
+
+// Client talks to one API.
+type Client struct {
+	BaseURL string
+	HTTP    *http.Client
+}
+
+// New returns a client of the API at baseURL.
+func New(baseURL string) *Client {
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 60 * time.Second}}
+}
+
+// APIError is a non-2xx answer.
+type APIError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Do sends a request with an optional JSON body and bearer token and decodes
+// a 2xx JSON answer into out (when not nil).
+func (c *Client) Do(ctx context.Context, method, path, token string, body, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		json.Unmarshal(data, &e)
+		return &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("decode %s %s: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Retailer is an onboarded retailer.
+type Retailer struct {
+	RetailerID string `json:"retailer_id"`
+	Token      string `json:"token"`
+	Shard      int    `json:"shard"`
+}
+
+// CreateRetailer onboards a retailer with the admin token.
+func (c *Client) CreateRetailer(ctx context.Context, adminToken, id string) (Retailer, error) {
+	var r Retailer
+	err := c.Do(ctx, http.MethodPost, "/v1/admin/retailers", adminToken, map[string]string{"retailer_id": id}, &r)
+	return r, err
+}
+
+// Slot is a reserved generation with its presigned upload.
+type Slot struct {
+	RetailerID string `json:"retailer_id"`
+	Generation int64  `json:"generation"`
+	Upload     struct {
+		Method    string            `json:"method"`
+		URL       string            `json:"url"`
+		Headers   map[string]string `json:"headers"`
+		ExpiresAt time.Time         `json:"expires_at"`
+	} `json:"upload"`
+}
+
+// Reserve reserves the next generation; format may be "".
+func (c *Client) Reserve(ctx context.Context, token, retailerID, format string) (Slot, error) {
+	var s Slot
+	var body any
+	if format != "" {
+		body = map[string]string{"format": format}
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/retailers/"+retailerID+"/snapshots", token, body, &s)
+	return s, err
+}
+
+// Put uploads data through the slot's presigned request.
+func (c *Client) Put(ctx context.Context, s Slot, data []byte) error {
+	req, err := http.NewRequestWithContext(ctx, s.Upload.Method, s.Upload.URL, bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	for k, v := range s.Upload.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := c.HTTP.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return &APIError{Status: resp.StatusCode, Code: "upload_failed", Message: string(body)}
+	}
+	return nil
+}
+
+// Upload reserves a generation and uploads data to it.
+func (c *Client) Upload(ctx context.Context, token, retailerID, format string, data []byte) (int64, error) {
+	s, err := c.Reserve(ctx, token, retailerID, format)
+	if err != nil {
+		return 0, err
+	}
+	return s.Generation, c.Put(ctx, s, data)
+}
+
+// Status is an upload's status.
+type Status struct {
+	RetailerID   string     `json:"retailer_id"`
+	Generation   int64      `json:"generation"`
+	State        string     `json:"state"`
+	ReceivedAt   *time.Time `json:"received_at"`
+	AppliedAt    *time.Time `json:"applied_at"`
+	SupersededBy *int64     `json:"superseded_by"`
+	Error        *struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+		Line    *int   `json:"line"`
+	} `json:"error"`
+	Changes struct {
+		Inserted, Updated, Deleted, Unchanged int64
+	} `json:"changes"`
+	Chunks struct {
+		Total, Applied int
+	} `json:"chunks"`
+}
+
+// Status reads one upload's status.
+func (c *Client) Status(ctx context.Context, token, retailerID string, gen int64) (Status, error) {
+	var s Status
+	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/%s/snapshots/%d", retailerID, gen), token, nil, &s)
+	return s, err
+}
+
+// List lists a retailer's uploads, newest first.
+func (c *Client) List(ctx context.Context, token, retailerID string, limit int) ([]Status, error) {
+	var out struct {
+		Items []Status `json:"items"`
+	}
+	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/%s/snapshots?limit=%d", retailerID, limit), token, nil, &out)
+	return out.Items, err
+}
+
+// Confirm confirms a held upload.
+func (c *Client) Confirm(ctx context.Context, token, retailerID string, gen int64) (Status, error) {
+	var s Status
+	err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/retailers/%s/snapshots/%d/confirm", retailerID, gen), token, nil, &s)
+	return s, err
+}
+
+// Settled reports whether a state is final or waiting for a person.
+func Settled(state string) bool {
+	switch state {
+	case "applied", "superseded", "rejected", "held":
+		return true
+	}
+	return false
+}
+
+// WaitSettled polls an upload until it is applied, superseded, rejected or held.
+func (c *Client) WaitSettled(ctx context.Context, token, retailerID string, gen int64, progress func(Status)) (Status, error) {
+	return c.WaitFor(ctx, token, retailerID, gen, func(s Status) bool { return Settled(s.State) }, progress)
+}
+
+// WaitApplied polls a confirmed upload until it is applied, superseded or rejected.
+func (c *Client) WaitApplied(ctx context.Context, token, retailerID string, gen int64, progress func(Status)) (Status, error) {
+	return c.WaitFor(ctx, token, retailerID, gen, func(s Status) bool { return Settled(s.State) && s.State != "held" }, progress)
+}
+
+// WaitFor polls an upload until done says so, calling progress on every change.
+func (c *Client) WaitFor(ctx context.Context, token, retailerID string, gen int64, done func(Status) bool, progress func(Status)) (Status, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		s, err := c.Status(ctx, token, retailerID, gen)
+		if err != nil {
+			return s, err
+		}
+		if progress != nil && fmt.Sprint(s.State, s.Chunks) != last {
+			last = fmt.Sprint(s.State, s.Chunks)
+			progress(s)
+		}
+		if done(s) {
+			return s, nil
+		}
+		select {
+		case <-ctx.Done():
+			return s, fmt.Errorf("generation %d of %s still %s: %w", gen, retailerID, s.State, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Product is a product as the storefront sees it.
+type Product struct {
+	RetailerID string          `json:"retailer_id"`
+	ProductID  string          `json:"product_id"`
+	Attributes json.RawMessage `json:"attributes"`
+	Generation int64           `json:"generation"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+// Product reads one product.
+func (c *Client) Product(ctx context.Context, retailerID, productID string) (Product, error) {
+	var p Product
+	err := c.Do(ctx, http.MethodGet, "/v1/retailers/"+retailerID+"/products/"+url.PathEscape(productID), "", nil, &p)
+	return p, err
+}
+
+// Catalog reads every product of a retailer, page by page.
+func (c *Client) Catalog(ctx context.Context, retailerID string) ([]Product, error) {
+	var all []Product
+	after := ""
+	for {
+		var page struct {
+			Items     []Product `json:"items"`
+			NextAfter *string   `json:"next_after"`
+		}
+		path := "/v1/retailers/" + retailerID + "/products?limit=1000"
+		if after != "" {
+			path += "&after=" + url.QueryEscape(after)
+		}
+		if err := c.Do(ctx, http.MethodGet, path, "", nil, &page); err != nil {
+			return nil, err
+		}
+		all = append(all, page.Items...)
+		if page.NextAfter == nil {
+			return all, nil
+		}
+		after = *page.NextAfter
+	}
+}

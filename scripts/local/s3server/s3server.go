@@ -1,0 +1,634 @@
+// Package s3server is the local stand-in for Amazon S3: gofakes3 serving
+// path-style S3 requests on loopback, objects kept on disk (gofakes3's
+// s3afero backend), with S3 event notifications.
+//
+// On top of gofakes3 it adds what the snapshot upload flow relies on:
+//
+//   - S3 event notifications: after a successful PutObject, CopyObject or
+//     CompleteMultipartUpload of a key under Options.NotifyPrefix, Notify is
+//     called with the event S3 would send (events.S3Event, eventVersion 2.1,
+//     URL-encoded key, size, eTag, increasing sequencer). Delivery is
+//     synchronous: when Notify fails, the request answers 503 SlowDown so that
+//     the client retries it. The object is stored nevertheless. S3 itself
+//     would answer 200 and retry the delivery on its own; either way a
+//     consumer can see the same object-created event more than once and must
+//     be idempotent. Browser-form POST uploads do not notify.
+//   - An upload size limit (Options.MaxUploadBytes): larger PUT bodies are
+//     refused with 413 and an S3-style EntityTooLarge XML error, and nothing
+//     is stored.
+//   - Presigned URL expiry: a request whose query carries X-Amz-Date and
+//     X-Amz-Expires is refused with 403 AccessDenied "Request has expired"
+//     once expired. Signatures are NOT checked, neither in headers nor in
+//     presigned URLs: any credentials are accepted.
+//   - Atomic puts: an upload is spooled to a temporary file first, so an
+//     interrupted upload never leaves a truncated object behind (and never
+//     damages the previous version of the key).
+//
+// Multipart parts are kept in memory until the upload completes (gofakes3's
+// uploader), so an unfinished multipart upload does not survive a restart.
+package s3server
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/johannesboyne/gofakes3"
+	"github.com/johannesboyne/gofakes3/backend/s3afero"
+)
+
+// Region is the AWS region reported in events and used by NewS3Client.
+const Region = "us-east-1"
+
+// notifyTimeout bounds one Notify call.
+const notifyTimeout = 30 * time.Second
+
+// Options configures Start.
+type Options struct {
+	// Dir holds the objects (required). They survive a restart on the same
+	// Dir. Layout: buckets/<bucket>/<key> and metadata/ (s3afero), tmp/ for
+	// uploads in progress.
+	Dir string
+	// Addr is the listen address; "127.0.0.1:0" (a free loopback port) when
+	// empty.
+	Addr string
+	// Buckets are created when missing.
+	Buckets []string
+	// MaxUploadBytes limits the body of a PutObject or UploadPart and the
+	// size of a completed multipart upload; 0 means no limit. A PUT whose
+	// Content-Length (or X-Amz-Decoded-Content-Length) is larger, or whose
+	// body turns out larger, gets 413 EntityTooLarge and nothing is stored.
+	MaxUploadBytes int64
+	// NotifyPrefix selects the keys whose creation calls Notify, for example
+	// "snapshots/". Empty selects every key.
+	NotifyPrefix string
+	// Notify, when set, receives an S3 event after every successful
+	// PutObject, CopyObject or CompleteMultipartUpload of a key under
+	// NotifyPrefix, before the client gets its answer. An error makes the
+	// request answer 503 SlowDown (see the package documentation).
+	Notify func(ctx context.Context, ev events.S3Event) error
+	// Logger receives request errors, notification failures and gofakes3's
+	// own log. Nil discards.
+	Logger *slog.Logger
+}
+
+// Server is a running S3 stand-in.
+type Server struct {
+	opts     Options
+	log      *slog.Logger
+	backend  *spoolBackend
+	listener net.Listener
+	http     *http.Server
+	served   chan error
+
+	seqMu   sync.Mutex
+	lastSeq uint64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start opens the object store in opts.Dir, creates opts.Buckets and serves
+// S3 on opts.Addr until Close.
+func Start(ctx context.Context, opts Options) (*Server, error) {
+	if opts.Dir == "" {
+		return nil, errors.New("s3server: Options.Dir is required")
+	}
+	if opts.MaxUploadBytes < 0 {
+		return nil, fmt.Errorf("s3server: negative MaxUploadBytes %d", opts.MaxUploadBytes)
+	}
+	if opts.Addr == "" {
+		opts.Addr = "127.0.0.1:0"
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("s3server: dir %q: %w", opts.Dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("s3server: create %s: %w", dir, err)
+	}
+	fs, err := s3afero.FsPath(dir, 0)
+	if err != nil {
+		return nil, fmt.Errorf("s3server: open %s: %w", dir, err)
+	}
+	inner, err := s3afero.MultiBucket(fs)
+	if err != nil {
+		return nil, fmt.Errorf("s3server: open object store in %s: %w", dir, err)
+	}
+	tmp := filepath.Join(dir, "tmp")
+	if err := os.RemoveAll(tmp); err != nil { // uploads cut off by a crash
+		return nil, fmt.Errorf("s3server: clear %s: %w", tmp, err)
+	}
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
+		return nil, fmt.Errorf("s3server: create %s: %w", tmp, err)
+	}
+	backend := &spoolBackend{Backend: inner, tmpDir: tmp, max: opts.MaxUploadBytes}
+	for _, b := range opts.Buckets {
+		exists, err := backend.BucketExists(b)
+		if err != nil {
+			return nil, fmt.Errorf("s3server: check bucket %s: %w", b, err)
+		}
+		if !exists {
+			if err := backend.CreateBucket(b); err != nil {
+				return nil, fmt.Errorf("s3server: create bucket %s: %w", b, err)
+			}
+		}
+	}
+
+	var lc net.ListenConfig
+	l, err := lc.Listen(ctx, "tcp", opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("s3server: listen on %s: %w", opts.Addr, err)
+	}
+	s := &Server{
+		opts:     opts,
+		log:      log,
+		backend:  backend,
+		listener: l,
+		served:   make(chan error, 1),
+		lastSeq:  uint64(time.Now().UnixNano()),
+	}
+	faker := gofakes3.New(backend,
+		gofakes3.WithLogger(slogLogger{log}),
+	)
+	s.http = &http.Server{
+		Handler:           s.middleware(faker.Server()),
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	go func() { s.served <- s.http.Serve(l) }()
+	log.Info("s3server listening", "endpoint", s.Endpoint(), "dir", dir)
+	return s, nil
+}
+
+// Endpoint returns the server's base URL, http://127.0.0.1:PORT, for S3
+// clients (AWS_ENDPOINT_URL_S3) with path-style addressing.
+func (s *Server) Endpoint() string {
+	return "http://" + s.listener.Addr().String()
+}
+
+// Close stops accepting requests, waits up to 5s for requests in flight and
+// closes the server. Stored objects stay in Dir. Close is idempotent.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.http.Shutdown(ctx); err != nil {
+			_ = s.http.Close()
+			s.closeErr = fmt.Errorf("s3server: shutdown: %w", err)
+		}
+		if err := <-s.served; err != nil && !errors.Is(err, http.ErrServerClosed) && s.closeErr == nil {
+			s.closeErr = fmt.Errorf("s3server: serve: %w", err)
+		}
+	})
+	return s.closeErr
+}
+
+// NewS3Client returns an S3 client for endpoint: path-style addressing,
+// region us-east-1, static dummy credentials, and request checksums
+// calculated and response checksums validated only when an operation
+// requires it (gofakes3 does not implement the newer flexible checksums). The
+// process environment and the shared AWS config files are deliberately not
+// read, so that an AWS_PROFILE or AWS_ENDPOINT_URL_* of the developer can
+// never point the local stack at real AWS.
+//
+// Over http:// PutObject needs a seekable body (bytes.Reader, *os.File) or
+// an unsigned payload.
+func NewS3Client(ctx context.Context, endpoint string) (*s3.Client, error) {
+	if endpoint == "" {
+		return nil, errors.New("s3server: empty S3 endpoint")
+	}
+	cfg := aws.Config{
+		Region:                     Region,
+		Credentials:                aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider("local", "local", "")),
+		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
+		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+	}), nil
+}
+
+// operation classifies a request for the middleware.
+type operation int
+
+const (
+	opOther operation = iota
+	opPut
+	opCopy
+	opUploadPart
+	opComplete
+)
+
+// eventName is the S3 event name of an object-creating operation.
+func (o operation) eventName() string {
+	switch o {
+	case opPut:
+		return "ObjectCreated:Put"
+	case opCopy:
+		return "ObjectCreated:Copy"
+	case opComplete:
+		return "ObjectCreated:CompleteMultipartUpload"
+	}
+	return ""
+}
+
+func classify(r *http.Request, key string) operation {
+	if key == "" {
+		return opOther
+	}
+	q := r.URL.Query()
+	switch r.Method {
+	case http.MethodPut:
+		if q.Has("uploadId") {
+			return opUploadPart
+		}
+		for k := range q {
+			lk := strings.ToLower(k)
+			if !strings.HasPrefix(lk, "x-amz-") && lk != "x-id" {
+				return opOther // a subresource such as ?tagging or ?acl
+			}
+		}
+		if r.Header.Get("X-Amz-Copy-Source") != "" {
+			return opCopy
+		}
+		return opPut
+	case http.MethodPost:
+		if q.Has("uploadId") {
+			return opComplete
+		}
+	}
+	return opOther
+}
+
+// middleware wraps gofakes3 with expiry checks, the upload limit and
+// notifications.
+func (s *Server) middleware(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if code, status, msg := checkPresignExpiry(r.URL.Query(), time.Now()); code != "" {
+			writeError(w, r, status, code, msg)
+			return
+		}
+		bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		op := classify(r, key)
+
+		if (op == opPut || op == opUploadPart) && s.opts.MaxUploadBytes > 0 && !s.checkUploadSize(w, r) {
+			return
+		}
+		notify := s.opts.Notify != nil && op.eventName() != "" && strings.HasPrefix(key, s.opts.NotifyPrefix)
+		if op != opPut && op != opCopy && op != opComplete && op != opUploadPart {
+			next.ServeHTTP(w, r)
+			return
+		}
+
+		rec := newRecorder()
+		next.ServeHTTP(rec, r)
+		if rec.status >= 300 {
+			if errorCode(rec.body.Bytes()) == codeEntityTooLarge {
+				writeError(w, r, http.StatusRequestEntityTooLarge, codeEntityTooLarge,
+					fmt.Sprintf("Your proposed upload exceeds the maximum allowed size of %d bytes", s.opts.MaxUploadBytes))
+				return
+			}
+			if rec.status >= 500 {
+				s.log.Warn("s3server: request failed", "method", r.Method, "bucket", bucket, "key", key,
+					"status", rec.status, "error", errorCode(rec.body.Bytes()))
+			}
+			rec.flush(w)
+			return
+		}
+		if notify {
+			if err := s.notify(r, rec, op, bucket, key); err != nil {
+				s.log.Error("s3server: notification failed; answering 503 so that the client retries",
+					"bucket", bucket, "key", key, "error", err)
+				writeError(w, r, http.StatusServiceUnavailable, "SlowDown",
+					"Please reduce your request rate. (local S3: event notification failed: "+err.Error()+")")
+				return
+			}
+		}
+		rec.flush(w)
+	})
+}
+
+const codeEntityTooLarge = "EntityTooLarge"
+
+// checkUploadSize refuses a body over MaxUploadBytes, answering 413 or 411,
+// and reports whether the request may go on.
+func (s *Server) checkUploadSize(w http.ResponseWriter, r *http.Request) bool {
+	max := s.opts.MaxUploadBytes
+	tooLarge := func() bool {
+		writeError(w, r, http.StatusRequestEntityTooLarge, codeEntityTooLarge,
+			fmt.Sprintf("Your proposed upload exceeds the maximum allowed size of %d bytes", max))
+		return false
+	}
+	declared := r.ContentLength
+	if d := r.Header.Get("X-Amz-Decoded-Content-Length"); d != "" {
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, r, http.StatusBadRequest, "InvalidArgument", "bad X-Amz-Decoded-Content-Length")
+			return false
+		}
+		declared = n
+	}
+	if declared < 0 {
+		// No length: S3 answers 411, but read up to the limit first so that a
+		// body over it gets the 413 it deserves.
+		n, _ := io.Copy(io.Discard, io.LimitReader(r.Body, max+1))
+		if n > max {
+			return tooLarge()
+		}
+		writeError(w, r, http.StatusLengthRequired, "MissingContentLength", "You must provide the Content-Length HTTP header.")
+		return false
+	}
+	if declared > max {
+		return tooLarge()
+	}
+	// The spooling backend checks the real size again.
+	return true
+}
+
+// notify sends the event for a successful object-creating request.
+func (s *Server) notify(r *http.Request, rec *recorder, op operation, bucket, key string) error {
+	obj, err := s.backend.HeadObject(bucket, key)
+	if err != nil {
+		return fmt.Errorf("head %s/%s after %s: %w", bucket, key, op.eventName(), err)
+	}
+	if obj.Contents != nil {
+		_ = obj.Contents.Close()
+	}
+	etag := strings.Trim(rec.header.Get("ETag"), `"`)
+	if etag == "" {
+		etag = strings.Trim(xmlETag(rec.body.Bytes()), `"`)
+	}
+	if etag == "" {
+		etag = hex.EncodeToString(obj.Hash)
+	}
+	ev := s.event(op.eventName(), bucket, key, obj.Size, etag, clientIP(r), rec.header.Get("x-amz-request-id"))
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), notifyTimeout)
+	defer cancel()
+	if err := s.opts.Notify(ctx, ev); err != nil {
+		return fmt.Errorf("notify %s for %s/%s: %w", op.eventName(), bucket, key, err)
+	}
+	return nil
+}
+
+// event builds the notification S3 sends for an object-created event.
+func (s *Server) event(name, bucket, key string, size int64, etag, sourceIP, requestID string) events.S3Event {
+	if requestID == "" {
+		requestID = fmt.Sprintf("%016X", s.nextSequence())
+	}
+	return events.S3Event{Records: []events.S3EventRecord{{
+		EventVersion:      "2.1",
+		EventSource:       "aws:s3",
+		AWSRegion:         Region,
+		EventTime:         time.Now().UTC().Truncate(time.Millisecond),
+		EventName:         name,
+		PrincipalID:       events.S3UserIdentity{PrincipalID: "AWS:LOCAL"},
+		RequestParameters: events.S3RequestParameters{SourceIPAddress: sourceIP},
+		ResponseElements: map[string]string{
+			"x-amz-request-id": requestID,
+			"x-amz-id-2":       "local",
+		},
+		S3: events.S3Entity{
+			SchemaVersion:   "1.0",
+			ConfigurationID: "local-notify",
+			Bucket: events.S3Bucket{
+				Name:          bucket,
+				OwnerIdentity: events.S3UserIdentity{PrincipalID: "LOCAL"},
+				Arn:           "arn:aws:s3:::" + bucket,
+			},
+			Object: events.S3Object{
+				Key:           EncodeEventKey(key),
+				URLDecodedKey: key,
+				Size:          size,
+				ETag:          etag,
+				Sequencer:     fmt.Sprintf("%016X", s.nextSequence()),
+			},
+		},
+	}}}
+}
+
+// nextSequence returns a value greater than every earlier one, also across
+// restarts (it starts from the clock).
+func (s *Server) nextSequence() uint64 {
+	s.seqMu.Lock()
+	defer s.seqMu.Unlock()
+	next := uint64(time.Now().UnixNano())
+	if next <= s.lastSeq {
+		next = s.lastSeq + 1
+	}
+	s.lastSeq = next
+	return next
+}
+
+// EncodeEventKey encodes an object key the way S3 event notifications do:
+// form URL encoding (a space becomes '+'), with '/' left as is. Consumers
+// decode it with url.QueryUnescape.
+func EncodeEventKey(key string) string {
+	return strings.ReplaceAll(url.QueryEscape(key), "%2F", "/")
+}
+
+// checkPresignExpiry checks the expiry of a presigned URL (query parameters
+// X-Amz-Date and X-Amz-Expires). It returns an empty code when the request
+// may proceed.
+func checkPresignExpiry(q url.Values, now time.Time) (code string, status int, msg string) {
+	date, expires := q.Get("X-Amz-Date"), q.Get("X-Amz-Expires")
+	if date == "" && expires == "" {
+		return "", 0, ""
+	}
+	if date == "" || expires == "" {
+		return "AuthorizationQueryParametersError", http.StatusBadRequest,
+			"Query-string authentication version 4 requires the X-Amz-Algorithm, X-Amz-Credential, X-Amz-Signature, X-Amz-Date, X-Amz-SignedHeaders, and X-Amz-Expires parameters."
+	}
+	signed, err := time.Parse("20060102T150405Z", date)
+	if err != nil {
+		return "AuthorizationQueryParametersError", http.StatusBadRequest,
+			"X-Amz-Date must be in the ISO8601 Long Format \"yyyyMMdd'T'HHmmss'Z'\""
+	}
+	secs, err := strconv.ParseInt(expires, 10, 64)
+	if err != nil || secs < 0 {
+		return "AuthorizationQueryParametersError", http.StatusBadRequest,
+			"X-Amz-Expires should be a number"
+	}
+	if secs > 604800 {
+		return "AuthorizationQueryParametersError", http.StatusBadRequest,
+			"X-Amz-Expires must be less than a week (in seconds) that is; 604800"
+	}
+	if now.After(signed.Add(time.Duration(secs) * time.Second)) {
+		return "AccessDenied", http.StatusForbidden, "Request has expired"
+	}
+	return "", 0, ""
+}
+
+// s3Error is S3's XML error document.
+type s3Error struct {
+	XMLName   xml.Name `xml:"Error"`
+	Code      string   `xml:"Code"`
+	Message   string   `xml:"Message"`
+	Resource  string   `xml:"Resource,omitempty"`
+	RequestID string   `xml:"RequestId"`
+}
+
+func writeError(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	body, _ := xml.Marshal(s3Error{Code: code, Message: msg, Resource: r.URL.Path, RequestID: "local"})
+	w.Header().Set("Content-Type", "application/xml")
+	w.Header().Set("Content-Length", strconv.Itoa(len(xml.Header)+len(body)))
+	if status == http.StatusRequestEntityTooLarge || status == http.StatusLengthRequired {
+		w.Header().Set("Connection", "close") // the body may be unread
+	}
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		_, _ = io.WriteString(w, xml.Header)
+		_, _ = w.Write(body)
+	}
+}
+
+// errorCode extracts <Code> from an XML error document ("" when none).
+func errorCode(body []byte) string {
+	var e s3Error
+	if xml.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Code
+}
+
+// xmlETag extracts the first <ETag> from an XML response (CopyObjectResult,
+// CompleteMultipartUploadResult).
+func xmlETag(body []byte) string {
+	d := xml.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return ""
+		}
+		if se, ok := tok.(xml.StartElement); ok && se.Name.Local == "ETag" {
+			var v string
+			if d.DecodeElement(&v, &se) == nil {
+				return v
+			}
+			return ""
+		}
+	}
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// recorder buffers a response so that the middleware can still replace it.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func newRecorder() *recorder { return &recorder{header: http.Header{}} }
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	if r.status == 0 {
+		r.status = http.StatusOK
+	}
+	return r.body.Write(b)
+}
+
+func (r *recorder) flush(w http.ResponseWriter) {
+	for k, v := range r.header {
+		w.Header()[k] = v
+	}
+	status := r.status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write(r.body.Bytes())
+}
+
+// spoolBackend makes PutObject atomic and enforces the size limit: the body
+// is copied to a temporary file first and handed to the real backend only
+// when it arrived complete and within the limit.
+type spoolBackend struct {
+	gofakes3.Backend
+	tmpDir string
+	max    int64
+}
+
+func (b *spoolBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, conditions *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
+	f, err := os.CreateTemp(b.tmpDir, "put-*")
+	if err != nil {
+		return gofakes3.PutObjectResult{}, fmt.Errorf("s3server: spool upload: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+
+	src := input
+	if b.max > 0 {
+		src = io.LimitReader(input, b.max+1)
+	}
+	n, err := io.Copy(f, src)
+	if err != nil {
+		var gerr gofakes3.Error
+		if errors.As(err, &gerr) { // e.g. BadDigest from the Content-MD5 check
+			return gofakes3.PutObjectResult{}, err
+		}
+		return gofakes3.PutObjectResult{}, gofakes3.ErrIncompleteBody
+	}
+	if b.max > 0 && n > b.max {
+		return gofakes3.PutObjectResult{}, gofakes3.ErrorMessage(codeEntityTooLarge, "Your proposed upload exceeds the maximum allowed size")
+	}
+	if size >= 0 && n != size {
+		return gofakes3.PutObjectResult{}, gofakes3.ErrIncompleteBody
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return gofakes3.PutObjectResult{}, fmt.Errorf("s3server: rewind spooled upload: %w", err)
+	}
+	return b.Backend.PutObject(bucket, key, meta, f, n, conditions)
+}
+
+// slogLogger adapts a *slog.Logger to gofakes3.Logger.
+type slogLogger struct{ log *slog.Logger }
+
+func (l slogLogger) Print(level gofakes3.LogLevel, v ...interface{}) {
+	msg := strings.TrimSpace(fmt.Sprintln(v...))
+	switch level {
+	case gofakes3.LogErr:
+		l.log.Error("gofakes3: " + msg)
+	case gofakes3.LogWarn:
+		l.log.Warn("gofakes3: " + msg)
+	default:
+		l.log.Debug("gofakes3: " + msg)
+	}
+}

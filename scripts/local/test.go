@@ -1,0 +1,76 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/retailcatalog/catalog/scripts/local/pgserver"
+	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
+)
+
+// test starts one PostgreSQL server and one SQS emulator, then runs
+// `go test ./...` (with the given flags) against them, then short fuzzing of
+// the snapshot parsers.
+func test(ctx context.Context, args []string) error {
+	fmt.Fprintln(os.Stderr, "test: preparing PostgreSQL and the SQS emulator (installed on first use)")
+	if _, err := pgserver.EnsureInstalled(ctx, os.Stderr); err != nil {
+		return err
+	}
+	if _, err := sqsemulator.EnsureInstalled(ctx, os.Stderr); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "catalog-test-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	pg, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg"), Progress: os.Stderr})
+	if err != nil {
+		return err
+	}
+	defer pg.Stop()
+	emu, err := sqsemulator.Start(ctx, sqsemulator.Options{})
+	if err != nil {
+		return err
+	}
+	defer emu.Stop()
+	env := append(os.Environ(),
+		testenv.PostgresURLVar+"="+pg.URL("postgres"),
+		testenv.SQSEndpointVar+"="+emu.Endpoint())
+
+	run := func(args ...string) error {
+		fmt.Fprintln(os.Stderr, "test: go", args)
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stdout, os.Stderr
+		if err := cmd.Run(); err != nil {
+			if ee, ok := err.(*exec.ExitError); ok {
+				return exitError(ee.ExitCode())
+			}
+			return err
+		}
+		return nil
+	}
+	testArgs := append([]string{"test"}, args...)
+	if len(args) == 0 {
+		testArgs = append(testArgs, "-count=1", "./...")
+	}
+	if err := run(testArgs...); err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		fuzzTime := os.Getenv("CATALOG_FUZZTIME")
+		if fuzzTime == "" {
+			fuzzTime = "15s"
+		}
+		for _, target := range []string{"FuzzCSV", "FuzzJSONL"} {
+			if err := run("test", "-run", "^$", "-fuzz", "^"+target+"$", "-fuzztime", fuzzTime, "./functions/snapshot/"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
