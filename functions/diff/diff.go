@@ -164,17 +164,31 @@ func (r *run) do(ctx context.Context) error {
 		// superseded while reading
 		return nil
 	}
-	plan, err := r.merge(ctx)
+	// A held snapshot must not stop older work: decide the hold against the
+	// baseline before taking over.
+	if !r.decision.Confirmed {
+		held, err := r.hold(ctx, r.decision)
+		if err != nil || held {
+			return err
+		}
+	}
+	takeover, err := r.shard.TakeOver(ctx, r.job.RetailerID, r.job.Generation)
+	if errors.Is(err, pgstore.ErrSuperseded) {
+		r.log.InfoContext(ctx, "a newer generation took over first; stopping")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	counts := pgstore.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
-		Unchanged: plan.Unchanged, Products: int64(len(r.entries))}
-	if !r.decision.Confirmed {
-		code, msg := r.retailer.Hold.HoldReason(r.decision.BaselineProducts, int64(len(r.entries)), plan.Deleted)
-		if code != "" {
-			r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted)
-			return r.shard.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, counts)
+	plan, err := r.merge(ctx, takeover)
+	if err != nil {
+		return err
+	}
+	counts := countsOf(plan, len(r.entries))
+	if !r.decision.Confirmed && takeover.Baseline != r.decision.Baseline {
+		// The baseline moved while we read: decide the hold again.
+		if held, err := r.holdPlan(ctx, plan, takeover.BaselineProducts); err != nil || held {
+			return err
 		}
 	}
 	if err := r.writeIndex(ctx); err != nil {
@@ -189,9 +203,9 @@ func (r *run) do(ctx context.Context) error {
 		}
 		return err
 	}
-	r.log.InfoContext(ctx, "diff planned", "products", len(r.entries), "inserted", plan.Inserted,
-		"updated", plan.Updated, "deleted", plan.Deleted, "unchanged", plan.Unchanged,
-		"repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
+	r.log.InfoContext(ctx, "diff planned", "products", len(r.entries), "baseline", takeover.Baseline,
+		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
+		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
 	if chunks == 0 {
 		return nil
 	}
@@ -201,6 +215,32 @@ func (r *run) do(ctx context.Context) error {
 	}
 	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
 	return nil
+}
+
+func countsOf(plan catalog.Plan, products int) pgstore.Counts {
+	return pgstore.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
+		Unchanged: plan.Unchanged, Products: int64(products)}
+}
+
+// hold decides the hold rule (I8) against the baseline of d alone.
+func (r *run) hold(ctx context.Context, d pgstore.DiffDecision) (bool, error) {
+	if d.Baseline == 0 || len(r.entries) == 0 {
+		return r.holdPlan(ctx, catalog.Plan{Inserted: int64(len(r.entries))}, d.BaselineProducts)
+	}
+	plan, err := r.merge(ctx, pgstore.DiffDecision{Baseline: d.Baseline})
+	if err != nil {
+		return false, err
+	}
+	return r.holdPlan(ctx, plan, d.BaselineProducts)
+}
+
+func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, baselineProducts int64) (bool, error) {
+	code, msg := r.retailer.Hold.HoldReason(baselineProducts, int64(len(r.entries)), plan.Deleted)
+	if code == "" {
+		return false, nil
+	}
+	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted)
+	return true, r.shard.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, len(r.entries)))
 }
 
 // readSnapshot is pass 1: every row's id, hash and line, sorted by id, with
@@ -279,7 +319,7 @@ func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 }
 
 // merge compares with the baseline and the stopped generations' indexes.
-func (r *run) merge(ctx context.Context) (catalog.Plan, error) {
+func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, error) {
 	var closers []io.Closer
 	defer func() {
 		for _, c := range closers {
@@ -295,15 +335,15 @@ func (r *run) merge(ctx context.Context) (catalog.Plan, error) {
 		return catalog.NewIndexReader(obj.Body), nil
 	}
 	var baseline catalog.IndexIterator
-	if r.decision.Baseline > 0 {
-		it, err := open(r.decision.Baseline)
+	if d.Baseline > 0 {
+		it, err := open(d.Baseline)
 		if err != nil {
 			return catalog.Plan{}, err
 		}
 		baseline = it
 	}
 	var stopped []catalog.IndexIterator
-	for _, g := range r.decision.Stopped {
+	for _, g := range d.Stopped {
 		it, err := open(g)
 		if err != nil {
 			return catalog.Plan{}, err

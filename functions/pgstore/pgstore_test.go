@@ -53,6 +53,8 @@ func startGeneration(t *testing.T, sh *pgstore.Shard, chunks int) int64 {
 	d, err := sh.BeginDiff(ctx, "r1", gen)
 	require.NoError(t, err)
 	require.True(t, d.Proceed, d.Reason)
+	_, err = sh.TakeOver(ctx, "r1", gen)
+	require.NoError(t, err)
 	require.NoError(t, sh.StartApplying(ctx, "r1", gen, pgstore.Counts{}, chunks))
 	return gen
 }
@@ -230,6 +232,8 @@ func TestOutOfOrderArrivalIsSuperseded(t *testing.T) {
 	d, err := sh.BeginDiff(ctx, "r1", g2)
 	require.NoError(t, err)
 	require.True(t, d.Proceed)
+	_, err = sh.TakeOver(ctx, "r1", g2)
+	require.NoError(t, err)
 	d, err = sh.BeginDiff(ctx, "r1", g1)
 	require.NoError(t, err)
 	require.False(t, d.Proceed)

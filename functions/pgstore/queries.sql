@@ -61,14 +61,16 @@ WHERE retailer_id = $1 AND generation < $2
   AND state IN ('received', 'diffing', 'applying', 'held');
 
 -- name: mark_superseded
-UPDATE generations SET state = 'superseded', superseded_by = $3,
+UPDATE generations SET state = 'superseded', superseded_by = nullif($3::bigint, $2::bigint),
        received_at = coalesce(received_at, now())
 WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected');
 
 -- name: mark_diffing
+-- A re-run of a generation already applying keeps it applying: its chunks in
+-- flight must still count.
 UPDATE generations SET state = 'diffing', received_at = coalesce(received_at, now()),
        error_code = NULL, error_message = NULL, error_line = NULL
-WHERE retailer_id = $1 AND generation = $2;
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('awaiting_upload', 'received', 'diffing', 'held');
 
 -- name: stopped_generations
 -- Generations newer than the baseline whose index was written: they may have
@@ -179,3 +181,8 @@ WHERE retailer_id = $1 AND NOT deleted ORDER BY product_id;
 
 -- name: retailer_by_token
 SELECT retailer_id FROM retailers WHERE token_hash = $1;
+
+-- name: newer_arrived
+-- The newest generation after $2 whose upload arrived and was not rejected (0: none).
+SELECT coalesce(max(generation), 0) FROM generations
+WHERE retailer_id = $1 AND generation > $2 AND state NOT IN ('awaiting_upload', 'rejected');

@@ -105,8 +105,12 @@ func (s *Shard) Confirm(ctx context.Context, retailerID string, gen int64) error
 		if catalog.State(state) != catalog.StateHeld {
 			return catalog.Errorf(catalog.ErrConflict, "not_held", "generation %d is %s, not held", gen, state)
 		}
-		if latest != gen {
-			return catalog.Errorf(catalog.ErrConflict, "not_latest", "generation %d is not the latest (%d is)", gen, latest)
+		var newer int64
+		if err := tx.QueryRow(ctx, q("newer_arrived"), retailerID, gen).Scan(&newer); err != nil {
+			return err
+		}
+		if latest > gen || newer > 0 {
+			return catalog.Errorf(catalog.ErrConflict, "not_latest", "generation %d is no longer the latest: generation %d arrived", gen, max(latest, newer))
 		}
 		_, err = tx.Exec(ctx, q("confirm_generation"), retailerID, gen)
 		return err
@@ -122,13 +126,15 @@ type DiffDecision struct {
 	Confirmed        bool    // a held snapshot the retailer confirmed
 	Baseline         int64   // the applied generation to diff against (0: none)
 	BaselineProducts int64   // its product count
-	Stopped          []int64 // newer generations that may have written rows (I5)
+	Stopped          []int64 // newer generations that may have written rows (I5); set by TakeOver
 }
 
-// BeginDiff records that the upload of gen has arrived and decides, under the
-// retailer's fence lock, whether to diff it: an upload older than one that
-// already arrived is superseded; a new latest raises the fence and supersedes
-// every older unfinished generation; duplicates of finished work do nothing.
+// BeginDiff records that the upload of gen has arrived and decides whether to
+// read it: an upload older than the newest one that took over is superseded
+// (even when it arrives last); duplicates of finished or held work do
+// nothing. Older generations keep applying while this one is read: only a
+// snapshot that reads whole and is not held takes over (TakeOver), so a bad
+// or held upload never stops good work (I7, I8).
 func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (DiffDecision, error) {
 	var d DiffDecision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -166,33 +172,63 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (Di
 			d.Reason = fmt.Sprintf("superseded by generation %d", latest)
 			return nil
 		}
-		if _, err := tx.Exec(ctx, q("raise_fence"), retailerID, gen); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, q("supersede_older"), retailerID, gen); err != nil {
-			return err
-		}
 		if _, err := tx.Exec(ctx, q("mark_diffing"), retailerID, gen); err != nil {
-			return err
-		}
-		rows, err := tx.Query(ctx, q("stopped_generations"), retailerID, applied, gen)
-		if err != nil {
-			return err
-		}
-		stopped, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT format FROM generations WHERE retailer_id = $1 AND generation = $2`, retailerID, gen).Scan(&d.Format); err != nil {
 			return err
 		}
-		d.Proceed, d.Baseline, d.BaselineProducts, d.Stopped = true, applied, appliedProducts, stopped
+		d.Proceed, d.Baseline, d.BaselineProducts = true, applied, appliedProducts
 		return nil
 	})
 	if err != nil {
 		return d, fmt.Errorf("begin diff %s/%d: %w", retailerID, gen, err)
 	}
 	return d, nil
+}
+
+// TakeOver makes gen, whose snapshot has been read whole and is not held,
+// the retailer's latest: under the fence row's FOR UPDATE lock (which waits
+// for every apply transaction in flight) it raises latest_generation to gen,
+// marks every older unfinished generation superseded, and returns the
+// baseline and the stopped generations newer than it whose chunks may have
+// been applied (I5). ErrSuperseded when a newer generation took over first.
+func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (DiffDecision, error) {
+	var d DiffDecision
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		d = DiffDecision{}
+		var latest int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &d.Baseline, &d.BaselineProducts); err != nil {
+			return err
+		}
+		var state string
+		if err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed); err != nil {
+			return err
+		}
+		if latest > gen || (state != string(catalog.StateDiffing) && state != string(catalog.StateApplying)) {
+			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, latest); err != nil {
+				return err
+			}
+			return ErrSuperseded
+		}
+		if _, err := tx.Exec(ctx, q("raise_fence"), retailerID, gen); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q("supersede_older"), retailerID, gen); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, q("stopped_generations"), retailerID, d.Baseline, gen)
+		if err != nil {
+			return err
+		}
+		d.Stopped, err = pgx.CollectRows(rows, pgx.RowTo[int64])
+		d.Proceed = err == nil
+		return err
+	})
+	if err != nil && !errors.Is(err, ErrSuperseded) {
+		return d, fmt.Errorf("take over %s/%d: %w", retailerID, gen, err)
+	}
+	return d, err
 }
 
 // Reject ends a generation whose snapshot cannot be read, with a reason (I7).

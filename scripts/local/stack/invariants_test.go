@@ -363,7 +363,7 @@ func TestI8HeldUntilConfirmed(t *testing.T) {
 	require.Equal(t, "mass_delete", held.Error.Code)
 	require.EqualValues(t, 120, held.Changes.Deleted)
 	e.requireCatalog("r1", full)
-	require.Equal(t, "superseded", e.status("r1", empty.Generation).State, "the newer upload supersedes the held one")
+	require.Equal(t, "held", e.status("r1", empty.Generation).State, "a held upload does not supersede another")
 
 	_, err := e.api.Confirm(ctx, e.token("r1"), "r1", empty.Generation)
 	requireStatus(t, err, 409)
@@ -373,6 +373,7 @@ func TestI8HeldUntilConfirmed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "applied", s.State)
 	e.requireCatalog("r1", few)
+	require.Equal(t, "superseded", e.status("r1", empty.Generation).State, "the applied upload supersedes the older held one")
 	_, err = e.api.Confirm(ctx, e.token("r1"), "r1", held.Generation)
 	requireStatus(t, err, 409)
 }
