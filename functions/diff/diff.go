@@ -263,6 +263,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	if err != nil {
 		return r.rejectOrFail(ctx, err)
 	}
+	rd.ReuseAttributes = true // pass 1 keeps only ids and hashes
 	entries := make([]catalog.IndexEntry, 0, 1024)
 	for {
 		row, err := rd.Next()
@@ -297,12 +298,18 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	return false, nil
 }
 
+// newReader opens a snapshot stream. The decompressed size is bounded too
+// (ten times the upload limit), so a gzip bomb is rejected, not read.
 func (r *run) newReader(body io.Reader) (*snapshot.Reader, error) {
 	format, err := snapshot.ParseFormat(r.decision.Format)
 	if err != nil {
 		return nil, err
 	}
-	return snapshot.NewReader(body, format, snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes})
+	limits := snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes}
+	if r.h.cfg.MaxUploadBytes > 0 {
+		limits.MaxFileBytes = 10 * r.h.cfg.MaxUploadBytes
+	}
+	return snapshot.NewReader(body, format, limits)
 }
 
 func (r *run) rejectOrFail(ctx context.Context, err error) (bool, error) {

@@ -8,7 +8,9 @@ import (
 
 const benchRows = 20000
 
-func benchRead(b *testing.B, data []byte) {
+func benchRead(b *testing.B, data []byte) { benchReadOpt(b, data, false) }
+
+func benchReadOpt(b *testing.B, data []byte, reuse bool) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -17,6 +19,7 @@ func benchRead(b *testing.B, data []byte) {
 		if err != nil {
 			b.Fatal(err)
 		}
+		r.ReuseAttributes = reuse
 		n := 0
 		for {
 			_, err := r.Next()
@@ -37,6 +40,9 @@ func benchRead(b *testing.B, data []byte) {
 
 // BenchmarkReadCSV reads ~8 MB of generated CSV (12 typical retail columns).
 func BenchmarkReadCSV(b *testing.B) { benchRead(b, genCSV(benchRows)) }
+
+// BenchmarkReadCSVReuse is BenchmarkReadCSV with Reader.ReuseAttributes.
+func BenchmarkReadCSVReuse(b *testing.B) { benchReadOpt(b, genCSV(benchRows), true) }
 
 // BenchmarkReadJSONL reads the same products as JSON Lines.
 func BenchmarkReadJSONL(b *testing.B) { benchRead(b, genJSONL(benchRows)) }

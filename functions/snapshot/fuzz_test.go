@@ -210,7 +210,7 @@ func FuzzJSONL(f *testing.F) {
 			end = e.Line - 1
 			if e.Code == CodeMalformedJSON {
 				line := bytes.Trim(lines[e.Line-1], " \t\r") // JSON whitespace only
-				deep := bytes.Count(line, []byte("[")) + bytes.Count(line, []byte("{")) > maxNesting-10
+				deep := bytes.Count(line, []byte("["))+bytes.Count(line, []byte("{")) > maxNesting-10
 				if json.Valid(line) && len(line) > 0 && line[0] == '{' && !deep {
 					t.Fatalf("line %d: malformed_json (%s) but encoding/json accepts it: %q", e.Line, e.Message, line)
 				}

@@ -27,8 +27,15 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // Next returns io.EOF after the last row and a *Error for bad input; an error
 // reading the underlying io.Reader (not the snapshot's fault: a network
 // failure, say) is returned wrapped as is, not as *Error. Every error is
-// sticky: later calls return it again.
+// sticky: later calls return it again. A Reader is not safe for concurrent
+// use.
 type Reader struct {
+	// ReuseAttributes, when set, lets Next return Row.Attributes in a buffer
+	// that the following call to Next overwrites, saving an allocation per
+	// row for callers that only need the hash (or copy the attributes they
+	// keep). Off by default: each Row owns its Attributes.
+	ReuseAttributes bool
+
 	format Format
 	lim    Limits
 	src    *sourceReader
@@ -333,7 +340,10 @@ func (r *Reader) tooLarge(line int) *Error {
 
 // emit makes a Row of a product_id and the canonical attributes in r.out.
 func (r *Reader) emit(id []byte, line int) Row {
-	attrs := make([]byte, len(r.out))
-	copy(attrs, r.out)
+	attrs := r.out[:len(r.out):len(r.out)]
+	if !r.ReuseAttributes {
+		attrs = make([]byte, len(r.out))
+		copy(attrs, r.out)
+	}
 	return Row{ProductID: string(id), Attributes: attrs, Hash: HashAttributes(attrs), Line: line}
 }

@@ -176,10 +176,10 @@ func TestBadGzip(t *testing.T) {
 
 // The gzip bomb guard counts decompressed bytes.
 func TestMaxFileBytesGzip(t *testing.T) {
-	data := append([]byte("product_id\n"), bytes.Repeat([]byte("\n"), 50<<20)...)
+	data := append([]byte("product_id\n"), bytes.Repeat([]byte("\n"), 8<<20)...)
 	z := gz(t, data)
-	require.Less(t, len(z), 1<<20)
-	_, _, err := readAll(z, FormatAuto, Limits{MaxFileBytes: 10 << 20})
+	require.Less(t, len(z), 64<<10)
+	_, _, err := readAll(z, FormatAuto, Limits{MaxFileBytes: 1 << 20})
 	var e *Error
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, CodeFileTooLarge, e.Code)
@@ -472,24 +472,23 @@ func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-
 func TestCanonicalize(t *testing.T) {
 	for in, want := range map[string]string{
-		`{}`:                                      `{}`,
+		`{}`: `{}`,
 		` { "b" : [ 1 , { "d":1, "c":2 } ] , "a":"\u00e9" } `: `{"a":"é","b":[1,{"c":2,"d":1}]}`,
-		`{"product_id":"x","a":1}`:                `{"a":1,"product_id":"x"}`,
+		`{"product_id":"x","a":1}`:                            `{"a":1,"product_id":"x"}`,
 	} {
 		got, err := Canonicalize([]byte(in))
 		require.NoError(t, err)
 		require.Equal(t, want, string(got))
 	}
 	for in, code := range map[string]string{
-		``:              CodeMalformedJSON,
-		`[]`:            CodeMalformedJSON,
-		`{"a":1,"a":2}`: CodeDuplicateColumn,
+		``:                 CodeMalformedJSON,
+		`[]`:               CodeMalformedJSON,
+		`{"a":1,"a":2}`:    CodeDuplicateColumn,
 		"{\"a\":\"\xff\"}": CodeInvalidUTF8,
-		`{"a":"\udfff"}`: CodeInvalidUTF8,
-		`{"a":1}x`:      CodeMalformedJSON,
+		`{"a":"\udfff"}`:   CodeInvalidUTF8,
+		`{"a":1}x`:         CodeMalformedJSON,
 	} {
 		_, err := Canonicalize([]byte(in))
 		var e *Error
@@ -516,10 +515,13 @@ func TestHash(t *testing.T) {
 		_, err := ParseHash(bad)
 		require.Error(t, err, bad)
 	}
-	var b []byte
-	b, err = json.Marshal(h.String())
+	b, err := json.Marshal(map[string]Hash{"h": h})
 	require.NoError(t, err)
-	require.Equal(t, `"44136fa355b3678a1146ad16f7e8649e"`, string(b))
+	require.Equal(t, `{"h":"44136fa355b3678a1146ad16f7e8649e"}`, string(b))
+	var m map[string]Hash
+	require.NoError(t, json.Unmarshal(b, &m))
+	require.Equal(t, h, m["h"])
+	require.Error(t, json.Unmarshal([]byte(`{"h":"xyz"}`), &m))
 }
 
 func TestDuplicateError(t *testing.T) {
@@ -552,5 +554,24 @@ func TestErrorCodesCovered(t *testing.T) {
 	}
 	for _, c := range Codes {
 		require.True(t, seen[c], "no table case for %s", c)
+	}
+}
+
+func TestReuseAttributes(t *testing.T) {
+	data := genJSONL(300)
+	want, _, err := readAll(data, FormatAuto, Limits{})
+	require.NoError(t, err)
+	r, err := NewReader(bytes.NewReader(data), FormatAuto, Limits{})
+	require.NoError(t, err)
+	r.ReuseAttributes = true
+	for i := 0; ; i++ {
+		row, err := r.Next()
+		if err == io.EOF {
+			require.Equal(t, len(want), i)
+			break
+		}
+		require.NoError(t, err)
+		require.Equal(t, string(want[i].Attributes), string(row.Attributes))
+		require.Equal(t, want[i].Hash, row.Hash)
 	}
 }

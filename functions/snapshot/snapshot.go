@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"unicode/utf8"
 )
 
@@ -53,6 +54,7 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxRowBytes <= 0 {
 		l.MaxRowBytes = DefaultMaxRowBytes
 	}
+	l.MaxRowBytes = min(l.MaxRowBytes, math.MaxInt32) // room for the buffer arithmetic
 	if l.MaxFileBytes < 0 {
 		l.MaxFileBytes = 0
 	}
@@ -84,6 +86,21 @@ func HashAttributes(canonical []byte) Hash {
 // String returns h in lowercase hex (32 characters).
 func (h Hash) String() string {
 	return hex.EncodeToString(h[:])
+}
+
+// MarshalText encodes h as String does, so that h is a hex string in JSON.
+func (h Hash) MarshalText() ([]byte, error) {
+	return []byte(h.String()), nil
+}
+
+// UnmarshalText decodes the form written by MarshalText.
+func (h *Hash) UnmarshalText(text []byte) error {
+	v, err := ParseHash(string(text))
+	if err != nil {
+		return err
+	}
+	*h = v
+	return nil
 }
 
 // ParseHash parses the 32-character hex form written by Hash.String.

@@ -38,7 +38,7 @@ func EnsureInstalled(ctx context.Context, progress io.Writer) (binDir string, er
 		return "", fmt.Errorf("pgserver: PostgreSQL 15 server not found at %s and apt-get is not available: %w", DefaultBinDir, err)
 	}
 
-	unlock, err := lockFile(ctx, installLockPath, progress)
+	unlock, err := lockFile(ctx, installLockPath, progress, "installing PostgreSQL")
 	if err != nil {
 		return "", err
 	}
@@ -86,10 +86,10 @@ func runApt(ctx context.Context, progress io.Writer, args ...string) error {
 
 // lockFile takes an exclusive flock on path, polling so that ctx can cancel
 // the wait. The returned function releases the lock.
-func lockFile(ctx context.Context, path string, progress io.Writer) (func(), error) {
+func lockFile(ctx context.Context, path string, progress io.Writer, what string) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
 	if err != nil {
-		return nil, fmt.Errorf("pgserver: open install lock %s: %w", path, err)
+		return nil, fmt.Errorf("pgserver: open lock %s: %w", path, err)
 	}
 	announced := false
 	for {
@@ -105,13 +105,13 @@ func lockFile(ctx context.Context, path string, progress io.Writer) (func(), err
 			return nil, fmt.Errorf("pgserver: lock %s: %w", path, err)
 		}
 		if !announced {
-			fmt.Fprintf(progress, "pgserver: waiting for another process installing PostgreSQL (lock %s)\n", path)
+			fmt.Fprintf(progress, "pgserver: waiting for another process %s (lock %s)\n", what, path)
 			announced = true
 		}
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, fmt.Errorf("pgserver: waiting for install lock: %w", ctx.Err())
+			return nil, fmt.Errorf("pgserver: waiting for lock %s: %w", path, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

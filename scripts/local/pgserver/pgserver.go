@@ -42,8 +42,9 @@ import (
 // Options configures Start.
 type Options struct {
 	// DataDir is the cluster's data directory (required). When it does not
-	// exist or is empty, it is created with initdb (trust authentication on
-	// loopback, superuser "postgres", UTF8, locale C). When it already holds
+	// exist or is empty, a new cluster is made there (trust authentication on
+	// loopback, superuser "postgres", UTF8, locale C): a copy of a template
+	// cluster that initdb makes once per machine under os.TempDir(). When it already holds
 	// a PostgreSQL 15 cluster, that cluster is reused, so data survives
 	// restarts; a postmaster.pid left behind by a killed run is cleared.
 	//
@@ -96,7 +97,7 @@ var baseSettings = []string{
 }
 
 const (
-	startTimeout    = 60 * time.Second
+	startTimeout    = 2 * time.Minute // generous: a busy 2-CPU machine is slow
 	stopGracePeriod = 30 * time.Second
 	maxSocketPath   = 90 // sun_path is 108 bytes; leave room for "/.s.PGSQL.NNNNN"
 )
@@ -331,16 +332,6 @@ func (s *Server) prepareCluster(ctx context.Context, create func(ctx context.Con
 		s.sockDir, s.tmpSock = d, true
 	}
 	return s.clearStalePID()
-}
-
-func (s *Server) initdb(ctx context.Context, dir string) error {
-	fmt.Fprintf(s.progress, "pgserver: initdb %s\n", s.dataDir)
-	return s.runTool(ctx, "initdb", "-D", dir, "-U", "postgres", "--auth=trust",
-		"--encoding=UTF8", "--locale=C", "--no-instructions",
-		// Skipping initdb's final fsync saves seconds per test; the running
-		// server fsyncs as usual, and after a crash PostgreSQL fsyncs the whole
-		// data directory before recovery.
-		"--no-sync")
 }
 
 // ensureHBA makes sure pg_hba.conf lets loopback replication connections in

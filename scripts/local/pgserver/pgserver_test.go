@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -63,7 +64,7 @@ func TestEnsureInstalled(t *testing.T) {
 
 func TestStartCreateDatabaseRestart(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dataDir := filepath.Join(t.TempDir(), "pg")
 
@@ -105,20 +106,38 @@ func TestStartCreateDatabaseRestart(t *testing.T) {
 
 func TestFixedPort(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	srv := start(t, ctx, filepath.Join(t.TempDir(), "pg"))
-	// A second server on the same port must fail clearly, not hang.
-	_, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(t.TempDir(), "pg2"), Port: srv.Port()})
+	dataDir := filepath.Join(t.TempDir(), "pg")
+	srv := start(t, ctx, dataDir)
+	port := srv.Port()
+
+	// A second server on the same port must fail clearly, not hang, and not
+	// mistake the first server for itself.
+	_, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(t.TempDir(), "pg2"), Port: port})
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "port")
+	require.NoError(t, srv.Stop())
+
+	// Same when something else holds the port.
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	require.NoError(t, err)
+	_, err = pgserver.Start(ctx, pgserver.Options{DataDir: dataDir, Port: port})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "port")
+	require.NoError(t, l.Close())
+
+	srv2, err := pgserver.Start(ctx, pgserver.Options{DataDir: dataDir, Port: port, Progress: progress{t}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv2.Stop() })
+	require.Equal(t, port, srv2.Port())
 }
 
 // A run killed with SIGKILL leaves postmaster.pid behind; the next Start must
 // cope, also when the PID has been reused by an unrelated process.
 func TestStalePostmasterPID(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dataDir := filepath.Join(t.TempDir(), "pg")
 
@@ -145,7 +164,7 @@ func TestStalePostmasterPID(t *testing.T) {
 
 func TestReplica(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
 	primary := start(t, ctx, filepath.Join(dir, "primary"))

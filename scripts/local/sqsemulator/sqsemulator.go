@@ -45,7 +45,9 @@ const Region = "us-east-1"
 // AccountID is the account fauxqs puts into every ARN and queue URL.
 const AccountID = "000000000000"
 
-const startTimeout = 30 * time.Second
+// startTimeout is generous: loading fauxqs takes 0.5s on an idle machine but
+// tens of seconds on a busy 2-CPU one.
+const startTimeout = 2 * time.Minute
 
 // Options configures Start.
 type Options struct {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,37 @@ type progress struct{ t *testing.T }
 func (p progress) Write(b []byte) (int, error) {
 	p.t.Log(time.Now().Format("15:04:05.000"), string(bytes.TrimSpace(b)))
 	return len(b), nil
+}
+
+// The tests of queue semantics share one emulator, started on first use and
+// stopped by TestMain.
+var (
+	sharedOnce   sync.Once
+	sharedEmu    *sqsemulator.Emulator
+	sharedClient *sqs.Client
+	sharedErr    error
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if sharedEmu != nil {
+		_ = sharedEmu.Stop()
+	}
+	os.Exit(code)
+}
+
+func shared(t *testing.T) *sqs.Client {
+	t.Helper()
+	sharedOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a first install may be slow
+		defer cancel()
+		sharedEmu, sharedErr = sqsemulator.Start(ctx, sqsemulator.Options{Progress: os.Stderr})
+		if sharedErr == nil {
+			sharedClient, sharedErr = sqsemulator.NewSQSClient(ctx, sharedEmu.Endpoint())
+		}
+	})
+	require.NoError(t, sharedErr)
+	return sharedClient
 }
 
 func startEmulator(t *testing.T, ctx context.Context) (*sqsemulator.Emulator, *sqs.Client) {
@@ -63,7 +95,7 @@ func receive(t *testing.T, ctx context.Context, c *sqs.Client, url string, max i
 
 func TestStartStop(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	e, client := startEmulator(t, ctx)
 	require.True(t, strings.HasPrefix(e.Endpoint(), "http://127.0.0.1:"), e.Endpoint())
@@ -83,17 +115,17 @@ func TestStartStop(t *testing.T) {
 
 func TestEnsureQueue(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	_, client := startEmulator(t, ctx)
+	client := shared(t)
 
-	q, dlq, err := sqsemulator.EnsureQueue(ctx, client, "apply-small.fifo", 30*time.Second, 5)
+	q, dlq, err := sqsemulator.EnsureQueue(ctx, client, "ensure.fifo", 30*time.Second, 5)
 	require.NoError(t, err)
-	require.True(t, strings.HasSuffix(q, "/apply-small.fifo"), q)
-	require.True(t, strings.HasSuffix(dlq, "/apply-small-dlq.fifo"), dlq)
+	require.True(t, strings.HasSuffix(q, "/ensure.fifo"), q)
+	require.True(t, strings.HasSuffix(dlq, "/ensure-dlq.fifo"), dlq)
 
 	// Idempotent; a changed visibility is applied to the existing queue.
-	q2, dlq2, err := sqsemulator.EnsureQueue(ctx, client, "apply-small.fifo", 45*time.Second, 7)
+	q2, dlq2, err := sqsemulator.EnsureQueue(ctx, client, "ensure.fifo", 45*time.Second, 7)
 	require.NoError(t, err)
 	require.Equal(t, q, q2)
 	require.Equal(t, dlq, dlq2)
@@ -104,7 +136,7 @@ func TestEnsureQueue(t *testing.T) {
 	require.Equal(t, "45", attrs.Attributes["VisibilityTimeout"])
 	require.Equal(t, "true", attrs.Attributes["FifoQueue"])
 	require.Equal(t, "false", attrs.Attributes["ContentBasedDeduplication"])
-	require.JSONEq(t, `{"deadLetterTargetArn":"`+sqsemulator.QueueARN("apply-small-dlq.fifo")+`","maxReceiveCount":"7"}`, attrs.Attributes["RedrivePolicy"])
+	require.JSONEq(t, `{"deadLetterTargetArn":"`+sqsemulator.QueueARN("ensure-dlq.fifo")+`","maxReceiveCount":"7"}`, attrs.Attributes["RedrivePolicy"])
 
 	q3, dlq3, err := sqsemulator.EnsureQueue(ctx, client, "diff-jobs", 90*time.Second, 3)
 	require.NoError(t, err)
@@ -124,9 +156,9 @@ func TestEnsureQueue(t *testing.T) {
 // group's messages never in flight twice, deduplication within 5 minutes.
 func TestFIFO(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	_, client := startEmulator(t, ctx)
+	client := shared(t)
 	q, _, err := sqsemulator.EnsureQueue(ctx, client, "apply.fifo", 30*time.Second, 5)
 	require.NoError(t, err)
 
@@ -185,14 +217,29 @@ func TestFIFO(t *testing.T) {
 	// A deleted message's dedup id still blocks a resend within 5 minutes.
 	send(t, ctx, client, q, "a1-third", "r1#0", "r1:7:0")
 	require.Empty(t, receive(t, ctx, client, q, 10, 0))
+
+	// Releasing a message (visibility 0) makes it, and its group, available
+	// at once, still first in its group.
+	send(t, ctx, client, q, "c1", "r3#0", "r3:1:0")
+	send(t, ctx, client, q, "c2", "r3#0", "r3:1:20")
+	msgs := receive(t, ctx, client, q, 10, 0)
+	require.Len(t, msgs, 1)
+	require.Equal(t, "c1", aws.ToString(msgs[0].Body))
+	_, err = client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(q),
+		Entries: []types.ChangeMessageVisibilityBatchRequestEntry{{Id: aws.String("0"), ReceiptHandle: msgs[0].ReceiptHandle, VisibilityTimeout: 0}}})
+	require.NoError(t, err)
+	msgs = receive(t, ctx, client, q, 10, 0)
+	require.Len(t, msgs, 1)
+	require.Equal(t, "c1", aws.ToString(msgs[0].Body))
+	require.Equal(t, "2", msgs[0].Attributes["ApproximateReceiveCount"])
 }
 
 // A message received maxReceives times without being deleted goes to the DLQ.
 func TestRedrive(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	_, client := startEmulator(t, ctx)
+	client := shared(t)
 
 	for _, name := range []string{"poison.fifo", "poison"} {
 		t.Run(name, func(t *testing.T) {
@@ -236,7 +283,7 @@ func TestChildDiesWithParent(t *testing.T) {
 	if os.Getenv("SQSEMULATOR_TEST_HELPER") == "1" {
 		t.Skip("helper")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperParent$", "-test.v")
 	cmd.Env = append(os.Environ(), "SQSEMULATOR_TEST_HELPER=1")
@@ -288,4 +335,27 @@ func alive(pid int) bool {
 		return s[i+2] != 'Z'
 	}
 	return true
+}
+
+// SNS topics fan out to subscribed SQS queues (the change-event path).
+func TestSNSFanOut(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	client := shared(t)
+	snsClient, err := sqsemulator.NewSNSClient(ctx, sharedEmu.Endpoint())
+	require.NoError(t, err)
+
+	q, _, err := sqsemulator.EnsureQueue(ctx, client, "consumer-search", 30*time.Second, 5)
+	require.NoError(t, err)
+	topic, err := snsClient.CreateTopic(ctx, &sns.CreateTopicInput{Name: aws.String("catalog-changes")})
+	require.NoError(t, err)
+	_, err = snsClient.Subscribe(ctx, &sns.SubscribeInput{TopicArn: topic.TopicArn, Protocol: aws.String("sqs"),
+		Endpoint: aws.String(sqsemulator.QueueARN("consumer-search")), Attributes: map[string]string{"RawMessageDelivery": "true"}})
+	require.NoError(t, err)
+	_, err = snsClient.Publish(ctx, &sns.PublishInput{TopicArn: topic.TopicArn, Message: aws.String(`{"product_id":"p1"}`)})
+	require.NoError(t, err)
+	msgs := receive(t, ctx, client, q, 10, 2)
+	require.Len(t, msgs, 1)
+	require.JSONEq(t, `{"product_id":"p1"}`, aws.ToString(msgs[0].Body))
 }

@@ -214,7 +214,7 @@ func (q *flakyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID 
 func TestI1CrashBetweenChunkWriteAndSend(t *testing.T) {
 	t.Parallel()
 	q := &flakyQueue{failSeq: 2}
-	e := newEnv(t, stack.Options{ChunkRows: 10, VisibilityTimeout: 2 * time.Second, HandlerTimeout: 2 * time.Second,
+	e := newEnv(t, stack.Options{ChunkRows: 10,
 		WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
 	e.onboard("r1")
 	want := fixtures.Generate("p", 55)
@@ -231,7 +231,7 @@ func TestI1CrashBetweenChunkWriteAndSend(t *testing.T) {
 func TestI1CrashBetweenCommitAndDelete(t *testing.T) {
 	t.Parallel()
 	var crashes atomic.Int32
-	e := newEnv(t, stack.Options{ChunkRows: 10, VisibilityTimeout: 2 * time.Second, HandlerTimeout: 2 * time.Second,
+	e := newEnv(t, stack.Options{ChunkRows: 10,
 		WrapApply: func(next eventsource.Handler) eventsource.Handler {
 			return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 				resp, err := next(ctx, ev)

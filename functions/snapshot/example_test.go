@@ -1,0 +1,55 @@
+package snapshot_test
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/retailcatalog/catalog/functions/snapshot"
+)
+
+func ExampleReader() {
+	file := "title,product_id,price\r\n" +
+		"\"Shirt, blue\",sku-1,9.99\r\n" +
+		"Hat,sku-2,5\r\n"
+	r, err := snapshot.NewReader(strings.NewReader(file), snapshot.FormatAuto, snapshot.Limits{})
+	if err != nil {
+		panic(err)
+	}
+	for {
+		row, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var bad *snapshot.Error
+		if errors.As(err, &bad) {
+			fmt.Println("rejected:", bad.Code, bad.Message)
+			return
+		}
+		fmt.Println(row.Line, row.ProductID, string(row.Attributes), row.Hash)
+	}
+	fmt.Println(r.Format(), r.BytesRead())
+	// Output:
+	// 2 sku-1 {"price":"9.99","title":"Shirt, blue"} fceeb1b63a3e61fca3511ebc71ee63ea
+	// 3 sku-2 {"price":"5","title":"Hat"} 8429ee1de2823a55e97684f57b649d24
+	// csv 63
+}
+
+func ExampleReader_rejected() {
+	file := `{"product_id":"sku-1","tags":["a"]}` + "\n" + `{"product_id":"sku-2","tags":["a"],"tags":["b"]}` + "\n"
+	r, _ := snapshot.NewReader(strings.NewReader(file), snapshot.FormatAuto, snapshot.Limits{})
+	for {
+		_, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		var bad *snapshot.Error
+		if errors.As(err, &bad) {
+			fmt.Println(bad.Code, bad.Line, bad.Message)
+			return
+		}
+	}
+	// Output:
+	// duplicate_column 2 line 2: key "tags" appears twice in one object
+}
