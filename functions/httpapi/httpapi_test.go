@@ -1,0 +1,102 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/httpapi"
+)
+
+// The API Gateway adapter rebuilds the request with the raw path, so a
+// percent-encoded "/" in a product id stays inside one path segment.
+func TestLambdaHandlerKeepsEncodedSegments(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/retailers/{retailer_id}/products/{product_id}", func(w http.ResponseWriter, r *http.Request) {
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{
+			"retailer": r.PathValue("retailer_id"), "product": r.PathValue("product_id"),
+			"q": r.URL.Query().Get("q"), "auth": r.Header.Get("Authorization"),
+		})
+	})
+	h := httpapi.LambdaHandler(mux)
+	resp, err := h(context.Background(), events.APIGatewayV2HTTPRequest{
+		RawPath: "/v1/retailers/r1/products/a%2Fb%20c", RawQueryString: "q=x%20y",
+		Headers:        map[string]string{"authorization": "Bearer t"},
+		RequestContext: events.APIGatewayV2HTTPRequestContext{HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}},
+	})
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode)
+	require.JSONEq(t, `{"retailer":"r1","product":"a/b c","q":"x y","auth":"Bearer t"}`, resp.Body)
+	require.Equal(t, "application/json", resp.Headers["Content-Type"])
+}
+
+func TestWriteErrorMapsKindsToStatuses(t *testing.T) {
+	t.Parallel()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for kind, status := range map[error]int{
+		catalog.ErrInvalid: 400, catalog.ErrUnauthorized: 401, catalog.ErrForbidden: 403,
+		catalog.ErrNotFound: 404, catalog.ErrConflict: 409, catalog.ErrTooLarge: 413,
+		catalog.ErrRateLimited: 429, catalog.ErrAmbiguous: 300,
+	} {
+		rec := httptest.NewRecorder()
+		httpapi.WriteError(rec, httptest.NewRequest("GET", "/", nil), log, catalog.Errorf(kind, "some_code", "msg"))
+		require.Equal(t, status, rec.Code, kind.Error())
+		require.JSONEq(t, `{"error":{"code":"some_code","message":"msg"}}`, rec.Body.String())
+	}
+	rec := httptest.NewRecorder()
+	httpapi.WriteError(rec, httptest.NewRequest("GET", "/", nil), log, errors.New("db password in here"))
+	require.Equal(t, 500, rec.Code)
+	require.NotContains(t, rec.Body.String(), "password", "internal details stay in the log")
+}
+
+func TestETagAndNotModified(t *testing.T) {
+	t.Parallel()
+	rec := httptest.NewRecorder()
+	httpapi.WriteCacheableJSON(rec, httptest.NewRequest("GET", "/", nil), "public, max-age=60", map[string]int{"a": 1})
+	etag := rec.Header().Get("ETag")
+	require.NotEmpty(t, etag)
+	require.Equal(t, "public, max-age=60", rec.Header().Get("Cache-Control"))
+	for _, inm := range []string{etag, `"x", ` + etag, "W/" + etag, "*"} {
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Header.Set("If-None-Match", inm)
+		rec = httptest.NewRecorder()
+		httpapi.WriteCacheableJSON(rec, req, "", map[string]int{"a": 1})
+		require.Equal(t, http.StatusNotModified, rec.Code, inm)
+		require.Empty(t, rec.Body.String())
+	}
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("If-None-Match", `"other"`)
+	rec = httptest.NewRecorder()
+	httpapi.WriteCacheableJSON(rec, req, "", map[string]int{"a": 1})
+	require.Equal(t, http.StatusOK, rec.Code)
+}
+
+func TestDecodeJSON(t *testing.T) {
+	t.Parallel()
+	var v struct{ A string }
+	for body, want := range map[string]error{
+		``:             nil,
+		`{"A":"x"}`:    nil,
+		`{"B":"x"}`:    catalog.ErrInvalid,
+		`{"A":"x"} {}`: catalog.ErrInvalid,
+		`{"A":"` + strings.Repeat("x", 100) + `"}`: catalog.ErrTooLarge,
+	} {
+		req := httptest.NewRequest("POST", "/", strings.NewReader(body))
+		err := httpapi.DecodeJSON(req, 50, &v)
+		if want == nil {
+			require.NoError(t, err, body)
+		} else {
+			require.ErrorIs(t, err, want, body)
+		}
+	}
+}
