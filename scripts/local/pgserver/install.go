@@ -2,14 +2,13 @@ package pgserver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"syscall"
-	"time"
+
+	"github.com/retailcatalog/catalog/scripts/local/filelock"
 )
 
 // DefaultBinDir is where Debian's postgresql-15 package puts the server binaries.
@@ -38,7 +37,7 @@ func EnsureInstalled(ctx context.Context, progress io.Writer) (binDir string, er
 		return "", fmt.Errorf("pgserver: PostgreSQL 15 server not found at %s and apt-get is not available: %w", DefaultBinDir, err)
 	}
 
-	unlock, err := lockFile(ctx, installLockPath, progress, "installing PostgreSQL")
+	unlock, err := filelock.Acquire(ctx, installLockPath, progress, "installing PostgreSQL")
 	if err != nil {
 		return "", err
 	}
@@ -82,37 +81,4 @@ func runApt(ctx context.Context, progress io.Writer, args ...string) error {
 		return fmt.Errorf("pgserver: apt-get %v: %w", args, err)
 	}
 	return nil
-}
-
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel
-// the wait. The returned function releases the lock.
-func lockFile(ctx context.Context, path string, progress io.Writer, what string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("pgserver: open lock %s: %w", path, err)
-	}
-	announced := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, fmt.Errorf("pgserver: lock %s: %w", path, err)
-		}
-		if !announced {
-			fmt.Fprintf(progress, "pgserver: waiting for another process %s (lock %s)\n", what, path)
-			announced = true
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("pgserver: waiting for lock %s: %w", path, ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }

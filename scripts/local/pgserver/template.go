@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/retailcatalog/catalog/scripts/local/filelock"
 )
 
 // templateVersion changes whenever the initdb options change, so that an
@@ -49,7 +51,7 @@ func (s *Server) templateDir(ctx context.Context) (string, error) {
 	if _, err := os.Stat(ready); err == nil {
 		return data, nil
 	}
-	unlock, err := lockFile(ctx, base+".lock", s.progress, "creating the PostgreSQL template cluster")
+	unlock, err := filelock.Acquire(ctx, base+".lock", s.progress, "creating the PostgreSQL template cluster")
 	if err != nil {
 		return "", err
 	}

@@ -3,7 +3,6 @@ package sqsemulator
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -11,8 +10,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
-	"time"
+
+	"github.com/retailcatalog/catalog/scripts/local/filelock"
 )
 
 // FauxqsVersion is the npm version of fauxqs that is installed and run. 2.x
@@ -78,7 +77,7 @@ func EnsureInstalled(ctx context.Context, progress io.Writer) (dir string, err e
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return "", fmt.Errorf("sqsemulator: create %s: %w", filepath.Dir(dir), err)
 	}
-	unlock, err := lockFile(ctx, dir+".lock", progress)
+	unlock, err := filelock.Acquire(ctx, dir+".lock", progress, "installing fauxqs")
 	if err != nil {
 		return "", err
 	}
@@ -161,37 +160,4 @@ func checkNode(ctx context.Context) error {
 		return fmt.Errorf("sqsemulator: fauxqs@%s needs node 20 or newer, found %s", FauxqsVersion, strings.TrimSpace(string(out)))
 	}
 	return nil
-}
-
-// lockFile takes an exclusive flock on path, polling so that ctx can cancel
-// the wait. The returned function releases the lock.
-func lockFile(ctx context.Context, path string, progress io.Writer) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
-	if err != nil {
-		return nil, fmt.Errorf("sqsemulator: open install lock %s: %w", path, err)
-	}
-	announced := false
-	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if err == nil {
-			return func() {
-				_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-				_ = f.Close()
-			}, nil
-		}
-		if !errors.Is(err, syscall.EWOULDBLOCK) {
-			_ = f.Close()
-			return nil, fmt.Errorf("sqsemulator: lock %s: %w", path, err)
-		}
-		if !announced {
-			fmt.Fprintf(progress, "sqsemulator: waiting for another process installing fauxqs (lock %s)\n", path)
-			announced = true
-		}
-		select {
-		case <-ctx.Done():
-			_ = f.Close()
-			return nil, fmt.Errorf("sqsemulator: waiting for install lock: %w", ctx.Err())
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
 }
