@@ -1,0 +1,307 @@
+package main
+
+import (
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// CodeAssets are the code assets (zip names without .zip, one per
+// functions/<name>/lambda or infra/<name>/lambda directory) the stack
+// deploys. apply is one asset deployed as two functions; migrate is the
+// deploy-time schema custom resource.
+var CodeAssets = []string{"upload", "read", "diff", "apply", "migrate"}
+
+// Function settings that are not parameters.
+const (
+	uploadMemoryMB     = 512
+	diffMemoryMB       = 3008 // streams multi-GB snapshots and builds the sorted index
+	diffEphemeralMB    = 4096 // spill space for sorting the largest retailers' indexes
+	applyMemoryMB      = 1024 // a batch is up to 10 chunks of ~10 MB
+	diffBatchSize      = 1    // one snapshot per invocation: a slow diff holds nobody else
+	applyBatchSize     = 10
+	functionLogsRetain = awslogs.RetentionDays_ONE_MONTH
+)
+
+// Environment variable names the functions read.
+const (
+	EnvBucket             = "CATALOG_BUCKET"
+	EnvControlDB          = "CATALOG_CONTROL_DB"
+	EnvShardDBs           = "CATALOG_SHARD_DBS"
+	EnvShardHosts         = "CATALOG_SHARD_HOSTS"
+	EnvControlHost        = "CATALOG_CONTROL_HOST"
+	EnvShardReaders       = "CATALOG_SHARD_READERS"
+	EnvControlReader      = "CATALOG_CONTROL_READER"
+	EnvDiffQueueURL       = "CATALOG_DIFF_QUEUE_URL"
+	EnvApplySmallQueueURL = "CATALOG_APPLY_SMALL_QUEUE_URL"
+	EnvApplyLargeQueueURL = "CATALOG_APPLY_LARGE_QUEUE_URL"
+	EnvLargeThresholdRows = "CATALOG_LARGE_THRESHOLD_ROWS"
+	EnvMaxUploadBytes     = "CATALOG_MAX_UPLOAD_BYTES"
+	EnvAdminTokenSecret   = "CATALOG_ADMIN_TOKEN_SECRET"
+	EnvChangeTopicARN     = "CATALOG_CHANGE_TOPIC_ARN"
+	EnvInflightCap        = "CATALOG_INFLIGHT_CAP"
+	EnvDBMaxConns         = "CATALOG_DB_MAX_CONNS"
+)
+
+// catalogFunctions are the deployed functions.
+type catalogFunctions struct {
+	upload, read, diff, applySmall, applyLarge awslambda.Function
+	// migrate runs only during deployments (Custom::CatalogSchema).
+	migrate awslambda.Function
+}
+
+// byName returns the functions keyed by their deployed role name.
+func (f *catalogFunctions) byName() map[string]awslambda.Function {
+	return map[string]awslambda.Function{
+		"upload": f.upload, "read": f.read, "diff": f.diff,
+		"apply-small": f.applySmall, "apply-large": f.applyLarge,
+	}
+}
+
+type fnSpec struct {
+	id          string
+	asset       string
+	description string
+	memoryMB    int
+	timeout     time.Duration
+	reserved    int
+	ephemeralMB int
+	env         map[string]string
+}
+
+type functionDeps struct {
+	params      Params
+	assetDir    string
+	net         *network
+	store       *storage
+	queues      *queues
+	dbs         *databases
+	adminSecret awssecretsmanager.ISecret
+	changeTopic awssns.ITopic
+}
+
+func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions {
+	p := d.params
+	var shardRefs, shardReaders, shardProxies []string
+	for _, s := range d.dbs.shards {
+		shardRefs = append(shardRefs, s.ref())
+		if p.RDSProxy {
+			shardReaders = append(shardReaders, s.proxyReader)
+			shardProxies = append(shardProxies, s.proxyWriter)
+		} else {
+			shardReaders = append(shardReaders, s.reader)
+		}
+	}
+	common := map[string]string{
+		EnvBucket:             *d.store.bucket.BucketName(),
+		EnvControlDB:          d.dbs.control.ref(),
+		EnvShardDBs:           strings.Join(shardRefs, ","),
+		EnvDiffQueueURL:       *d.queues.diffJobs.QueueUrl(),
+		EnvApplySmallQueueURL: *d.queues.applySmall.QueueUrl(),
+		EnvApplyLargeQueueURL: *d.queues.applyLarge.QueueUrl(),
+		EnvLargeThresholdRows: strconv.Itoa(p.LargeThresholdRows),
+		EnvMaxUploadBytes:     strconv.FormatInt(p.MaxUploadBytes, 10),
+		EnvInflightCap:        strconv.Itoa(p.InflightCap),
+		EnvChangeTopicARN:     *d.changeTopic.TopicArn(),
+		EnvDBMaxConns:         strconv.Itoa(dbConnsPerEnvironment),
+	}
+	with := func(extra map[string]string) map[string]string {
+		env := make(map[string]string, len(common)+len(extra))
+		for k, v := range common {
+			env[k] = v
+		}
+		for k, v := range extra {
+			env[k] = v
+		}
+		return env
+	}
+
+	uploadEnv := map[string]string{EnvAdminTokenSecret: *d.adminSecret.SecretArn()}
+	readEnv := map[string]string{EnvShardReaders: strings.Join(shardReaders, ",")}
+	if p.RDSProxy {
+		// API traffic is not bounded by an event source: it goes through the
+		// proxies, which multiplex many Lambda environments onto few
+		// database connections.
+		uploadEnv[EnvShardHosts] = strings.Join(shardProxies, ",")
+		uploadEnv[EnvControlHost] = d.dbs.control.proxyWriter
+		readEnv[EnvControlReader] = d.dbs.control.proxyReader
+	} else {
+		readEnv[EnvControlReader] = d.dbs.control.reader
+	}
+
+	f := &catalogFunctions{}
+	f.upload = newFunction(scope, d, fnSpec{
+		id: "Upload", asset: "upload", memoryMB: uploadMemoryMB, timeout: uploadTimeout,
+		description: "catalog upload: admin and retailer snapshot routes (HTTP API)",
+		env:         with(uploadEnv),
+	})
+	f.read = newFunction(scope, d, fnSpec{
+		id: "Read", asset: "read", memoryMB: p.ReadMemoryMB, timeout: readTimeout, reserved: p.ReadReservedConcurrency,
+		description: "catalog read: storefront product routes and /healthz (HTTP API)",
+		env:         with(readEnv),
+	})
+	f.diff = newFunction(scope, d, fnSpec{
+		id: "Diff", asset: "diff", memoryMB: diffMemoryMB, timeout: diffTimeout, ephemeralMB: diffEphemeralMB,
+		description: "catalog diff: snapshot vs baseline, chunk objects, apply messages (diff-jobs queue)",
+		env:         with(nil),
+	})
+	f.applySmall = newFunction(scope, d, fnSpec{
+		id: "ApplySmall", asset: "apply", memoryMB: applyMemoryMB, timeout: applyTimeout, reserved: p.ApplySmallConcurrency,
+		description: "catalog apply-small: fenced chunk writes (apply-small.fifo)",
+		env:         with(nil),
+	})
+	f.applyLarge = newFunction(scope, d, fnSpec{
+		id: "ApplyLarge", asset: "apply", memoryMB: applyMemoryMB, timeout: applyTimeout, reserved: p.ApplyLargeConcurrency,
+		description: "catalog apply-large: fenced chunk writes (apply-large.fifo)",
+		env:         with(nil),
+	})
+	// Later: relay (outbox -> change-events topic) joins here, with
+	// d.changeTopic.GrantPublish and an SNS interface endpoint.
+
+	grantPermissions(d, f)
+
+	f.diff.AddEventSource(awslambdaeventsources.NewSqsEventSource(d.queues.diffJobs, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(diffBatchSize),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(float64(p.DiffMaxConcurrency)),
+	}))
+	// Maximum concurrency equals the reserved concurrency: the poller never
+	// invokes more environments than are reserved, so messages are not
+	// throttled back to the queue (and the receive count stays honest).
+	f.applySmall.AddEventSource(awslambdaeventsources.NewSqsEventSource(d.queues.applySmall, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(applyBatchSize),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(float64(p.ApplySmallConcurrency)),
+	}))
+	f.applyLarge.AddEventSource(awslambdaeventsources.NewSqsEventSource(d.queues.applyLarge, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(applyBatchSize),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(float64(p.ApplyLargeConcurrency)),
+	}))
+	return f
+}
+
+// newFunction creates a Go function on provided.al2023/arm64 in the app
+// subnets, with its own log group and a role that starts with nothing but
+// its own log stream and the VPC network interface actions.
+func newFunction(scope constructs.Construct, d functionDeps, s fnSpec) awslambda.Function {
+	logGroup := awslogs.NewLogGroup(scope, jsii.String(s.id+"Logs"), &awslogs.LogGroupProps{
+		Retention:     functionLogsRetain,
+		RemovalPolicy: awscdk.RemovalPolicy_DESTROY,
+	})
+	role := awsiam.NewRole(scope, jsii.String(s.id+"Role"), &awsiam.RoleProps{
+		AssumedBy:   awsiam.NewServicePrincipal(jsii.String("lambda.amazonaws.com"), nil),
+		Description: jsii.String("execution role of " + s.description),
+	})
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid:       jsii.String("WriteOwnLogs"),
+		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
+		Resources: jsii.Strings(*logGroup.LogGroupArn()),
+	}))
+	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+		Sid: jsii.String("VpcNetworkInterfaces"),
+		Actions: jsii.Strings("ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+			"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"),
+		Resources: jsii.Strings("*"),
+	}))
+
+	env := make(map[string]*string, len(s.env))
+	for k, v := range s.env {
+		env[k] = jsii.String(v)
+	}
+	props := &awslambda.FunctionProps{
+		Description:    jsii.String(s.description),
+		Runtime:        awslambda.Runtime_PROVIDED_AL2023(),
+		Architecture:   awslambda.Architecture_ARM_64(),
+		Handler:        jsii.String("bootstrap"),
+		Code:           awslambda.Code_FromAsset(jsii.String(filepath.Join(d.assetDir, s.asset+".zip")), nil),
+		MemorySize:     jsii.Number(float64(s.memoryMB)),
+		Timeout:        dur(s.timeout),
+		Role:           role,
+		LogGroup:       logGroup,
+		LoggingFormat:  awslambda.LoggingFormat_JSON,
+		Environment:    &env,
+		Vpc:            d.net.vpc,
+		VpcSubnets:     d.net.appSubnets,
+		SecurityGroups: &[]awsec2.ISecurityGroup{d.net.lambdaSG},
+	}
+	if s.reserved > 0 {
+		props.ReservedConcurrentExecutions = jsii.Number(float64(s.reserved))
+	}
+	if s.ephemeralMB > 0 {
+		props.EphemeralStorageSize = awscdk.Size_Mebibytes(jsii.Number(float64(s.ephemeralMB)))
+	}
+	return awslambda.NewFunction(scope, jsii.String(s.id), props)
+}
+
+// grantPermissions gives each function exactly what its step needs.
+func grantPermissions(d functionDeps, f *catalogFunctions) {
+	bucket := d.store.bucket
+	objects := func(prefix string) string { return *bucket.ArnForObjects(jsii.String(prefix + "*")) }
+	s3 := func(role awsiam.IRole, sid string, actions []string, resources ...string) {
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:       jsii.String(sid),
+			Actions:   jsii.Strings(actions...),
+			Resources: jsii.Strings(resources...),
+		}))
+	}
+	// ListBucket on the listed prefixes only: a missing key then answers 404
+	// instead of 403, and nothing else of the bucket can be listed.
+	list := func(role awsiam.IRole, prefixes ...string) {
+		var like []any
+		for _, p := range prefixes {
+			like = append(like, p+"*")
+		}
+		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid:        jsii.String("ListOwnPrefixes"),
+			Actions:    jsii.Strings("s3:ListBucket"),
+			Resources:  jsii.Strings(*bucket.BucketArn()),
+			Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": like}},
+		}))
+	}
+	readDB := func(fn awslambda.Function, clusters ...*dbCluster) {
+		for _, c := range clusters {
+			c.secret.GrantRead(fn.Role(), nil)
+		}
+	}
+
+	// upload: presigns PUTs of snapshots/{retailer}/{generation}/upload (the
+	// signature binds the exact key; the role bounds it to snapshots/),
+	// re-enqueues diffs on confirm, reads the admin token.
+	s3(f.upload.Role(), "PresignSnapshotPuts", []string{"s3:PutObject"}, objects(prefixSnapshots))
+	d.queues.diffJobs.GrantSendMessages(f.upload)
+	d.adminSecret.GrantRead(f.upload.Role(), nil)
+	readDB(f.upload, d.dbs.all()...)
+
+	// read: databases only.
+	readDB(f.read, d.dbs.all()...)
+
+	// diff: reads uploads, reads and writes indexes (and tags superseded
+	// ones for expiry), writes chunks, sends chunk messages.
+	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject"}, objects(prefixSnapshots))
+	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
+	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
+	list(f.diff.Role(), prefixSnapshots, prefixIndexes)
+	d.queues.applySmall.GrantSendMessages(f.diff)
+	d.queues.applyLarge.GrantSendMessages(f.diff)
+	readDB(f.diff, d.dbs.all()...)
+
+	// apply: reads chunks; consumes its queue (granted by the event source).
+	for _, fn := range []awslambda.Function{f.applySmall, f.applyLarge} {
+		s3(fn.Role(), "ReadChunks", []string{"s3:GetObject"}, objects(prefixChunks))
+		list(fn.Role(), prefixChunks)
+		readDB(fn, d.dbs.all()...)
+	}
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// S3 key prefixes of the catalog bucket (DESIGN 2 and 7).
+const (
+	prefixSnapshots = "snapshots/"
+	prefixIndexes   = "indexes/"
+	prefixChunks    = "chunks/"
+)
+
+// Lifecycle settings of the catalog bucket.
+const (
+	// chunkRetentionDays: chunk objects are claim checks for messages that
+	// live at most 4 days in their queue (plus DLQ replay time).
+	chunkRetentionDays = 7
+	// supersededTagKey/Value mark an index that is no longer one of the
+	// last few generations of its retailer; the diff sets the tag (it holds
+	// s3:PutObjectTagging on indexes/*). Untagged indexes are kept, so a
+	// retailer's baseline can never expire under it.
+	supersededTagKey   = "catalog-superseded"
+	supersededTagValue = "true"
+	// supersededIndexDays is how long a superseded index stays readable.
+	supersededIndexDays = 3
+	// accessLogRetentionDays is how long access and flow logs are kept.
+	accessLogRetentionDays = 90
+)
+
+// storage is the catalog bucket and the bucket its access logs go to.
+type storage struct {
+	bucket     awss3.Bucket
+	logsBucket awss3.Bucket
+}
+
+func newStorage(scope constructs.Construct, p Params) *storage {
+	logs := awss3.NewBucket(scope, jsii.String("AccessLogsBucket"), &awss3.BucketProps{
+		Encryption:        awss3.BucketEncryption_S3_MANAGED, // log delivery cannot write SSE-KMS targets
+		BlockPublicAccess: awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:        jsii.Bool(true),
+		MinimumTLSVersion: jsii.Number(1.2),
+		ObjectOwnership:   awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		RemovalPolicy:     awscdk.RemovalPolicy_RETAIN,
+		LifecycleRules: &[]*awss3.LifecycleRule{{
+			Id:                                  jsii.String("expire-logs"),
+			Expiration:                          awscdk.Duration_Days(jsii.Number(accessLogRetentionDays)),
+			AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+		}},
+	})
+
+	bucket := awss3.NewBucket(scope, jsii.String("CatalogBucket"), &awss3.BucketProps{
+		Encryption:             awss3.BucketEncryption_S3_MANAGED,
+		BucketKeyEnabled:       jsii.Bool(true),
+		BlockPublicAccess:      awss3.BlockPublicAccess_BLOCK_ALL(),
+		EnforceSSL:             jsii.Bool(true),
+		MinimumTLSVersion:      jsii.Number(1.2),
+		ObjectOwnership:        awss3.ObjectOwnership_BUCKET_OWNER_ENFORCED,
+		ServerAccessLogsBucket: logs,
+		ServerAccessLogsPrefix: jsii.String("catalog-bucket/"),
+		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
+		LifecycleRules: &[]*awss3.LifecycleRule{
+			{
+				// The last UploadRetentionDays generations of a daily uploader;
+				// the diff needs only the newest upload (and the index), a held
+				// snapshot must be confirmed within this window.
+				Id:         jsii.String("expire-uploads"),
+				Prefix:     jsii.String(prefixSnapshots),
+				Expiration: awscdk.Duration_Days(jsii.Number(float64(p.UploadRetentionDays))),
+			},
+			{
+				Id:         jsii.String("expire-superseded-indexes"),
+				Prefix:     jsii.String(prefixIndexes),
+				TagFilters: &map[string]any{supersededTagKey: supersededTagValue},
+				Expiration: awscdk.Duration_Days(jsii.Number(supersededIndexDays)),
+			},
+			{
+				Id:         jsii.String("expire-chunks"),
+				Prefix:     jsii.String(prefixChunks),
+				Expiration: awscdk.Duration_Days(jsii.Number(chunkRetentionDays)),
+			},
+			{
+				Id:                                  jsii.String("abort-incomplete-multipart"),
+				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),
+			},
+		},
+	})
+	return &storage{bucket: bucket, logsBucket: logs}
+}
