@@ -8,6 +8,7 @@ package events
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
@@ -171,8 +173,7 @@ func AppendChunkLine(buf []byte, op ChunkOp) []byte {
 	buf = append(buf, `{"op":`...)
 	buf = strconv.AppendQuote(buf, op.Op)
 	buf = append(buf, `,"product_id":`...)
-	idJSON, _ := json.Marshal(op.ProductID)
-	buf = append(buf, idJSON...)
+	buf = appendJSONString(buf, op.ProductID)
 	if op.Hash != "" {
 		buf = append(buf, `,"hash":`...)
 		buf = strconv.AppendQuote(buf, op.Hash)
@@ -182,6 +183,41 @@ func AppendChunkLine(buf []byte, op ChunkOp) []byte {
 		buf = append(buf, op.Attributes...)
 	}
 	return append(buf, "}\n"...)
+}
+
+// AppendUpsertLine appends the chunk line of an upsert, byte for byte what
+// AppendChunkLine writes for ChunkOp{Op: OpUpsert, ProductID: id, Hash:
+// hex(hash), Attributes: attributes}, without allocating.
+func AppendUpsertLine(buf, id []byte, hash [16]byte, attributes []byte) []byte {
+	buf = append(buf, `{"op":"upsert","product_id":`...)
+	buf = appendJSONString(buf, id)
+	buf = append(buf, `,"hash":"`...)
+	buf = hex.AppendEncode(buf, hash[:])
+	buf = append(buf, `","attributes":`...)
+	buf = append(buf, attributes...)
+	return append(buf, "}\n"...)
+}
+
+// AppendDeleteLine appends the chunk line of a delete, as AppendChunkLine does.
+func AppendDeleteLine(buf []byte, id string) []byte {
+	buf = append(buf, `{"op":"delete","product_id":`...)
+	buf = appendJSONString(buf, id)
+	return append(buf, "}\n"...)
+}
+
+// appendJSONString appends s quoted as encoding/json.Marshal does (HTML
+// characters escaped too): plain printable ASCII is copied, anything else
+// goes through encoding/json.
+func appendJSONString[S string | []byte](buf []byte, s S) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(string(s))
+			return append(buf, b...)
+		}
+	}
+	buf = append(buf, '"')
+	buf = append(buf, s...)
+	return append(buf, '"')
 }
 
 // ReadChunk decodes a chunk object written with AppendChunkLine.
@@ -196,9 +232,11 @@ func ReadChunk(r io.Reader) ([]ChunkOp, error) {
 		if len(b) == 0 {
 			continue
 		}
-		var op ChunkOp
-		if err := json.Unmarshal(b, &op); err != nil {
-			return nil, fmt.Errorf("chunk line %d: %w", line, err)
+		op, ok := parseChunkLine(b)
+		if !ok {
+			if err := json.Unmarshal(b, &op); err != nil {
+				return nil, fmt.Errorf("chunk line %d: %w", line, err)
+			}
 		}
 		if op.ProductID == "" || (op.Op != OpUpsert && op.Op != OpDelete) {
 			return nil, fmt.Errorf("chunk line %d: bad op %q for product %q", line, op.Op, op.ProductID)
@@ -212,4 +250,64 @@ func ReadChunk(r io.Reader) ([]ChunkOp, error) {
 		return nil, fmt.Errorf("read chunk: %w", err)
 	}
 	return ops, nil
+}
+
+// parseChunkLine decodes a line in exactly the layout AppendUpsertLine and
+// AppendDeleteLine write, with an id that needs no unescaping, without
+// encoding/json; ok is false for anything else (json.Unmarshal decides). The
+// attributes are not validated here: the shard's jsonb cast does that.
+func parseChunkLine(b []byte) (op ChunkOp, ok bool) {
+	const up, del = `{"op":"upsert","product_id":"`, `{"op":"delete","product_id":"`
+	var rest []byte
+	switch {
+	case bytes.HasPrefix(b, []byte(up)):
+		op.Op, rest = OpUpsert, b[len(up):]
+	case bytes.HasPrefix(b, []byte(del)):
+		op.Op, rest = OpDelete, b[len(del):]
+	default:
+		return op, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 {
+		return op, false
+	}
+	id := rest[:end]
+	for _, c := range id {
+		if c < 0x20 || c == '\\' {
+			return op, false
+		}
+	}
+	if !utf8.Valid(id) {
+		return op, false
+	}
+	rest = rest[end+1:]
+	if op.Op == OpDelete {
+		if string(rest) != "}" {
+			return op, false
+		}
+		op.ProductID = string(id)
+		return op, true
+	}
+	const hashKey, attrKey = `,"hash":"`, `","attributes":`
+	if len(rest) < len(hashKey)+32+len(attrKey)+3 || string(rest[:len(hashKey)]) != hashKey {
+		return op, false
+	}
+	h := rest[len(hashKey) : len(hashKey)+32]
+	for _, c := range h {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return op, false
+		}
+	}
+	rest = rest[len(hashKey)+32:]
+	if string(rest[:len(attrKey)]) != attrKey {
+		return op, false
+	}
+	attrs := rest[len(attrKey) : len(rest)-1]
+	if rest[len(rest)-1] != '}' || attrs[0] != '{' || attrs[len(attrs)-1] != '}' {
+		return op, false
+	}
+	op.ProductID = string(id)
+	op.Hash = string(h)
+	op.Attributes = bytes.Clone(attrs)
+	return op, true
 }

@@ -2,6 +2,7 @@ package events
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"strings"
@@ -111,4 +112,66 @@ func TestMessageIDs(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "acme#3", MessageGroupID("acme", 23, 20))
 	require.Equal(t, "acme:8:23", MessageDeduplicationID("acme", 8, 23))
+}
+
+// The allocation-free encoders write what AppendChunkLine writes, and the
+// fast decoding path reads back what encoding/json reads.
+func TestChunkLineFastPaths(t *testing.T) {
+	t.Parallel()
+	ids := []string{"sku-1", "a/b c", `q"uote`, `back\slash`, "<tag>&", "é", "tab\there", "\u2028", "x\x7f"}
+	hash := [16]byte{1, 2, 3, 0xff}
+	attrs := []byte(`{"a":"b","n":1}`)
+	var all []byte
+	var want []ChunkOp
+	for _, id := range ids {
+		up := ChunkOp{Op: OpUpsert, ProductID: id, Hash: hex.EncodeToString(hash[:]), Attributes: attrs}
+		del := ChunkOp{Op: OpDelete, ProductID: id}
+		require.Equal(t, string(AppendChunkLine(nil, up)), string(AppendUpsertLine(nil, []byte(id), hash, attrs)))
+		require.Equal(t, string(AppendChunkLine(nil, del)), string(AppendDeleteLine(nil, id)))
+		all = AppendUpsertLine(all, []byte(id), hash, attrs)
+		all = AppendDeleteLine(all, id)
+		want = append(want, up, del)
+		for _, line := range [][]byte{AppendChunkLine(nil, up), AppendChunkLine(nil, del)} {
+			var slow ChunkOp
+			require.NoError(t, json.Unmarshal(line, &slow))
+			if fast, ok := parseChunkLine(bytes.TrimSpace(line)); ok {
+				require.Equal(t, slow, fast, "line %s", line)
+			}
+		}
+	}
+	got, err := ReadChunk(bytes.NewReader(all))
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+}
+
+// BenchmarkChunkEncode writes a 5,000-row chunk of typical upserts.
+func BenchmarkChunkEncode(b *testing.B) {
+	attrs := []byte(`{"availability":"in stock","brand":"Acme","category":"Apparel > Shirts","color":"red","currency":"USD","description":"soft cotton durable","gtin":"0123456789012","image_url":"https://img.example.com/p/0001234567.jpg","price":"12.50","size":"M","title":"Acme soft classic tee","updated":"2025-01-01T10:00:00Z"}`)
+	var hash [16]byte
+	id := []byte("SKU-0001234567")
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = buf[:0]
+		for i := 0; i < 5000; i++ {
+			buf = AppendUpsertLine(buf, id, hash, attrs)
+		}
+	}
+	b.SetBytes(int64(len(buf)))
+}
+
+// BenchmarkChunkDecode reads it back, as the apply does.
+func BenchmarkChunkDecode(b *testing.B) {
+	attrs := []byte(`{"availability":"in stock","brand":"Acme","price":"12.50","title":"Acme soft classic tee"}`)
+	var buf []byte
+	for i := 0; i < 5000; i++ {
+		buf = AppendUpsertLine(buf, []byte("SKU-0001234567"), [16]byte{}, attrs)
+	}
+	b.SetBytes(int64(len(buf)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ReadChunk(bytes.NewReader(buf)); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

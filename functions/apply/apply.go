@@ -90,8 +90,16 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 		return err
 	}
 	if !latest {
-		log.InfoContext(ctx, "chunk superseded; acknowledged without writing")
-		return nil
+		// An earlier delivery may have committed this chunk and stopped before
+		// its directory update: then the chunk is read again to finish that.
+		counted, err := shard.ChunkCounted(ctx, m.RetailerID, m.Generation, m.Seq)
+		if err != nil {
+			return err
+		}
+		if !counted {
+			log.InfoContext(ctx, "chunk superseded; acknowledged without writing")
+			return nil
+		}
 	}
 	start := time.Now()
 	body, err := h.blobs.Get(ctx, m.Key)
@@ -108,6 +116,9 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 	}
 	res, err := shard.ApplyChunk(ctx, m.RetailerID, m.Generation, m.Seq, ops)
 	if err != nil {
+		return err
+	}
+	if err := h.updateDirectory(ctx, shard, m, ops, res.Outcome); err != nil {
 		return err
 	}
 	switch res.Outcome {

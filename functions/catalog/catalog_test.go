@@ -21,12 +21,18 @@ func entries(kv ...string) []IndexEntry {
 		out = append(out, IndexEntry{ProductID: kv[i], Hash: h(kv[i+1])})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ProductID < out[j].ProductID })
+	for i := range out {
+		out[i].Line = int32(i + 1)
+	}
 	return out
 }
 
 func TestIndexRoundTrip(t *testing.T) {
 	t.Parallel()
 	in := entries("a", "1", "ab", "2", "abc", "3", "b", "4", "b\x00", "5", "é", "6")
+	for i := range in {
+		in[i].Line = 0 // an index keeps ids and hashes only
+	}
 	var buf bytes.Buffer
 	w := NewIndexWriter(&buf)
 	for _, e := range in {
@@ -69,10 +75,15 @@ func TestEmptyIndex(t *testing.T) {
 	require.Equal(t, io.EOF, err)
 }
 
-func ids(es []IndexEntry, pos []int) []string {
+// ids maps the lines of a plan's Upserts to their product ids.
+func ids(es []IndexEntry, lines []int32) []string {
 	var out []string
-	for _, p := range pos {
-		out = append(out, es[p].ProductID)
+	for _, l := range lines {
+		for _, e := range es {
+			if e.Line == l {
+				out = append(out, e.ProductID)
+			}
+		}
 	}
 	return out
 }
@@ -172,8 +183,8 @@ func TestMergeProperty(t *testing.T) {
 		ne := toEntries(next)
 		plan, err := Merge(ne, &SliceIterator{Entries: toEntries(base)}, stopped)
 		require.NoError(t, err)
-		for _, p := range plan.Upserts {
-			db[ne[p].ProductID] = next[ne[p].ProductID]
+		for _, id := range ids(ne, plan.Upserts) {
+			db[id] = next[id]
 		}
 		for _, id := range plan.Deletes {
 			delete(db, id)

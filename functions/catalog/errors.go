@@ -3,7 +3,6 @@ package catalog
 import (
 	"errors"
 	"fmt"
-	"regexp"
 )
 
 // Kinds of domain error. Handlers map each kind to one HTTP status in one table.
@@ -35,11 +34,15 @@ func Errorf(kind error, code, format string, args ...any) *Error {
 	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-var retailerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidateRetailerID checks the contract's retailer_id pattern [A-Za-z0-9_-]{1,64}.
+// ValidateRetailerID checks the contract's retailer_id pattern [A-Za-z0-9_-]{1,64}
+// (by hand: it runs on every storefront request).
 func ValidateRetailerID(id string) error {
-	if !retailerIDPattern.MatchString(id) {
+	ok := len(id) >= 1 && len(id) <= 64
+	for i := 0; ok && i < len(id); i++ {
+		c := id[i]
+		ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+	}
+	if !ok {
 		return Errorf(ErrInvalid, "invalid_retailer_id", "retailer_id %q must match [A-Za-z0-9_-]{1,64}", id)
 	}
 	return nil

@@ -1,7 +1,7 @@
 package catalog
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -20,44 +20,81 @@ type IndexEntry struct {
 // indexMagic starts every index object; the digit is the format version.
 const indexMagic = "CIX1"
 
+// Ref is an index entry whose ID is only valid until the next call to the
+// iterator that returned it: iterators reuse their buffers, so that walking
+// an index allocates nothing.
+type Ref struct {
+	ID   []byte
+	Hash snapshot.Hash
+	Line int32 // where the row starts in its snapshot; 0 when read from an index
+}
+
+// RefIterator yields entries in increasing product_id order without
+// allocating; NextRef returns io.EOF after the last one.
+type RefIterator interface {
+	NextRef() (Ref, error)
+}
+
 // IndexWriter writes a compact, sorted index of (product_id, hash): ids are
 // front-coded against the previous id, so a typical entry costs a few bytes of
 // id plus the 16-byte hash. Entries must be added in strictly increasing
 // product_id byte order.
 type IndexWriter struct {
-	w      *bufio.Writer
-	prev   string
+	w      io.Writer
+	buf    []byte
+	prev   []byte
 	count  int64
 	header bool
-	tmp    [2 * binary.MaxVarintLen64]byte
+	err    error
 }
 
 // NewIndexWriter starts an index on w.
 func NewIndexWriter(w io.Writer) *IndexWriter {
-	return &IndexWriter{w: bufio.NewWriterSize(w, 256<<10)}
+	return &IndexWriter{w: w, buf: make([]byte, 0, 64<<10)}
 }
 
 // Add appends one entry.
-func (iw *IndexWriter) Add(e IndexEntry) error {
+func (iw *IndexWriter) Add(e IndexEntry) error { return iw.AddRef([]byte(e.ProductID), e.Hash) }
+
+// AddRef appends one entry; id is copied.
+func (iw *IndexWriter) AddRef(id []byte, hash snapshot.Hash) error {
+	if iw.err != nil {
+		return iw.err
+	}
 	if !iw.header {
-		if _, err := iw.w.WriteString(indexMagic); err != nil {
-			return fmt.Errorf("write index header: %w", err)
-		}
+		iw.buf = append(iw.buf, indexMagic...)
 		iw.header = true
 	}
-	if iw.count > 0 && e.ProductID <= iw.prev {
-		return fmt.Errorf("index entry %q after %q: not strictly increasing", e.ProductID, iw.prev)
+	if iw.count > 0 && bytes.Compare(id, iw.prev) <= 0 {
+		return fmt.Errorf("index entry %q after %q: not strictly increasing", id, iw.prev)
 	}
-	shared := commonPrefix(iw.prev, e.ProductID)
-	n := binary.PutUvarint(iw.tmp[:], uint64(shared))
-	n += binary.PutUvarint(iw.tmp[n:], uint64(len(e.ProductID)-shared))
-	iw.w.Write(iw.tmp[:n])
-	iw.w.WriteString(e.ProductID[shared:])
-	if _, err := iw.w.Write(e.Hash[:]); err != nil {
-		return fmt.Errorf("write index entry: %w", err)
-	}
-	iw.prev = e.ProductID
+	iw.buf = appendEntry(iw.buf, iw.prev, id, hash)
+	iw.prev = append(iw.prev[:0], id...)
 	iw.count++
+	if len(iw.buf) >= 64<<10 {
+		return iw.flush()
+	}
+	return nil
+}
+
+// appendEntry appends the front-coded entry (id, hash) that follows prev.
+func appendEntry(b, prev, id []byte, hash snapshot.Hash) []byte {
+	shared := commonPrefix(prev, id)
+	b = binary.AppendUvarint(b, uint64(shared))
+	b = binary.AppendUvarint(b, uint64(len(id)-shared))
+	b = append(b, id[shared:]...)
+	return append(b, hash[:]...)
+}
+
+func (iw *IndexWriter) flush() error {
+	if len(iw.buf) == 0 {
+		return nil
+	}
+	if _, err := iw.w.Write(iw.buf); err != nil {
+		iw.err = fmt.Errorf("write index: %w", err)
+		return iw.err
+	}
+	iw.buf = iw.buf[:0]
 	return nil
 }
 
@@ -67,25 +104,25 @@ func (iw *IndexWriter) Count() int64 { return iw.count }
 // Close flushes the index. An empty index is just the header.
 func (iw *IndexWriter) Close() error {
 	if !iw.header {
-		if _, err := iw.w.WriteString(indexMagic); err != nil {
-			return fmt.Errorf("write index header: %w", err)
-		}
+		iw.buf = append(iw.buf, indexMagic...)
 		iw.header = true
 	}
-	if err := iw.w.Flush(); err != nil {
+	if err := iw.flush(); err != nil {
 		return fmt.Errorf("flush index: %w", err)
 	}
 	return nil
 }
 
-func commonPrefix(a, b string) int {
+func commonPrefix(a, b []byte) int {
 	n := min(len(a), len(b))
-	for i := 0; i < n; i++ {
-		if a[i] != b[i] {
-			return i
-		}
+	i := 0
+	for i+8 <= n && binary.LittleEndian.Uint64(a[i:]) == binary.LittleEndian.Uint64(b[i:]) {
+		i += 8
 	}
-	return n
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
 }
 
 // IndexIterator yields index entries in increasing product_id order; Next
@@ -96,57 +133,114 @@ type IndexIterator interface {
 
 // IndexReader reads an index written by IndexWriter.
 type IndexReader struct {
-	r     *bufio.Reader
+	r     io.Reader
+	buf   []byte // buf[pos:end] is unread input
+	pos   int
+	end   int
+	eof   bool
+	rerr  error
 	prev  []byte
 	start bool
 }
 
+// maxEntry bounds an encoded entry: two varints, an id suffix of at most
+// 1<<16 bytes (a sanity bound; ids are at most 256 bytes) and the hash.
+const maxEntry = 2*binary.MaxVarintLen64 + 1<<16 + len(snapshot.Hash{})
+
 // NewIndexReader reads an index from r.
 func NewIndexReader(r io.Reader) *IndexReader {
-	return &IndexReader{r: bufio.NewReaderSize(r, 256<<10)}
+	return &IndexReader{r: r, buf: make([]byte, 256<<10)}
+}
+
+// fill makes at least n bytes available unless the input ends first.
+func (ir *IndexReader) fill(n int) {
+	for ir.end-ir.pos < n && !ir.eof {
+		if ir.pos > 0 {
+			ir.end = copy(ir.buf, ir.buf[ir.pos:ir.end])
+			ir.pos = 0
+		}
+		if len(ir.buf)-ir.end < n {
+			nb := make([]byte, max(2*len(ir.buf), n))
+			copy(nb, ir.buf[:ir.end])
+			ir.buf = nb
+		}
+		m, err := ir.r.Read(ir.buf[ir.end:])
+		ir.end += m
+		if err != nil {
+			ir.eof = true
+			if err != io.EOF {
+				ir.rerr = err
+			}
+		}
+	}
 }
 
 // Next returns the next entry, or io.EOF.
 func (ir *IndexReader) Next() (IndexEntry, error) {
-	if !ir.start {
-		var magic [len(indexMagic)]byte
-		if _, err := io.ReadFull(ir.r, magic[:]); err != nil {
-			return IndexEntry{}, fmt.Errorf("read index header: %w", noEOF(err))
-		}
-		if string(magic[:]) != indexMagic {
-			return IndexEntry{}, fmt.Errorf("not an index (header %q)", magic[:])
-		}
-		ir.start = true
-	}
-	shared, err := binary.ReadUvarint(ir.r)
-	if err == io.EOF {
-		return IndexEntry{}, io.EOF
-	}
+	r, err := ir.NextRef()
 	if err != nil {
-		return IndexEntry{}, fmt.Errorf("read index entry: %w", noEOF(err))
+		return IndexEntry{}, err
 	}
-	suffix, err := binary.ReadUvarint(ir.r)
-	if err != nil || shared > uint64(len(ir.prev)) || suffix > 1<<16 {
-		return IndexEntry{}, fmt.Errorf("corrupt index entry after %q: %w", ir.prev, noEOF(err))
-	}
-	id := append(ir.prev[:shared:shared], make([]byte, suffix)...)
-	if _, err := io.ReadFull(ir.r, id[shared:]); err != nil {
-		return IndexEntry{}, fmt.Errorf("read index id: %w", noEOF(err))
-	}
-	var e IndexEntry
-	if _, err := io.ReadFull(ir.r, e.Hash[:]); err != nil {
-		return IndexEntry{}, fmt.Errorf("read index hash: %w", noEOF(err))
-	}
-	ir.prev = id
-	e.ProductID = string(id)
-	return e, nil
+	return IndexEntry{ProductID: string(r.ID), Hash: r.Hash}, nil
 }
 
-func noEOF(err error) error {
-	if errors.Is(err, io.EOF) {
-		return io.ErrUnexpectedEOF
+// NextRef returns the next entry, or io.EOF; its ID is valid until the next call.
+func (ir *IndexReader) NextRef() (Ref, error) {
+	if !ir.start {
+		ir.fill(len(indexMagic))
+		if ir.end-ir.pos < len(indexMagic) {
+			return Ref{}, fmt.Errorf("read index header: %w", ir.noEOF(io.ErrUnexpectedEOF))
+		}
+		if magic := ir.buf[ir.pos : ir.pos+len(indexMagic)]; string(magic) != indexMagic {
+			return Ref{}, fmt.Errorf("not an index (header %q)", magic)
+		}
+		ir.pos += len(indexMagic)
+		ir.start = true
+	}
+	if ir.end-ir.pos < 2*binary.MaxVarintLen64+64 {
+		ir.fill(2*binary.MaxVarintLen64 + 64)
+	}
+	if ir.pos == ir.end {
+		if ir.rerr != nil {
+			return Ref{}, fmt.Errorf("read index entry: %w", ir.rerr)
+		}
+		return Ref{}, io.EOF
+	}
+	b := ir.buf[ir.pos:ir.end]
+	shared, n1 := binary.Uvarint(b)
+	if n1 <= 0 {
+		return Ref{}, fmt.Errorf("read index entry: %w", ir.noEOF(nil))
+	}
+	suffix, n2 := binary.Uvarint(b[n1:])
+	if n2 <= 0 || shared > uint64(len(ir.prev)) || suffix > 1<<16 {
+		return Ref{}, fmt.Errorf("corrupt index entry after %q: %w", ir.prev, ir.noEOF(nil))
+	}
+	need := n1 + n2 + int(suffix) + len(snapshot.Hash{})
+	if len(b) < need {
+		ir.fill(need)
+		b = ir.buf[ir.pos:ir.end]
+		if len(b) < need {
+			return Ref{}, fmt.Errorf("read index entry after %q: %w", ir.prev, ir.noEOF(io.ErrUnexpectedEOF))
+		}
+	}
+	p := n1 + n2
+	ir.prev = append(ir.prev[:shared], b[p:p+int(suffix)]...)
+	p += int(suffix)
+	var r Ref
+	copy(r.Hash[:], b[p:p+len(r.Hash)])
+	ir.pos += need
+	r.ID = ir.prev
+	return r, nil
+}
+
+func (ir *IndexReader) noEOF(err error) error {
+	if ir.rerr != nil {
+		return ir.rerr
 	}
 	if err == nil {
+		if ir.eof {
+			return io.ErrUnexpectedEOF
+		}
 		return errors.New("bad varint")
 	}
 	return err
@@ -156,6 +250,18 @@ func noEOF(err error) error {
 type SliceIterator struct {
 	Entries []IndexEntry
 	pos     int
+	buf     []byte
+}
+
+// NextRef returns the next entry, or io.EOF.
+func (s *SliceIterator) NextRef() (Ref, error) {
+	if s.pos >= len(s.Entries) {
+		return Ref{}, io.EOF
+	}
+	s.pos++
+	e := s.Entries[s.pos-1]
+	s.buf = append(s.buf[:0], e.ProductID...)
+	return Ref{ID: s.buf, Hash: e.Hash, Line: e.Line}, nil
 }
 
 // Next returns the next entry, or io.EOF.

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 )
@@ -8,11 +9,11 @@ import (
 // Plan is what a new snapshot changes, relative to the retailer's applied
 // baseline, plus the repairs of rows that stopped generations may have written.
 type Plan struct {
-	// Upserts are positions in the new snapshot's sorted entries whose rows
-	// must be sent as upserts: inserts, updates and repairs.
-	Upserts []int
+	// Upserts are the lines (Ref.Line) of the new snapshot's rows that must
+	// be sent as upserts: inserts, updates and repairs, in product_id order.
+	Upserts []int32
 	// Deletes are product ids to delete: deletions and repairs of ids that a
-	// stopped generation may have inserted.
+	// stopped generation may have inserted, in product_id order.
 	Deletes []string
 
 	Inserted, Updated, Deleted, Unchanged int64
@@ -25,17 +26,58 @@ type Plan struct {
 // Ops is the number of row operations the plan sends.
 func (p Plan) Ops() int { return len(p.Upserts) + len(p.Deletes) }
 
-// Merge walks the new snapshot's sorted entries against the baseline index
-// (the retailer's applied generation) and the indexes of every generation
-// newer than the baseline that may have written rows before it was stopped.
+// Merge is MergeRefs over entries in memory (sorted by product_id; the
+// plan's Upserts are their Line fields).
+func Merge(newEntries []IndexEntry, baseline IndexIterator, stopped []IndexIterator) (Plan, error) {
+	var base RefIterator
+	if baseline != nil {
+		base = asRef(baseline)
+	}
+	stops := make([]RefIterator, len(stopped))
+	for i, s := range stopped {
+		stops[i] = asRef(s)
+	}
+	return MergeRefs(&SliceIterator{Entries: newEntries}, base, stops, nil)
+}
+
+func asRef(it IndexIterator) RefIterator {
+	if r, ok := it.(RefIterator); ok {
+		return r
+	}
+	return &refAdapter{it: it}
+}
+
+type refAdapter struct {
+	it  IndexIterator
+	buf []byte
+}
+
+func (a *refAdapter) NextRef() (Ref, error) {
+	e, err := a.it.Next()
+	if err != nil {
+		return Ref{}, err
+	}
+	a.buf = append(a.buf[:0], e.ProductID...)
+	return Ref{ID: a.buf, Hash: e.Hash, Line: e.Line}, nil
+}
+
+// MergeRefs walks the new snapshot's sorted entries against the baseline
+// index (the retailer's applied generation) and the indexes of every
+// generation newer than the baseline that may have written rows before it
+// was stopped. When index is not nil, every new entry is also added to it
+// (the new generation's index is written in the same walk).
 //
 // For each product id: present in new and not in baseline -> insert; in both
 // with another hash -> update; only in baseline -> delete; same in both ->
 // unchanged, unless some stopped generation had it different from the
 // baseline (other hash, added or removed), in which case the id is sent again
 // so the catalog returns to the new snapshot's value (I5).
-func Merge(newEntries []IndexEntry, baseline IndexIterator, stopped []IndexIterator) (Plan, error) {
+func MergeRefs(next RefIterator, baseline RefIterator, stopped []RefIterator, index *IndexWriter) (Plan, error) {
 	var plan Plan
+	nw, err := newCursor(next)
+	if err != nil {
+		return plan, fmt.Errorf("new entries: %w", err)
+	}
 	base, err := newCursor(baseline)
 	if err != nil {
 		return plan, fmt.Errorf("baseline index: %w", err)
@@ -46,31 +88,31 @@ func Merge(newEntries []IndexEntry, baseline IndexIterator, stopped []IndexItera
 			return plan, fmt.Errorf("stopped generation index %d: %w", i, err)
 		}
 	}
-	ni := 0
+	var id []byte // the smallest id among all inputs, copied
 	for {
-		// The smallest id among all inputs.
-		var id string
+		var min []byte
 		have := false
-		if ni < len(newEntries) {
-			id, have = newEntries[ni].ProductID, true
+		if nw.ok {
+			min, have = nw.cur.ID, true
 		}
-		if base.ok && (!have || base.cur.ProductID < id) {
-			id, have = base.cur.ProductID, true
+		if base.ok && (!have || bytes.Compare(base.cur.ID, min) < 0) {
+			min, have = base.cur.ID, true
 		}
 		for _, s := range stops {
-			if s.ok && (!have || s.cur.ProductID < id) {
-				id, have = s.cur.ProductID, true
+			if s.ok && (!have || bytes.Compare(s.cur.ID, min) < 0) {
+				min, have = s.cur.ID, true
 			}
 		}
 		if !have {
 			return plan, nil
 		}
+		id = append(id[:0], min...)
 
-		inNew := ni < len(newEntries) && newEntries[ni].ProductID == id
-		inBase := base.ok && base.cur.ProductID == id
+		inNew := nw.ok && bytes.Equal(nw.cur.ID, id)
+		inBase := base.ok && bytes.Equal(base.cur.ID, id)
 		touched := false
 		for _, s := range stops {
-			inStop := s.ok && s.cur.ProductID == id
+			inStop := s.ok && bytes.Equal(s.cur.ID, id)
 			if inStop != inBase || (inStop && s.cur.Hash != base.cur.Hash) {
 				touched = true
 			}
@@ -84,25 +126,32 @@ func Merge(newEntries []IndexEntry, baseline IndexIterator, stopped []IndexItera
 		switch {
 		case inNew && !inBase:
 			plan.Inserted++
-			plan.Upserts = append(plan.Upserts, ni)
-		case inNew && newEntries[ni].Hash != base.cur.Hash:
+			plan.Upserts = append(plan.Upserts, nw.cur.Line)
+		case inNew && nw.cur.Hash != base.cur.Hash:
 			plan.Updated++
-			plan.Upserts = append(plan.Upserts, ni)
+			plan.Upserts = append(plan.Upserts, nw.cur.Line)
 		case inNew:
 			plan.Unchanged++
 			if touched {
 				plan.Repaired++
-				plan.Upserts = append(plan.Upserts, ni)
+				plan.Upserts = append(plan.Upserts, nw.cur.Line)
 			}
 		case inBase:
 			plan.Deleted++
-			plan.Deletes = append(plan.Deletes, id)
+			plan.Deletes = append(plan.Deletes, string(id))
 		case touched:
 			plan.Repaired++
-			plan.Deletes = append(plan.Deletes, id)
+			plan.Deletes = append(plan.Deletes, string(id))
 		}
 		if inNew {
-			ni++
+			if index != nil {
+				if err := index.AddRef(id, nw.cur.Hash); err != nil {
+					return plan, err
+				}
+			}
+			if err := nw.advance(); err != nil {
+				return plan, fmt.Errorf("new entries: %w", err)
+			}
 		}
 		if inBase {
 			if err := base.advance(); err != nil {
@@ -113,12 +162,13 @@ func Merge(newEntries []IndexEntry, baseline IndexIterator, stopped []IndexItera
 }
 
 type cursor struct {
-	it  IndexIterator
-	cur IndexEntry
-	ok  bool
+	it   RefIterator
+	cur  Ref
+	ok   bool
+	prev []byte
 }
 
-func newCursor(it IndexIterator) (*cursor, error) {
+func newCursor(it RefIterator) (*cursor, error) {
 	c := &cursor{it: it}
 	if it == nil {
 		return c, nil
@@ -127,9 +177,11 @@ func newCursor(it IndexIterator) (*cursor, error) {
 }
 
 func (c *cursor) advance() error {
-	prev := c.cur.ProductID
 	had := c.ok
-	e, err := c.it.Next()
+	if had {
+		c.prev = append(c.prev[:0], c.cur.ID...)
+	}
+	e, err := c.it.NextRef()
 	if err == io.EOF {
 		c.ok = false
 		return nil
@@ -138,8 +190,8 @@ func (c *cursor) advance() error {
 		c.ok = false
 		return err
 	}
-	if had && e.ProductID <= prev {
-		return fmt.Errorf("index out of order: %q after %q", e.ProductID, prev)
+	if had && bytes.Compare(e.ID, c.prev) <= 0 {
+		return fmt.Errorf("index out of order: %q after %q", e.ID, c.prev)
 	}
 	c.cur, c.ok = e, true
 	return nil

@@ -27,6 +27,8 @@ type Config struct {
 	Bucket             string        // CATALOG_BUCKET
 	ControlDB          string        // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
 	ShardDBs           []string      // CATALOG_SHARD_DBS: comma-separated, shard 0 first
+	ShardReaders       [][]string    // CATALOG_SHARD_READERS: see ParseReaders
+	ControlReaders     []string      // CATALOG_CONTROL_READER: "|"-separated readers of the control database
 	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL
 	ApplySmallQueueURL string        // CATALOG_APPLY_SMALL_QUEUE_URL
 	ApplyLargeQueueURL string        // CATALOG_APPLY_LARGE_QUEUE_URL
@@ -60,6 +62,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	var err error
+	if c.ShardReaders, err = ParseReaders(getenv("CATALOG_SHARD_READERS"), len(c.ShardDBs)); err != nil {
+		return c, err
+	}
+	for _, r := range strings.Split(getenv("CATALOG_CONTROL_READER"), "|") {
+		if r = strings.TrimSpace(r); r != "" {
+			c.ControlReaders = append(c.ControlReaders, r)
+		}
+	}
 	if c.LargeThresholdRows, err = intVar(getenv, "CATALOG_LARGE_THRESHOLD_ROWS", 100000); err != nil {
 		return c, err
 	}
@@ -91,6 +101,34 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("CATALOG_CONTROL_DB and CATALOG_SHARD_DBS are required")
 	}
 	return c, nil
+}
+
+// ParseReaders reads CATALOG_SHARD_READERS: one entry per shard, shard 0
+// first, separated by commas like CATALOG_SHARD_DBS; within an entry the
+// shard's readers separated by "|". A reader is "host" or "host:port" (user,
+// password, database and TLS come from the shard's DSN), a whole DSN or URL,
+// or secret:<arn>. An empty entry leaves that shard's reads on its writer;
+// an empty value, every shard's. Examples, for two shards:
+//
+//	r0.example.com,r1.example.com            one reader endpoint per shard
+//	10.0.0.5|10.0.0.6:5433,                  two readers for shard 0, none for shard 1
+func ParseReaders(v string, shards int) ([][]string, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	entries := strings.Split(v, ",")
+	if len(entries) != shards {
+		return nil, fmt.Errorf("CATALOG_SHARD_READERS has %d comma-separated entries, want one per shard (%d)", len(entries), shards)
+	}
+	out := make([][]string, shards)
+	for i, e := range entries {
+		for _, r := range strings.Split(e, "|") {
+			if r = strings.TrimSpace(r); r != "" {
+				out[i] = append(out[i], r)
+			}
+		}
+	}
+	return out, nil
 }
 
 func intVar(getenv func(string) string, name string, def int) (int, error) {
@@ -142,6 +180,46 @@ func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 		}
 	}
 	return pgstore.Open(ctx, control, shards, pgstore.PoolOptions{MaxConns: c.DBMaxConns})
+}
+
+// OpenReadStores is OpenStores plus the read replicas of CATALOG_CONTROL_READER
+// and CATALOG_SHARD_READERS, for the storefront.
+func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore.Stores, error) {
+	stores, err := c.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resolve, err := c.secretResolver(ctx)
+	if err != nil {
+		stores.Close()
+		return nil, err
+	}
+	resolveAll := func(list []string) ([]string, error) {
+		out := make([]string, len(list))
+		for i, v := range list {
+			if out[i], err = resolve(v); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	control, err := resolveAll(c.ControlReaders)
+	if err != nil {
+		stores.Close()
+		return nil, err
+	}
+	shards := make([][]string, len(c.ShardReaders))
+	for i, list := range c.ShardReaders {
+		if shards[i], err = resolveAll(list); err != nil {
+			stores.Close()
+			return nil, err
+		}
+	}
+	if err := stores.AttachReaders(control, shards, pgstore.ReaderOptions{Logger: log}); err != nil {
+		stores.Close()
+		return nil, err
+	}
+	return stores, nil
 }
 
 // secretResolver turns "secret:<arn>" into a DSN (for an RDS secret's JSON) or

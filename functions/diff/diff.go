@@ -15,8 +15,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime"
 	"slices"
-	"strings"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -34,6 +34,18 @@ type Blobs interface {
 	Open(ctx context.Context, key, ifMatch string) (s3blob.Object, error)
 	// Put writes an object.
 	Put(ctx context.Context, key string, body []byte) error
+}
+
+// Shard is what the diff needs of the retailer's shard: the fence and the
+// generation's state. *pgstore.Shard implements it; the bench runs the same
+// diff over local files with an in-memory stand-in.
+type Shard interface {
+	BeginDiff(ctx context.Context, retailerID string, gen int64) (pgstore.DiffDecision, error)
+	TakeOver(ctx context.Context, retailerID string, gen int64) (pgstore.DiffDecision, error)
+	IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error)
+	StartApplying(ctx context.Context, retailerID string, gen int64, c pgstore.Counts, chunks int) error
+	Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error
+	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c pgstore.Counts) error
 }
 
 // Queue sends chunk messages. sqsqueue.Sender implements it.
@@ -54,6 +66,9 @@ type Config struct {
 	// SupersedeCheckRows: while reading, check every this many rows that the
 	// generation is still the latest.
 	SupersedeCheckRows int
+	// Workers parse the snapshot in parallel (snapshot.Reader.Workers);
+	// default GOMAXPROCS, 1 reads serially.
+	Workers int
 }
 
 func (c *Config) defaults() {
@@ -68,6 +83,9 @@ func (c *Config) defaults() {
 	}
 	if c.SupersedeCheckRows <= 0 {
 		c.SupersedeCheckRows = 250000
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
 	}
 }
 
@@ -129,6 +147,12 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 	if err != nil {
 		return err
 	}
+	return h.DiffOn(ctx, job, retailer, shard)
+}
+
+// DiffOn is Diff with the retailer and its shard already looked up.
+func (h *Handler) DiffOn(ctx context.Context, job events.DiffJob, retailer catalog.Retailer, shard Shard) error {
+	log := h.log.With("retailer_id", job.RetailerID, "generation", job.Generation)
 	decision, err := shard.BeginDiff(ctx, job.RetailerID, job.Generation)
 	if err != nil {
 		return err
@@ -145,13 +169,20 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 type run struct {
 	h        *Handler
 	log      *slog.Logger
-	shard    *pgstore.Shard
+	shard    Shard
 	retailer catalog.Retailer
 	job      events.DiffJob
 	decision pgstore.DiffDecision
 
-	etag    string
-	entries []catalog.IndexEntry
+	etag     string
+	entries  *catalog.Sorter // the new snapshot's (id, hash, line), sorted
+	products int64
+
+	// The last merge: its plan against planBase (no stopped generations)
+	// and the new generation's index, written in the same walk.
+	plan     *catalog.Plan
+	planBase int64
+	index    []byte
 }
 
 func (r *run) do(ctx context.Context) error {
@@ -164,6 +195,7 @@ func (r *run) do(ctx context.Context) error {
 		// superseded while reading
 		return nil
 	}
+	defer r.entries.Finish()
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -184,7 +216,7 @@ func (r *run) do(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	counts := countsOf(plan, len(r.entries))
+	counts := countsOf(plan, r.products)
 	if !r.decision.Confirmed && takeover.Baseline != r.decision.Baseline {
 		// The baseline moved while we read: decide the hold again.
 		if held, err := r.holdPlan(ctx, plan, takeover.BaselineProducts); err != nil || held {
@@ -203,7 +235,7 @@ func (r *run) do(ctx context.Context) error {
 		}
 		return err
 	}
-	r.log.InfoContext(ctx, "diff planned", "products", len(r.entries), "baseline", takeover.Baseline,
+	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
 		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
 	if chunks == 0 {
@@ -217,15 +249,15 @@ func (r *run) do(ctx context.Context) error {
 	return nil
 }
 
-func countsOf(plan catalog.Plan, products int) pgstore.Counts {
+func countsOf(plan catalog.Plan, products int64) pgstore.Counts {
 	return pgstore.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
-		Unchanged: plan.Unchanged, Products: int64(products)}
+		Unchanged: plan.Unchanged, Products: products}
 }
 
 // hold decides the hold rule (I8) against the baseline of d alone.
 func (r *run) hold(ctx context.Context, d pgstore.DiffDecision) (bool, error) {
-	if d.Baseline == 0 || len(r.entries) == 0 {
-		return r.holdPlan(ctx, catalog.Plan{Inserted: int64(len(r.entries))}, d.BaselineProducts)
+	if d.Baseline == 0 || r.products == 0 {
+		return r.holdPlan(ctx, catalog.Plan{Inserted: r.products}, d.BaselineProducts)
 	}
 	plan, err := r.merge(ctx, pgstore.DiffDecision{Baseline: d.Baseline})
 	if err != nil {
@@ -235,12 +267,12 @@ func (r *run) hold(ctx context.Context, d pgstore.DiffDecision) (bool, error) {
 }
 
 func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, baselineProducts int64) (bool, error) {
-	code, msg := r.retailer.Hold.HoldReason(baselineProducts, int64(len(r.entries)), plan.Deleted)
+	code, msg := r.retailer.Hold.HoldReason(baselineProducts, r.products, plan.Deleted)
 	if code == "" {
 		return false, nil
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted)
-	return true, r.shard.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, len(r.entries)))
+	return true, r.shard.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, r.products))
 }
 
 // readSnapshot is pass 1: every row's id, hash and line, sorted by id, with
@@ -263,19 +295,29 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	if err != nil {
 		return r.rejectOrFail(ctx, err)
 	}
-	rd.ReuseAttributes = true // pass 1 keeps only ids and hashes
-	entries := make([]catalog.IndexEntry, 0, 1024)
+	defer rd.Close()
+	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
+	rd.Workers = r.h.cfg.Workers
+	entries := catalog.NewSorter()
+	keep := false
+	defer func() {
+		if !keep {
+			entries.Finish()
+		}
+	}()
+	var n int
 	for {
-		row, err := rd.Next()
+		row, err := rd.Scan()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
 			return r.rejectOrFail(ctx, err)
 		}
-		entries = append(entries, catalog.IndexEntry{ProductID: row.ProductID, Hash: row.Hash, Line: int32(row.Line)})
-		if len(entries)%r.h.cfg.SupersedeCheckRows == 0 {
-			r.log.InfoContext(ctx, "reading snapshot", "rows", len(entries), "bytes", rd.BytesRead())
+		entries.Add(row.ID, row.Hash, int32(row.Line))
+		n++
+		if n%r.h.cfg.SupersedeCheckRows == 0 {
+			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
 			if latest, err := r.shard.IsLatest(ctx, r.job.RetailerID, r.job.Generation); err != nil {
 				return false, err
 			} else if !latest {
@@ -284,17 +326,14 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			}
 		}
 	}
-	slices.SortFunc(entries, func(a, b catalog.IndexEntry) int { return strings.Compare(a.ProductID, b.ProductID) })
-	for i := 1; i < len(entries); i++ {
-		if entries[i].ProductID == entries[i-1].ProductID {
-			first, second := entries[i-1].Line, entries[i].Line
-			if first > second {
-				first, second = second, first
-			}
-			return true, r.reject(ctx, snapshot.DuplicateError(entries[i].ProductID, int(first), int(second)))
-		}
+	dupID, first, second, err := entries.Finish()
+	if err != nil {
+		return false, fmt.Errorf("sort snapshot entries: %w", err)
 	}
-	r.entries = entries
+	if dupID != "" {
+		return true, r.reject(ctx, snapshot.DuplicateError(dupID, first, second))
+	}
+	r.entries, r.products, keep = entries, entries.Len(), true
 	return false, nil
 }
 
@@ -325,15 +364,20 @@ func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 	return r.shard.Reject(ctx, r.job.RetailerID, r.job.Generation, se.Code, se.Message, se.Line)
 }
 
-// merge compares with the baseline and the stopped generations' indexes.
+// merge compares with the baseline and the stopped generations' indexes,
+// and writes the new generation's index in the same walk. A merge against
+// the same baseline without stopped generations is not done twice.
 func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, error) {
+	if r.plan != nil && r.planBase == d.Baseline && len(d.Stopped) == 0 {
+		return *r.plan, nil
+	}
 	var closers []io.Closer
 	defer func() {
 		for _, c := range closers {
 			c.Close()
 		}
 	}()
-	open := func(gen int64) (catalog.IndexIterator, error) {
+	open := func(gen int64) (catalog.RefIterator, error) {
 		obj, err := r.h.blobs.Open(ctx, events.IndexKey(r.job.RetailerID, gen), "")
 		if err != nil {
 			return nil, fmt.Errorf("open index of generation %d: %w", gen, err)
@@ -341,7 +385,7 @@ func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, 
 		closers = append(closers, obj.Body)
 		return catalog.NewIndexReader(obj.Body), nil
 	}
-	var baseline catalog.IndexIterator
+	var baseline catalog.RefIterator
 	if d.Baseline > 0 {
 		it, err := open(d.Baseline)
 		if err != nil {
@@ -349,7 +393,7 @@ func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, 
 		}
 		baseline = it
 	}
-	var stopped []catalog.IndexIterator
+	var stopped []catalog.RefIterator
 	for _, g := range d.Stopped {
 		it, err := open(g)
 		if err != nil {
@@ -357,35 +401,41 @@ func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, 
 		}
 		stopped = append(stopped, it)
 	}
-	plan, err := catalog.Merge(r.entries, baseline, stopped)
+	index := bytes.NewBuffer(make([]byte, 0, r.entries.EncodedSize()+64))
+	iw := catalog.NewIndexWriter(index)
+	plan, err := catalog.MergeRefs(r.entries.Iter(), baseline, stopped, iw)
 	if err != nil {
 		return plan, fmt.Errorf("merge: %w", err)
+	}
+	if err := iw.Close(); err != nil {
+		return plan, err
+	}
+	r.index = index.Bytes()
+	if len(d.Stopped) == 0 {
+		r.plan, r.planBase = &plan, d.Baseline
+	} else {
+		r.plan = nil
 	}
 	return plan, nil
 }
 
 func (r *run) writeIndex(ctx context.Context) error {
-	var buf bytes.Buffer
-	iw := catalog.NewIndexWriter(&buf)
-	for _, e := range r.entries {
-		if err := iw.Add(e); err != nil {
+	if r.index == nil {
+		if _, err := r.merge(ctx, pgstore.DiffDecision{}); err != nil {
 			return err
 		}
 	}
-	if err := iw.Close(); err != nil {
+	if err := r.h.blobs.Put(ctx, events.IndexKey(r.job.RetailerID, r.job.Generation), r.index); err != nil {
 		return err
 	}
-	return r.h.blobs.Put(ctx, events.IndexKey(r.job.RetailerID, r.job.Generation), buf.Bytes())
+	r.index = nil // written; merge is not called again
+	return nil
 }
 
 // sendChunks is pass 2: the changed rows, read again in file order, then the
 // deletes, in chunks of ChunkRows; before each chunk the generation must
 // still be the latest (I4).
 func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (int, error) {
-	upsert := make([]bool, len(r.entries))
-	for _, i := range plan.Upserts {
-		upsert[i] = true
-	}
 	queueURL := r.h.cfg.SmallQueueURL
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
@@ -393,6 +443,12 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (in
 	c := &chunker{r: r, queueURL: queueURL, total: chunks}
 
 	if len(plan.Upserts) > 0 {
+		// Only the upserted rows are parsed again: the others are skipped
+		// by line, without parsing (the ETag guarantees the same bytes).
+		lines := slices.Clone(plan.Upserts)
+		slices.Sort(lines)
+		r.entries.Finish()
+		r.entries = nil // the sorted entries are not needed any more
 		obj, err := r.h.blobs.Open(ctx, r.job.Key, r.etag)
 		if err != nil {
 			return c.seq, err
@@ -402,28 +458,38 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (in
 		if err != nil {
 			return c.seq, fmt.Errorf("reread snapshot: %w", err)
 		}
+		defer rd.Close()
+		rd.Lines = lines
+		rd.ReuseAttributes = true
+		rd.Workers = r.h.cfg.Workers
+		found := 0
 		for {
-			row, err := rd.Next()
+			row, err := rd.Scan()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				return c.seq, fmt.Errorf("reread snapshot: %w", err)
 			}
-			i, found := slices.BinarySearchFunc(r.entries, row.ProductID, func(e catalog.IndexEntry, id string) int {
-				return strings.Compare(e.ProductID, id)
-			})
-			if !found || !upsert[i] {
-				continue
-			}
-			if err := c.add(ctx, events.ChunkOp{Op: events.OpUpsert, ProductID: row.ProductID,
-				Hash: row.Hash.String(), Attributes: row.Attributes}); err != nil {
+			found++
+			c.buf = events.AppendUpsertLine(c.buf, row.ID, row.Hash, row.Attributes)
+			if err := c.added(ctx); err != nil {
 				return c.seq, err
 			}
+			if c.stopped {
+				break
+			}
+		}
+		if found != len(lines) && !c.stopped {
+			return c.seq, fmt.Errorf("reread snapshot: found %d of %d rows to send: the upload changed while being read", found, len(lines))
 		}
 	}
 	for _, id := range plan.Deletes {
-		if err := c.add(ctx, events.ChunkOp{Op: events.OpDelete, ProductID: id}); err != nil {
+		if c.stopped {
+			break
+		}
+		c.buf = events.AppendDeleteLine(c.buf, id)
+		if err := c.added(ctx); err != nil {
 			return c.seq, err
 		}
 	}
@@ -451,11 +517,8 @@ type chunker struct {
 	stopped  bool
 }
 
-func (c *chunker) add(ctx context.Context, op events.ChunkOp) error {
-	if c.stopped {
-		return nil
-	}
-	c.buf = events.AppendChunkLine(c.buf, op)
+// added counts the op just appended to c.buf and flushes a full chunk.
+func (c *chunker) added(ctx context.Context) error {
 	c.rows++
 	if c.rows >= c.r.h.cfg.ChunkRows {
 		return c.flush(ctx)

@@ -102,6 +102,11 @@ WHERE retailer_id = $1 AND generation = $2 AND state = 'held';
 INSERT INTO applied_chunks (retailer_id, generation, seq) VALUES ($1, $2, $3)
 ON CONFLICT DO NOTHING;
 
+-- name: select_existing_products
+-- The ids of a chunk's upserts that the shard holds already (live rows and
+-- tombstones): they take the fenced upsert; the others are new and COPYed.
+SELECT product_id FROM products WHERE retailer_id = $1 AND product_id = ANY($2::text[]);
+
 -- name: upsert_products
 -- Fenced upsert (I2, I3): a row stamped with this generation or a newer one is
 -- never touched, a tombstone of a newer generation stays dead, and a row whose
@@ -186,3 +191,48 @@ SELECT retailer_id FROM retailers WHERE token_hash = $1;
 -- The newest generation after $2 whose upload arrived and was not rejected (0: none).
 SELECT coalesce(max(generation), 0) FROM generations
 WHERE retailer_id = $1 AND generation > $2 AND state NOT IN ('awaiting_upload', 'rejected');
+
+-- name: directory_apply
+-- The product directory follows a chunk's ops after the chunk's shard commit
+-- ($3 product ids in byte order, $4 true for a delete). Fenced by generation:
+-- an entry stamped with this generation or a newer one is never changed, so
+-- re-applying a chunk writes nothing, and a delete stays as a tombstone
+-- stamped with its generation so that a late older upsert cannot revive it.
+INSERT INTO product_directory AS d (product_id, retailer_id, generation, deleted)
+SELECT u.product_id, $1, $2, u.deleted
+FROM unnest($3::text[], $4::boolean[]) AS u(product_id, deleted)
+ON CONFLICT (product_id, retailer_id) DO UPDATE
+SET generation = EXCLUDED.generation, deleted = EXCLUDED.deleted, updated_at = now()
+WHERE d.generation < EXCLUDED.generation;
+
+-- name: directory_lookup
+-- Retailers whose catalog holds a live product with this id, at most $2.
+SELECT retailer_id FROM product_directory
+WHERE product_id = $1 AND NOT deleted
+ORDER BY retailer_id LIMIT $2;
+
+-- name: chunk_counted
+-- Whether a chunk's transaction committed (its shard writes are in).
+SELECT EXISTS (SELECT 1 FROM applied_chunks WHERE retailer_id = $1 AND generation = $2 AND seq = $3);
+
+-- name: writer_lsn
+-- The writer's current WAL position, in bytes (replica staleness probe).
+SELECT (pg_current_wal_lsn() - '0/0'::pg_lsn)::bigint;
+
+-- name: replica_lsn
+-- What a hot standby has replayed, in bytes; NULL when the server is not a
+-- streaming standby (a primary, or a replica that does not report it).
+SELECT CASE WHEN pg_is_in_recovery()
+            THEN (pg_last_wal_replay_lsn() - '0/0'::pg_lsn)::bigint END;
+
+-- name: storefront_product
+-- The storefront's product lookup: the primary key, live rows only; the
+-- caller knows the ids, so only the rest is read.
+SELECT attributes, generation, updated_at
+FROM products WHERE retailer_id = $1 AND product_id = $2 AND NOT deleted;
+
+-- name: storefront_page
+-- The storefront's keyset page: product_id > $2 in byte order (COLLATE "C").
+SELECT product_id, attributes, generation, updated_at
+FROM products WHERE retailer_id = $1 AND product_id > $2 AND NOT deleted
+ORDER BY product_id LIMIT $3;

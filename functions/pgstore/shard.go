@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/events"
@@ -352,8 +353,8 @@ func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 			return nil
 		}
 		if len(ids) > 0 {
-			var n int64
-			if err := tx.QueryRow(ctx, q("upsert_products"), retailerID, gen, ids, attrs, hashes).Scan(&n); err != nil {
+			n, err := upsertProducts(ctx, tx, retailerID, gen, ids, attrs, hashes)
+			if err != nil {
 				return fmt.Errorf("upsert: %w", err)
 			}
 			res.Written += n
@@ -392,7 +393,101 @@ func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 
 var errRollbackSuperseded = errors.New("generation not applying")
 
+// upsertProducts writes a chunk's upserts. Ids the shard has never seen
+// (a first load, new products) are bulk-loaded with COPY, with their outbox
+// rows: a plain insert cannot change or remove any row, so the fence needs
+// nothing more, and a row that appears meanwhile makes the COPY fail on the
+// primary key, in which case the chunk falls back to the fenced upsert.
+// Every id that exists (live or tombstone) goes through the fenced upsert
+// of queries.sql (I2, I3, I6).
+func upsertProducts(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, error) {
+	rows, err := tx.Query(ctx, q("select_existing_products"), retailerID, ids)
+	if err != nil {
+		return 0, err
+	}
+	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, err
+	}
+	if len(existing) == len(ids) {
+		return fencedUpsert(ctx, tx, retailerID, gen, ids, attrs, hashes)
+	}
+	seen := make(map[string]struct{}, len(existing))
+	for _, id := range existing {
+		seen[id] = struct{}{}
+	}
+	var fresh, old []int
+	for i, id := range ids {
+		if _, ok := seen[id]; ok {
+			old = append(old, i)
+		} else {
+			fresh = append(fresh, i)
+		}
+	}
+	written, err := copyNew(ctx, tx, retailerID, gen, fresh, ids, attrs, hashes)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		// Inserted meanwhile: the fenced upsert decides for every row.
+		return fencedUpsert(ctx, tx, retailerID, gen, ids, attrs, hashes)
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(old) > 0 {
+		n, err := fencedUpsert(ctx, tx, retailerID, gen, pick(ids, old), pick(attrs, old), pick(hashes, old))
+		if err != nil {
+			return 0, err
+		}
+		written += n
+	}
+	return written, nil
+}
+
+// copyNew COPYs new products and their outbox rows inside a savepoint, so
+// that a unique violation leaves the transaction usable.
+func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, fresh []int, ids, attrs []string, hashes [][]byte) (int64, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	n, err := sp.CopyFrom(ctx, pgx.Identifier{"products"},
+		[]string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"},
+		pgx.CopyFromSlice(len(fresh), func(k int) ([]any, error) {
+			i := fresh[k]
+			return []any{retailerID, ids[i], attrs[i], hashes[i], gen, false, now}, nil
+		}))
+	if err == nil {
+		_, err = sp.CopyFrom(ctx, pgx.Identifier{"outbox"},
+			[]string{"retailer_id", "generation", "product_id", "op", "attributes"},
+			pgx.CopyFromSlice(len(fresh), func(k int) ([]any, error) {
+				i := fresh[k]
+				return []any{retailerID, gen, ids[i], events.OpUpsert, attrs[i]}, nil
+			}))
+	}
+	if err != nil {
+		sp.Rollback(ctx)
+		return 0, err
+	}
+	return n, sp.Commit(ctx)
+}
+
+func fencedUpsert(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, error) {
+	var n int64
+	err := tx.QueryRow(ctx, q("upsert_products"), retailerID, gen, ids, attrs, hashes).Scan(&n)
+	return n, err
+}
+
+func pick[T any](all []T, at []int) []T {
+	out := make([]T, len(at))
+	for k, i := range at {
+		out[k] = all[i]
+	}
+	return out
+}
+
 func splitOps(ops []events.ChunkOp) (ids, attrs []string, hashes [][]byte, deletes []string, err error) {
+	ids, attrs, hashes = make([]string, 0, len(ops)), make([]string, 0, len(ops)), make([][]byte, 0, len(ops))
 	for _, op := range ops {
 		switch op.Op {
 		case events.OpUpsert:

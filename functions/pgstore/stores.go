@@ -18,6 +18,10 @@ import (
 type Stores struct {
 	Control *Control
 	Shards  []*Shard
+	// ControlReaders and ShardReaders (shard i at i) route the storefront's
+	// reads to replicas; without AttachReaders they read from the writers.
+	ControlReaders *ReaderSet
+	ShardReaders   []*ReaderSet
 
 	retailers sync.Map // retailer id -> catalog.Retailer (a retailer never moves shard)
 }
@@ -36,7 +40,7 @@ func Open(ctx context.Context, controlDSN string, shardDSNs []string, o PoolOpti
 	if err != nil {
 		return nil, fmt.Errorf("open control database: %w", err)
 	}
-	s := &Stores{Control: NewControl(control)}
+	s := &Stores{Control: NewControl(control), ControlReaders: newReaderSet("control", control)}
 	for i, dsn := range shardDSNs {
 		pool, err := openPool(ctx, dsn, o)
 		if err != nil {
@@ -44,8 +48,75 @@ func Open(ctx context.Context, controlDSN string, shardDSNs []string, o PoolOpti
 			return nil, fmt.Errorf("open shard %d: %w", i, err)
 		}
 		s.Shards = append(s.Shards, NewShard(pool))
+		s.ShardReaders = append(s.ShardReaders, newReaderSet(fmt.Sprintf("shard %d", i), pool))
 	}
 	return s, nil
+}
+
+// AttachReaders opens pools on the read replicas of the control database
+// (controlReaders) and of every shard (shardReaders[i] for shard i; a
+// missing or empty entry leaves that shard's reads on its writer). Each
+// reader is a DSN or URL, or "host[:port]" taking everything else from the
+// writer's DSN. No connection is made before the first read.
+func (s *Stores) AttachReaders(controlReaders []string, shardReaders [][]string, o ReaderOptions) error {
+	if len(shardReaders) > len(s.Shards) {
+		return fmt.Errorf("attach readers: readers for %d shards, but %d shards are configured", len(shardReaders), len(s.Shards))
+	}
+	control, err := openReaderSet("control", s.Control.pool, controlReaders, o)
+	if err != nil {
+		return fmt.Errorf("attach readers: %w", err)
+	}
+	sets := make([]*ReaderSet, len(s.Shards))
+	for i, sh := range s.Shards {
+		var readers []string
+		if i < len(shardReaders) {
+			readers = shardReaders[i]
+		}
+		if sets[i], err = openReaderSet(fmt.Sprintf("shard %d", i), sh.pool, readers, o); err != nil {
+			control.Close()
+			for _, rs := range sets[:i] {
+				rs.Close()
+			}
+			return fmt.Errorf("attach readers: %w", err)
+		}
+	}
+	old := append([]*ReaderSet{s.ControlReaders}, s.ShardReaders...)
+	s.ControlReaders, s.ShardReaders = control, sets
+	for _, rs := range old {
+		if rs != nil {
+			rs.Close()
+		}
+	}
+	return nil
+}
+
+// ReadersFor returns the reader set of a retailer's shard, looking the
+// retailer up (once per process) through the control database's readers;
+// catalog.ErrNotFound when unknown.
+func (s *Stores) ReadersFor(ctx context.Context, retailerID string) (*ReaderSet, error) {
+	if r, ok := s.retailers.Load(retailerID); ok {
+		return s.ShardReaders[r.(catalog.Retailer).Shard], nil
+	}
+	r, err := s.ControlReaders.retailer(ctx, retailerID)
+	if err != nil {
+		return nil, err
+	}
+	if r.Shard < 0 || r.Shard >= len(s.Shards) {
+		return nil, fmt.Errorf("retailer %s is on shard %d, but %d shards are configured", retailerID, r.Shard, len(s.Shards))
+	}
+	s.retailers.Store(retailerID, r)
+	return s.ShardReaders[r.Shard], nil
+}
+
+// WaitReplicas waits until every replica that is up has replayed what its
+// writer has written now.
+func (s *Stores) WaitReplicas(ctx context.Context) error {
+	for _, rs := range append([]*ReaderSet{s.ControlReaders}, s.ShardReaders...) {
+		if err := rs.WaitReplicas(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func openPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, error) {
@@ -80,6 +151,12 @@ func (s *Stores) Migrate(ctx context.Context) error {
 
 // Close closes every pool.
 func (s *Stores) Close() {
+	if s.ControlReaders != nil {
+		s.ControlReaders.Close()
+	}
+	for _, rs := range s.ShardReaders {
+		rs.Close()
+	}
 	if s.Control != nil {
 		s.Control.pool.Close()
 	}

@@ -1,10 +1,13 @@
 // Package read serves the storefront routes: one product, a retailer's
-// products page by page, and the health check.
+// products page by page, a product by its bare id through the product
+// directory, and the health check. Reads go to the shards' read replicas
+// (pgstore.ReaderSet), falling back to the writers.
 package read
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -16,9 +19,20 @@ import (
 	"github.com/retailcatalog/catalog/functions/pgstore"
 )
 
-// cacheControl lets a CDN keep a product or page briefly: snapshots land
-// daily, so a minute of staleness is invisible, and ETags make revalidation cheap.
-const cacheControl = "public, max-age=60, stale-while-revalidate=30"
+// Cache-Control of the storefront's answers, for a CDN in front. Snapshots
+// land daily, so a minute of staleness is invisible, and versioned ETags make
+// revalidation cheap (a 304 without a body). A miss is kept briefly, so that
+// a burst of requests for an absent product does not reach the database.
+const (
+	cacheControl     = "public, max-age=60, stale-while-revalidate=30, stale-if-error=300"
+	missCacheControl = "public, max-age=10"
+)
+
+// Limits of the list route (DESIGN 5).
+const (
+	defaultLimit = 100
+	maxLimit     = 1000
+)
 
 // Handler serves the storefront routes.
 type Handler struct {
@@ -28,21 +42,30 @@ type Handler struct {
 	mux    *http.ServeMux
 }
 
+// routes are the handler's routes: method and pattern.
+var routes = []string{
+	"GET /v1/retailers/{retailer_id}/products/{product_id}",
+	"GET /v1/retailers/{retailer_id}/products",
+	"GET /v1/products/{product_id}",
+	"GET /healthz",
+}
+
 // New builds the handler; ready reports whether the stack can serve (nil: always).
 func New(stores *pgstore.Stores, log *slog.Logger, ready func(context.Context) error) *Handler {
 	h := &Handler{stores: stores, log: log, ready: ready, mux: http.NewServeMux()}
-	h.mux.HandleFunc("GET /v1/retailers/{retailer_id}/products/{product_id}", h.product)
-	h.mux.HandleFunc("GET /v1/retailers/{retailer_id}/products", h.products)
-	h.mux.HandleFunc("GET /healthz", h.healthz)
+	h.Register(h.mux)
 	return h
 }
 
 // Routes lists the method and pattern of every route served.
-func (h *Handler) Routes() []string {
-	return []string{
-		"GET /v1/retailers/{retailer_id}/products/{product_id}",
-		"GET /v1/retailers/{retailer_id}/products",
-		"GET /healthz",
+func (h *Handler) Routes() []string { return append([]string(nil), routes...) }
+
+// Register adds every route of Routes to mux, served directly (without
+// going through the handler's own mux again).
+func (h *Handler) Register(mux *http.ServeMux) {
+	handlers := []http.HandlerFunc{h.product, h.products, h.productByID, h.healthz}
+	for i, route := range routes {
+		mux.HandleFunc(route, handlers[i])
 	}
 }
 
@@ -64,6 +87,17 @@ type Page struct {
 	NextAfter *string   `json:"next_after"`
 }
 
+// Candidate is one retailer using a product id, in a 300 answer.
+type Candidate struct {
+	RetailerID string `json:"retailer_id"`
+	ProductID  string `json:"product_id"`
+}
+
+// Candidates is the 300 answer of a bare product id several retailers use.
+type Candidates struct {
+	Candidates []Candidate `json:"candidates"`
+}
+
 func productJSON(p catalog.Product) Product {
 	return Product{RetailerID: p.RetailerID, ProductID: p.ProductID, Attributes: p.Attributes,
 		Generation: p.Generation, UpdatedAt: p.UpdatedAt.UTC()}
@@ -81,46 +115,71 @@ func validateProductID(id string) error {
 	return nil
 }
 
-func (h *Handler) shard(r *http.Request) (*pgstore.Shard, string, error) {
-	id := r.PathValue("retailer_id")
-	if err := catalog.ValidateRetailerID(id); err != nil {
-		return nil, "", err
+// fail writes err; a 404 is kept briefly by caches.
+func (h *Handler) fail(w http.ResponseWriter, r *http.Request, retailerID string, err error) {
+	if r.Context().Err() != nil && errors.Is(err, r.Context().Err()) {
+		return // the client went away: nobody to answer, nothing went wrong here
 	}
-	_, shard, err := h.stores.ForRetailer(r.Context(), id)
-	return shard, id, err
+	if errors.Is(err, catalog.ErrNotFound) {
+		w.Header().Set("Cache-Control", missCacheControl)
+	}
+	log := h.log
+	if retailerID != "" {
+		log = log.With("retailer_id", retailerID)
+	}
+	httpapi.WriteError(w, r, log, err)
 }
 
 func (h *Handler) product(w http.ResponseWriter, r *http.Request) {
-	shard, retailerID, err := h.shard(r)
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	retailerID, productID := r.PathValue("retailer_id"), r.PathValue("product_id")
+	if err := catalog.ValidateRetailerID(retailerID); err != nil {
+		h.fail(w, r, "", err)
 		return
 	}
-	productID := r.PathValue("product_id")
 	if err := validateProductID(productID); err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+		h.fail(w, r, retailerID, err)
 		return
 	}
-	p, err := shard.Product(r.Context(), retailerID, productID)
+	h.serveProduct(w, r, retailerID, productID)
+}
+
+// serveProduct answers one product from the retailer's shard readers. When
+// the client revalidates a version newer than the replica holds (it was
+// served by a fresher replica before), the writer answers instead, so a
+// client never sees a product go back in time.
+func (h *Handler) serveProduct(w http.ResponseWriter, r *http.Request, retailerID, productID string) {
+	rs, err := h.stores.ReadersFor(r.Context(), retailerID)
 	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+		h.fail(w, r, retailerID, err)
 		return
 	}
-	httpapi.WriteCacheableJSON(w, r, cacheControl, productJSON(p))
+	p, err := rs.Product(r.Context(), pgstore.AnyReader, retailerID, productID)
+	if seen := httpapi.NewestETagVersion(r); seen > 0 && rs.Replicas() > 0 &&
+		(errors.Is(err, catalog.ErrNotFound) || (err == nil && p.Generation < seen)) {
+		p, err = rs.Product(r.Context(), pgstore.WriterOnly, retailerID, productID)
+	}
+	if err != nil {
+		h.fail(w, r, retailerID, err)
+		return
+	}
+	buf := bodies.Get().(*[]byte)
+	*buf = append(appendProduct((*buf)[:0], p), '\n')
+	httpapi.WriteVersionedBody(w, r, cacheControl, p.Generation, *buf)
+	bodies.Put(buf)
 }
 
 func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
-	shard, retailerID, err := h.shard(r)
-	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+	retailerID := r.PathValue("retailer_id")
+	if err := catalog.ValidateRetailerID(retailerID); err != nil {
+		h.fail(w, r, "", err)
 		return
 	}
 	q := r.URL.Query()
-	limit := 100
+	limit := defaultLimit
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v))
+		if err != nil || n < 1 || n > maxLimit {
+			h.fail(w, r, retailerID, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to %d", v, maxLimit))
 			return
 		}
 		limit = n
@@ -128,26 +187,71 @@ func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
 	after := q.Get("after")
 	if after != "" {
 		if err := validateProductID(after); err != nil {
-			httpapi.WriteError(w, r, h.log, err)
+			h.fail(w, r, retailerID, err)
 			return
 		}
 	}
-	// One more than asked tells whether this is the last page.
-	rows, err := shard.Products(r.Context(), retailerID, after, limit+1)
+	rs, err := h.stores.ReadersFor(r.Context(), retailerID)
 	if err != nil {
-		httpapi.WriteError(w, r, h.log, err)
+		h.fail(w, r, retailerID, err)
 		return
 	}
-	page := Page{Items: make([]Product, 0, min(len(rows), limit))}
+	// One more than asked tells whether this is the last page. Keyset
+	// pagination (product_id > after) is stable under ingestion: a product
+	// that exists throughout is on exactly one page, whatever changes around it.
+	rows, err := rs.Products(r.Context(), pgstore.AnyReader, retailerID, after, limit+1)
+	if seen := httpapi.NewestETagVersion(r); err == nil && seen > pageVersion(rows, limit) && rs.Replicas() > 0 {
+		rows, err = rs.Products(r.Context(), pgstore.WriterOnly, retailerID, after, limit+1)
+	}
+	if err != nil {
+		h.fail(w, r, retailerID, err)
+		return
+	}
+	buf := bodies.Get().(*[]byte)
+	*buf = append(appendPage((*buf)[:0], rows, limit), '\n')
+	httpapi.WriteVersionedBody(w, r, cacheControl, pageVersion(rows, limit), *buf)
+	bodies.Put(buf)
+}
+
+// pageVersion is the newest generation among a page's products.
+func pageVersion(rows []catalog.Product, limit int) int64 {
+	var v int64
 	for i, p := range rows {
 		if i == limit {
-			next := rows[limit-1].ProductID
-			page.NextAfter = &next
 			break
 		}
-		page.Items = append(page.Items, productJSON(p))
+		v = max(v, p.Generation)
 	}
-	httpapi.WriteCacheableJSON(w, r, cacheControl, page)
+	return v
+}
+
+// productByID answers GET /v1/products/{product_id} through the product
+// directory: the product when one retailer uses the id, 300 with the
+// candidates (at most pgstore.MaxCandidates) when several do, 404 when none.
+func (h *Handler) productByID(w http.ResponseWriter, r *http.Request) {
+	productID := r.PathValue("product_id")
+	if err := validateProductID(productID); err != nil {
+		h.fail(w, r, "", err)
+		return
+	}
+	retailers, err := h.stores.ControlReaders.DirectoryRetailers(r.Context(), productID, pgstore.MaxCandidates)
+	if err != nil {
+		h.fail(w, r, "", err)
+		return
+	}
+	switch len(retailers) {
+	case 0:
+		h.fail(w, r, "", catalog.Errorf(catalog.ErrNotFound, "product_not_found", "no retailer has product %q", productID))
+	case 1:
+		h.serveProduct(w, r, retailers[0], productID)
+	default:
+		out := Candidates{Candidates: make([]Candidate, len(retailers))}
+		for i, id := range retailers {
+			out.Candidates[i] = Candidate{RetailerID: id, ProductID: productID}
+		}
+		w.Header().Set("Cache-Control", cacheControl)
+		httpapi.WriteJSON(w, http.StatusMultipleChoices, out)
+	}
 }
 
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {

@@ -81,3 +81,64 @@ func BenchmarkHashAttributes(b *testing.B) {
 		HashAttributes(attrs)
 	}
 }
+
+// BenchmarkReadCSVParallel is BenchmarkReadCSVReuse on two workers, the
+// diff's pass 1 (Scan, attributes skipped, hashes kept).
+func BenchmarkReadCSVParallel(b *testing.B) {
+	data := genCSV(benchRows)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data), FormatAuto, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Workers, r.SkipAttributes = 2, true
+		n := 0
+		for {
+			_, err := r.Scan()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != benchRows {
+			b.Fatalf("%d rows", n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchRows), "ns/row")
+}
+
+// BenchmarkSkipCSV is the diff's pass 2 for a 3% change: every row is
+// split, one in 33 is parsed.
+func BenchmarkSkipCSV(b *testing.B) {
+	data := genCSV(benchRows)
+	var lines []int32
+	for i := 0; i < benchRows; i += 33 {
+		lines = append(lines, int32(i+2))
+	}
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := NewReader(bytes.NewReader(data), FormatAuto, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.Lines = lines
+		n := 0
+		for {
+			if _, err := r.Scan(); err == io.EOF {
+				break
+			} else if err != nil {
+				b.Fatal(err)
+			}
+			n++
+		}
+		if n != len(lines) {
+			b.Fatalf("%d rows, want %d", n, len(lines))
+		}
+	}
+}

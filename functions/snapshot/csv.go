@@ -29,7 +29,7 @@ import (
 // readHeader reads and checks the header. A file without any non-blank
 // record has no header and no rows.
 func (r *Reader) readHeader() error {
-	rec, line, err := r.csvRecord()
+	rec, line, err := r.csvRecord(false)
 	if err == io.EOF {
 		r.empty = true
 		return nil
@@ -87,42 +87,60 @@ func (r *Reader) readHeader() error {
 	return nil
 }
 
-func (r *Reader) nextCSV() (Row, error) {
+func (r *Reader) nextCSV() (RowView, error) {
 	if r.empty {
-		return Row{}, io.EOF
+		return RowView{}, io.EOF
 	}
-	rec, line, err := r.csvRecord()
-	if err != nil {
-		return Row{}, err
+	for {
+		rec, line, err := r.csvRecord(r.Lines != nil)
+		if err != nil {
+			return RowView{}, err
+		}
+		if rec == nil {
+			continue // not in Lines
+		}
+		id, err := r.csvRow(rec, line)
+		if err != nil {
+			return RowView{}, err
+		}
+		return r.view(id, line), nil
 	}
-	if len(r.fields) != len(r.names) {
-		return Row{}, lineErr(CodeMalformedCSV, line, "column count %d, header has %d", len(r.fields), len(r.names))
+}
+
+// csvRow checks a record split into p.fields and builds its canonical
+// attributes in p.out; it returns the product_id.
+func (p *rowParser) csvRow(rec []byte, line int) ([]byte, error) {
+	if len(p.fields) != len(p.names) {
+		return nil, lineErr(CodeMalformedCSV, line, "column count %d, header has %d", len(p.fields), len(p.names))
 	}
 	if !utf8.Valid(rec) {
-		for i, f := range r.fields {
+		for i, f := range p.fields {
 			if !utf8.Valid(f) {
-				return Row{}, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 in column %q", r.names[i])
+				return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 in column %q", p.names[i])
 			}
 		}
-		return Row{}, lineErr(CodeInvalidUTF8, line, "invalid UTF-8")
+		return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8")
 	}
-	id := r.fields[r.idCol]
+	id := p.fields[p.idCol]
 	if code, reason := productIDProblem(id); code != "" {
-		return Row{}, lineErr(code, line, "%s", reason)
+		return nil, lineErr(code, line, "%s", reason)
 	}
-	out := append(r.out[:0], '{')
-	for k, col := range r.order {
-		out = append(out, r.prefixes[k]...)
-		out = appendJSONString(out, r.fields[col])
+	out := append(p.out[:0], '{')
+	for k, col := range p.order {
+		out = append(out, p.prefixes[k]...)
+		out = appendJSONString(out, p.fields[col])
 	}
-	r.out = append(out, '}')
-	return r.emit(id, line), nil
+	p.out = append(out, '}')
+	return id, nil
 }
 
 // csvRecord reads the next non-blank record into r.fields. rec is its raw
 // text, for the UTF-8 check (quoting only adds or drops ASCII bytes, so rec
 // is valid UTF-8 exactly when every field is).
-func (r *Reader) csvRecord() (rec []byte, line int, err error) {
+//
+// With filter (Lines set), a record that does not start on a wanted line is
+// skipped without parsing: rec is nil.
+func (r *Reader) csvRecord(filter bool) (rec []byte, line int, err error) {
 	for {
 		rec, line, quotes, truncated, err := r.record(true)
 		if err != nil {
@@ -131,23 +149,34 @@ func (r *Reader) csvRecord() (rec []byte, line int, err error) {
 		if !quotes && !truncated && len(rec) <= r.lim.MaxRowBytes && isBlank(rec) {
 			continue
 		}
-		// Parse even a row that is too large: a stray quote can make a
-		// record run on for many lines, and pointing at the quote helps more.
-		if err := r.parseFields(rec, line, quotes, truncated); err != nil {
-			return nil, 0, err
+		if filter && !truncated && len(rec) <= r.lim.MaxRowBytes && !r.wanted(line) {
+			return nil, line, nil
 		}
-		if truncated || len(rec) > r.lim.MaxRowBytes {
-			return nil, 0, r.tooLarge(line)
+		if err := r.csvFields(rec, line, quotes, truncated); err != nil {
+			return nil, 0, err
 		}
 		return rec, line, nil
 	}
 }
 
+// csvFields splits a (non-blank) record into p.fields and checks its size.
+func (p *rowParser) csvFields(rec []byte, line int, quotes, truncated bool) error {
+	// Parse even a row that is too large: a stray quote can make a
+	// record run on for many lines, and pointing at the quote helps more.
+	if err := p.parseFields(rec, line, quotes, truncated); err != nil {
+		return err
+	}
+	if truncated || len(rec) > p.lim.MaxRowBytes {
+		return p.tooLarge(line)
+	}
+	return nil
+}
+
 // parseFields splits a record into r.fields. With truncated, rec is only the
 // start of a record: running out of it inside a quoted field is no error.
-func (r *Reader) parseFields(rec []byte, line int, quotes, truncated bool) *Error {
+func (p *rowParser) parseFields(rec []byte, line int, quotes, truncated bool) *Error {
 	if quotes {
-		return r.parseQuoted(rec, line, truncated)
+		return p.parseQuoted(rec, line, truncated)
 	}
 	check := rec
 	if truncated && len(check) > 0 {
@@ -156,7 +185,7 @@ func (r *Reader) parseFields(rec []byte, line int, quotes, truncated bool) *Erro
 	if i := bytes.IndexByte(check, '\r'); i >= 0 {
 		return bareCR(line, bytes.Count(rec[:i], []byte{','})+1)
 	}
-	f := r.fields[:0]
+	f := p.fields[:0]
 	for {
 		i := bytes.IndexByte(rec, ',')
 		if i < 0 {
@@ -165,7 +194,7 @@ func (r *Reader) parseFields(rec []byte, line int, quotes, truncated bool) *Erro
 		f = append(f, rec[:i])
 		rec = rec[i+1:]
 	}
-	r.fields = append(f, rec)
+	p.fields = append(f, rec)
 	return nil
 }
 
@@ -175,9 +204,9 @@ func bareCR(line, field int) *Error {
 
 // parseQuoted splits a record holding quotes, unquoting its fields into
 // r.scratch.
-func (r *Reader) parseQuoted(rec []byte, line int, truncated bool) *Error {
+func (p *rowParser) parseQuoted(rec []byte, line int, truncated bool) *Error {
 	lineAt := func(pos int) int { return line + bytes.Count(rec[:pos], lfBytes) }
-	s, offs := r.scratch[:0], r.offs[:0]
+	s, offs := p.scratch[:0], p.offs[:0]
 	n := len(rec)
 	i := 0
 	for field := 1; ; field++ {
@@ -236,13 +265,13 @@ func (r *Reader) parseQuoted(rec []byte, line int, truncated bool) *Error {
 		}
 		i = end + 1
 	}
-	f := r.fields[:0]
+	f := p.fields[:0]
 	prev := 0
 	for _, o := range offs {
 		f = append(f, s[prev:o:o])
 		prev = o
 	}
-	r.fields, r.scratch, r.offs = f, s, offs
+	p.fields, p.scratch, p.offs = f, s, offs
 	return nil
 }
 

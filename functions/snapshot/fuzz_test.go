@@ -28,6 +28,10 @@ func checkCommon(t *testing.T, data []byte, f Format) ([]Row, error) {
 	for _, row := range rows {
 		checkRow(t, row)
 	}
+	// The parallel reader and the line filter agree with the serial reader.
+	checkParallel(t, data, f, Limits{}, rows, err)
+	rowsL, errL := readAllWith(data, f, Limits{MaxRowBytes: 24}, func(*Reader) {})
+	checkParallel(t, data, f, Limits{MaxRowBytes: 24}, rowsL, errL)
 	// Reads of any size give the same result.
 	rows1, _, err1 := readAllFrom(iotest.OneByteReader(bytes.NewReader(data)), f, Limits{})
 	if !errors.Is(err1, err) && !(err != nil && err1 != nil && err.Error() == err1.Error()) || len(rows1) != len(rows) {

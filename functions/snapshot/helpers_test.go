@@ -64,6 +64,7 @@ func readAllFrom(rd io.Reader, format Format, lim Limits) (rows []Row, used Form
 func runCase(t *testing.T, tc tcase, data []byte) {
 	t.Helper()
 	rows, _, err := readAll(data, tc.format, tc.lim)
+	checkParallel(t, data, tc.format, tc.lim, rows, err)
 	if tc.code != "" {
 		var e *Error
 		require.ErrorAs(t, err, &e, "want %s", tc.code)
@@ -264,4 +265,70 @@ func genJSONL(n int) []byte {
 		b.WriteString("}\n")
 	}
 	return b.Bytes()
+}
+
+// readAllWith reads every row with a configured reader; err is nil at a clean EOF.
+func readAllWith(data []byte, format Format, lim Limits, set func(*Reader)) ([]Row, error) {
+	r, err := NewReader(bytes.NewReader(data), format, lim)
+	if err != nil {
+		return nil, err
+	}
+	set(r)
+	defer r.Close()
+	var rows []Row
+	for {
+		row, err := r.Next()
+		if err == io.EOF {
+			if _, err2 := r.Next(); err2 != io.EOF {
+				return rows, fmt.Errorf("Next after EOF: %v", err2)
+			}
+			return rows, nil
+		}
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+}
+
+// parallel makes a reader parallel with tiny batches, so that every batch
+// boundary is exercised.
+func parallel(r *Reader) { r.Workers, r.batchBytes, r.batchRecords = 3, 7, 3 }
+
+// checkParallel checks that the parallel reader, and the reader restricted
+// to some lines (serial and parallel), agree with the serial reader.
+func checkParallel(t *testing.T, data []byte, f Format, lim Limits, rows []Row, err error) {
+	t.Helper()
+	same := func(what string, got []Row, gotErr error, want []Row, wantErr error) {
+		t.Helper()
+		if (gotErr == nil) != (wantErr == nil) || (wantErr != nil && gotErr.Error() != wantErr.Error()) {
+			t.Fatalf("%s: error %v, serial %v", what, gotErr, wantErr)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d rows, serial %d", what, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].ProductID != want[i].ProductID || !bytes.Equal(got[i].Attributes, want[i].Attributes) ||
+				got[i].Line != want[i].Line || got[i].Hash != want[i].Hash {
+				t.Fatalf("%s: row %d differs: %+v vs %+v", what, i, got[i], want[i])
+			}
+		}
+	}
+	prows, perr := readAllWith(data, f, lim, parallel)
+	same("parallel", prows, perr, rows, err)
+	if err != nil {
+		return
+	}
+	lines := []int32{} // not nil: no row at all is wanted
+	var want []Row
+	for i, row := range rows {
+		if i%2 == 1 {
+			lines = append(lines, int32(row.Line))
+			want = append(want, row)
+		}
+	}
+	srows, serr := readAllWith(data, f, lim, func(r *Reader) { r.Lines = lines })
+	same("lines", srows, serr, want, nil)
+	lrows, lerr := readAllWith(data, f, lim, func(r *Reader) { parallel(r); r.Lines = lines })
+	same("parallel lines", lrows, lerr, want, nil)
 }

@@ -8,45 +8,55 @@ import (
 // tabs and CRs are skipped but counted. Values are re-encoded canonically by
 // canonicalizer (canonical.go).
 
-func (r *Reader) nextJSONL() (Row, error) {
+func (r *Reader) nextJSONL() (RowView, error) {
 	for {
 		rec, line, _, truncated, err := r.record(false)
 		if err != nil {
-			return Row{}, err
+			return RowView{}, err
 		}
 		if truncated || len(rec) > r.lim.MaxRowBytes {
-			return Row{}, r.tooLarge(line)
+			return RowView{}, r.tooLarge(line)
 		}
-		if isBlank(rec) {
+		if isBlank(rec) || (r.Lines != nil && !r.wanted(line)) {
 			continue
 		}
-		if !utf8.Valid(rec) {
-			col := 1
-			for len(rec) > 0 {
-				c, size := utf8.DecodeRune(rec)
-				if c == utf8.RuneError && size == 1 {
-					break
-				}
-				rec = rec[size:]
-				col += size
-			}
-			return Row{}, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 at column %d", col)
+		id, err := r.jsonlRow(rec, line)
+		if err != nil {
+			return RowView{}, err
 		}
-		c := &r.canon
-		out, jerr := c.object(r.out[:0], rec, true)
-		r.out = out
-		if jerr != nil {
-			return Row{}, lineErr(jerr.code, line, "%s", jerr.message())
-		}
-		if !c.idSeen {
-			return Row{}, lineErr(CodeMissingProductID, line, "no \"product_id\" key")
-		}
-		if !c.idString {
-			return Row{}, lineErr(CodeMissingProductID, line, "product_id is %s, not a string", c.idKind)
-		}
-		if code, reason := productIDProblem(c.id); code != "" {
-			return Row{}, lineErr(code, line, "%s", reason)
-		}
-		return r.emit(c.id, line), nil
+		return r.view(id, line), nil
 	}
+}
+
+// jsonlRow checks one non-blank JSON line and builds its canonical
+// attributes in p.out; it returns the product_id.
+func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, error) {
+	if !utf8.Valid(rec) {
+		col := 1
+		for len(rec) > 0 {
+			c, size := utf8.DecodeRune(rec)
+			if c == utf8.RuneError && size == 1 {
+				break
+			}
+			rec = rec[size:]
+			col += size
+		}
+		return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 at column %d", col)
+	}
+	c := &p.canon
+	out, jerr := c.object(p.out[:0], rec, true)
+	p.out = out
+	if jerr != nil {
+		return nil, lineErr(jerr.code, line, "%s", jerr.message())
+	}
+	if !c.idSeen {
+		return nil, lineErr(CodeMissingProductID, line, "no \"product_id\" key")
+	}
+	if !c.idString {
+		return nil, lineErr(CodeMissingProductID, line, "product_id is %s, not a string", c.idKind)
+	}
+	if code, reason := productIDProblem(c.id); code != "" {
+		return nil, lineErr(code, line, "%s", reason)
+	}
+	return c.id, nil
 }

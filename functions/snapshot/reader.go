@@ -36,8 +36,23 @@ type Reader struct {
 	// keep). Off by default: each Row owns its Attributes.
 	ReuseAttributes bool
 
+	// Workers, when above 1 and set before the first call to Next or Scan,
+	// parses rows on that many goroutines while one more reads and splits
+	// the input (see parallel.go). Rows, errors and their order are exactly
+	// those of the serial reader. Call Close when stopping before io.EOF or
+	// an error.
+	Workers int
+	// Lines, when set before the first call to Next or Scan, restricts the
+	// reader to the rows that start on these lines (ascending): every other
+	// record is skipped without being parsed or checked. For a second pass
+	// over a file already read whole.
+	Lines []int32
+	// SkipAttributes, when set, makes Next and Scan return rows without
+	// Attributes (the hash is still computed), for callers that keep only
+	// ids and hashes.
+	SkipAttributes bool
+
 	format Format
-	lim    Limits
 	src    *sourceReader
 	in     io.Reader // the decompressed stream
 	gz     bool
@@ -52,14 +67,30 @@ type Reader struct {
 	err    error // sticky
 
 	// CSV
-	empty    bool // no header: the file is empty or blank
+	empty bool // no header: the file is empty or blank
+
+	rowParser // the serial path's; each parallel worker has its own copy
+
+	lines []int32 // Lines not yet reached
+	par   *pipeline
+	// batch sizes of the parallel reader; tests make them tiny
+	batchBytes, batchRecords int
+}
+
+// rowParser turns one record into a row: the per-row state of CSV and JSON
+// Lines parsing, apart from reading and splitting the input.
+type rowParser struct {
+	lim Limits
+
+	// CSV header, read once, shared read-only by the copies
 	names    []string
 	idCol    int
 	order    []int    // attribute columns, sorted by name
 	prefixes [][]byte // `"name":` (with a leading ',' after the first) in order's order
-	fields   [][]byte
-	scratch  []byte
-	offs     []int
+	// CSV per row
+	fields  [][]byte
+	scratch []byte
+	offs    []int
 
 	// JSON Lines
 	canon canonicalizer
@@ -94,7 +125,8 @@ func NewReader(rd io.Reader, format Format, limits Limits) (*Reader, error) {
 	if _, err := ParseFormat(string(format)); err != nil {
 		return nil, err
 	}
-	r := &Reader{format: format, lim: limits.withDefaults(), line: 1}
+	r := &Reader{format: format, line: 1}
+	r.lim = limits.withDefaults()
 	r.maxBuf = max(r.lim.MaxRowBytes+2, steadyBufSize) // a row plus CRLF always fits
 	r.src = &sourceReader{r: rd}
 	var head [2]byte
@@ -139,25 +171,117 @@ func (r *Reader) Format() Format { return r.format }
 
 // BytesRead returns the decompressed bytes consumed so far: the input up to
 // the end of the last row returned (or header read), BOM included.
-func (r *Reader) BytesRead() int64 { return r.base + int64(r.r) }
+// With Workers, it is the input split so far (ahead of the rows returned).
+func (r *Reader) BytesRead() int64 {
+	if r.par != nil {
+		return r.par.bytes.Load()
+	}
+	return r.base + int64(r.r)
+}
 
 // Next returns the next row, io.EOF after the last one.
 func (r *Reader) Next() (Row, error) {
 	if r.err != nil {
 		return Row{}, r.err
 	}
-	var row Row
+	if r.par != nil || r.Workers > 1 {
+		v, err := r.scanParallel()
+		if err != nil {
+			return Row{}, err
+		}
+		row := Row{ProductID: string(v.ID), Hash: v.Hash, Line: v.Line}
+		if !r.SkipAttributes {
+			row.Attributes = v.Attributes
+			if !r.ReuseAttributes {
+				row.Attributes = append([]byte(nil), v.Attributes...)
+			}
+		}
+		return row, nil
+	}
+	v, err := r.scanSerial()
+	if err != nil {
+		return Row{}, err
+	}
+	row := Row{ProductID: string(v.ID), Hash: v.Hash, Line: v.Line}
+	if !r.SkipAttributes {
+		row.Attributes = v.Attributes[:len(v.Attributes):len(v.Attributes)]
+		if !r.ReuseAttributes {
+			row.Attributes = append([]byte(nil), v.Attributes...)
+		}
+	}
+	return row, nil
+}
+
+// RowView is a row whose ID and Attributes are only valid until the next
+// call to Scan: they alias the reader's buffers.
+type RowView struct {
+	ID         []byte
+	Attributes []byte // nil with SkipAttributes
+	Hash       Hash
+	Line       int
+}
+
+// Scan is Next without the allocations: the row's ID and Attributes alias
+// the reader's buffers until the next call.
+func (r *Reader) Scan() (RowView, error) {
+	if r.err != nil {
+		return RowView{}, r.err
+	}
+	if r.par != nil || r.Workers > 1 {
+		return r.scanParallel()
+	}
+	return r.scanSerial()
+}
+
+func (r *Reader) scanSerial() (RowView, error) {
+	var v RowView
 	var err error
 	if r.format == FormatJSONL {
-		row, err = r.nextJSONL()
+		v, err = r.nextJSONL()
 	} else {
-		row, err = r.nextCSV()
+		v, err = r.nextCSV()
 	}
 	if err != nil {
 		r.err = err
+		return RowView{}, err
 	}
-	return row, err
+	if r.SkipAttributes {
+		v.Attributes = nil
+	}
+	return v, nil
 }
+
+// wanted reports whether the record starting on line is to be read (Lines),
+// and drops the lines passed.
+func (r *Reader) wanted(line int) bool {
+	if r.Lines == nil {
+		return true
+	}
+	if r.lines == nil {
+		r.lines = r.Lines
+		if len(r.lines) == 0 {
+			r.lines = []int32{}
+		}
+	}
+	for len(r.lines) > 0 && int(r.lines[0]) < line {
+		r.lines = r.lines[1:]
+	}
+	return len(r.lines) > 0 && int(r.lines[0]) == line
+}
+
+// Close stops the goroutines of a parallel reader (see Workers); later calls
+// to Next return an error. It is a no-op for a serial reader.
+func (r *Reader) Close() error {
+	if r.par != nil {
+		r.par.close()
+		if r.err == nil {
+			r.err = errClosed
+		}
+	}
+	return nil
+}
+
+var errClosed = errors.New("snapshot: reader closed")
 
 // readErr turns an error of r.in into what Next reports.
 func (r *Reader) readErr(err error) error {
@@ -334,16 +458,11 @@ func isBlank(line []byte) bool {
 	return true
 }
 
-func (r *Reader) tooLarge(line int) *Error {
-	return lineErr(CodeRowTooLarge, line, "row is longer than the limit of %d bytes", r.lim.MaxRowBytes)
+func (p *rowParser) tooLarge(line int) *Error {
+	return lineErr(CodeRowTooLarge, line, "row is longer than the limit of %d bytes", p.lim.MaxRowBytes)
 }
 
-// emit makes a Row of a product_id and the canonical attributes in r.out.
-func (r *Reader) emit(id []byte, line int) Row {
-	attrs := r.out[:len(r.out):len(r.out)]
-	if !r.ReuseAttributes {
-		attrs = make([]byte, len(r.out))
-		copy(attrs, r.out)
-	}
-	return Row{ProductID: string(id), Attributes: attrs, Hash: HashAttributes(attrs), Line: line}
+// view makes a RowView of a product_id and the canonical attributes in p.out.
+func (p *rowParser) view(id []byte, line int) RowView {
+	return RowView{ID: id, Attributes: p.out, Hash: HashAttributes(p.out), Line: line}
 }

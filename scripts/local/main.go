@@ -1,13 +1,14 @@
 // Command local runs the whole system on one machine.
 //
-//	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2]
+//	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0]
 //	go run ./scripts/local demo [--data-dir .local/demo]
 //	go run ./scripts/local test [go test flags...]
 //
 // up starts PostgreSQL, the SQS emulator, the S3 stand-in, the event-source
 // pollers and the HTTP API, installing what is missing on first use, and
-// runs until Ctrl-C or SIGTERM. demo tells a short story on a fresh stack and
-// checks the result. test starts one PostgreSQL and one emulator for the
+// runs until Ctrl-C or SIGTERM; --replicas N adds N streaming hot-standby
+// replicas of the PostgreSQL server, which serve the storefront's reads.
+// demo tells a short story on a fresh stack and checks the result. test starts one PostgreSQL and one emulator for the
 // whole test run and runs every test.
 package main
 
@@ -65,7 +66,7 @@ func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e))
 
 func usage() {
 	fmt.Fprintln(os.Stderr, `usage:
-  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2]
+  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0]
   go run ./scripts/local demo [--data-dir .local/demo]
   go run ./scripts/local test [go test flags]`)
 }
@@ -80,8 +81,8 @@ func up(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *replicas > 0 {
-		return errors.New("--replicas is not available yet (read-path issue)")
+	if *replicas < 0 {
+		return errors.New("--replicas must be 0 or more")
 	}
 	token, err := adminToken(*dataDir)
 	if err != nil {
@@ -92,7 +93,7 @@ func up(ctx context.Context, args []string) error {
 		level = slog.LevelInfo
 	}
 	st, err := stack.Start(ctx, stack.Options{
-		DataDir: *dataDir, Addr: *addr, Shards: *shards, AdminToken: token, Progress: os.Stderr,
+		DataDir: *dataDir, Addr: *addr, Shards: *shards, Replicas: *replicas, AdminToken: token, Progress: os.Stderr,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
@@ -101,6 +102,9 @@ func up(ctx context.Context, args []string) error {
 	fmt.Printf("API:         %s\n", st.APIURL)
 	fmt.Printf("admin token: %s\n", st.AdminToken)
 	fmt.Printf("S3:          %s (bucket %s)\n", st.S3Endpoint, st.Bucket)
+	if len(st.Replicas) > 0 {
+		fmt.Printf("replicas:    %s (storefront reads; the writer when none answers)\n", strings.Join(st.Replicas, ", "))
+	}
 	fmt.Printf("data dir:    %s\n", *dataDir)
 	fmt.Println("ready; Ctrl-C stops everything")
 	<-ctx.Done()

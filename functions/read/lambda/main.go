@@ -1,4 +1,5 @@
-// Command read is the storefront Lambda: product reads behind API Gateway.
+// Command read is the storefront Lambda: product reads behind API Gateway,
+// served by the shards' read replicas.
 package main
 
 import (
@@ -25,10 +26,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stores, err := cfg.OpenStores(ctx)
+	log := cfg.Logger().With("function", "read")
+	// Reads go to CATALOG_SHARD_READERS (and CATALOG_CONTROL_READER), with
+	// the writers as fallback; pools connect on first use.
+	stores, err := cfg.OpenReadStores(ctx, log)
 	if err != nil {
 		return err
 	}
-	lambda.Start(httpapi.LambdaHandler(read.New(stores, cfg.Logger(), nil)))
+	lambda.Start(httpapi.LambdaHandler(read.New(stores, log, nil)))
 	return nil
 }

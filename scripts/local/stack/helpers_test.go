@@ -42,7 +42,9 @@ func testLogger() *slog.Logger {
 // with short timeouts so redeliveries come quickly.
 func newEnv(t *testing.T, o stack.Options) *env {
 	t.Helper()
-	o.PostgresURL = testenv.Postgres(t)
+	if o.PostgresURL == "" {
+		o.PostgresURL = testenv.Postgres(t)
+	}
 	o.SQSEndpoint = testenv.SQS(t)
 	o.Prefix = testenv.Name("t")
 	o.DataDir = t.TempDir()

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,6 +56,13 @@ type Options struct {
 	// instead of starting one in DataDir; SQSEndpoint likewise for the emulator.
 	PostgresURL string
 	SQSEndpoint string
+	// Replicas is the number of streaming hot-standby replicas of the
+	// stack's own PostgreSQL server to start (in DataDir) for the read path
+	// [0]. With PostgresURL, ReplicaURLs names running replicas instead.
+	Replicas    int
+	ReplicaURLs []string
+	// ReadConns is the pool size per replica and database [8].
+	ReadConns int32
 	// Prefix is put before every database and queue name, so that several
 	// stacks (tests) share one server and one emulator.
 	Prefix string
@@ -122,6 +130,9 @@ func (o *Options) defaults() {
 	if o.UploadTTL <= 0 {
 		o.UploadTTL = 15 * time.Minute
 	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 8
+	}
 }
 
 // Queue is one queue of the stack.
@@ -146,6 +157,7 @@ type Stack struct {
 	Apply      *apply.Handler
 	Upload     *upload.Handler
 	Read       *read.Handler
+	Replicas   []string // host:port of the read replicas serving the storefront
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -176,12 +188,16 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 
 	// PostgreSQL.
 	pgURL := o.PostgresURL
+	var srv *pgserver.Server
+	if pgURL != "" && o.Replicas > 0 {
+		return nil, errors.New("stack: Replicas starts replicas of the stack's own server; with PostgresURL pass ReplicaURLs")
+	}
 	if pgURL == "" {
 		progress("postgres: checking installation")
 		if _, err := pgserver.EnsureInstalled(ctx, o.Progress); err != nil {
 			return nil, err
 		}
-		srv, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dataDir, "postgres"), Progress: o.Progress})
+		srv, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dataDir, "postgres"), Progress: o.Progress})
 		if err != nil {
 			return nil, err
 		}
@@ -210,6 +226,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	progress("postgres: control + %d shard databases migrated", o.Shards)
+	if err := st.startReplicas(ctx, srv, dataDir); err != nil {
+		return nil, err
+	}
 
 	// SQS.
 	sqsEndpoint := o.SQSEndpoint
@@ -323,15 +342,52 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	return st, nil
 }
 
+// startReplicas starts o.Replicas streaming replicas of srv (or takes
+// o.ReplicaURLs) and routes the storefront's reads of every database to them.
+func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDir string) error {
+	o := st.Options
+	var addrs []string
+	for _, u := range o.ReplicaURLs {
+		parsed, err := url.Parse(u)
+		if err != nil || parsed.Host == "" {
+			return fmt.Errorf("replica url %q: want postgres://host:port/...", u)
+		}
+		addrs = append(addrs, parsed.Host)
+	}
+	for i := 1; i <= o.Replicas; i++ {
+		rep, err := srv.StartReplica(ctx, filepath.Join(dataDir, fmt.Sprintf("postgres-replica-%d", i)), 0)
+		if err != nil {
+			return fmt.Errorf("replica %d: %w", i, err)
+		}
+		st.closers = append(st.closers, rep.Stop)
+		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", rep.Port()))
+		fmt.Fprintf(o.Progress, "postgres: replica %d (hot standby) on 127.0.0.1:%d\n", i, rep.Port())
+	}
+	if len(addrs) == 0 {
+		return nil
+	}
+	shardReaders := make([][]string, o.Shards)
+	for i := range shardReaders {
+		shardReaders[i] = addrs
+	}
+	// Each replica holds every database of the server: "host:port" takes the
+	// database name (and the rest) from each writer's DSN.
+	if err := st.Stores.AttachReaders(addrs, shardReaders, pgstore.ReaderOptions{
+		MaxConns: o.ReadConns, Logger: o.Logger.With("function", "read"),
+	}); err != nil {
+		return err
+	}
+	st.Replicas = addrs
+	return nil
+}
+
 // Handler is the HTTP API: every route of the upload and read functions on one mux.
 func (st *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, route := range st.Upload.Routes() {
 		mux.Handle(route, st.Upload)
 	}
-	for _, route := range st.Read.Routes() {
-		mux.Handle(route, st.Read)
-	}
+	st.Read.Register(mux) // the storefront's routes, without a second routing step
 	mux.HandleFunc("/", httpapi.NotFound)
 	return mux
 }

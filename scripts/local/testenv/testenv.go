@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -58,6 +59,44 @@ func Postgres(t testing.TB) string {
 	stoppers = append(stoppers, srv.Stop, func() error { return os.RemoveAll(dir) })
 	pgURL = srv.URL("postgres")
 	return pgURL
+}
+
+var primaryURL, replicaURL string
+
+// PostgresWithReplica returns the URLs of a PostgreSQL server and of a
+// streaming hot-standby replica of it, for the read path's tests. The pair
+// is the test process's own (started on first use, in a temporary
+// directory, stopped by Main), not the shared server: the replica then
+// replays only the writes of the tests that read from it, so its lag stays
+// small and its base backup quick.
+func PostgresWithReplica(t testing.TB) (primary, replica string) {
+	t.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	if replicaURL != "" {
+		return primaryURL, replicaURL
+	}
+	ctx := context.Background()
+	if _, err := pgserver.EnsureInstalled(ctx, os.Stderr); err != nil {
+		t.Fatalf("install postgres: %v", err)
+	}
+	dir, err := os.MkdirTemp("", "catalog-test-pgrep-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stoppers = append(stoppers, func() error { return os.RemoveAll(dir) })
+	srv, err := pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "primary")})
+	if err != nil {
+		t.Fatalf("start postgres: %v", err)
+	}
+	stoppers = append(stoppers, srv.Stop)
+	rep, err := srv.StartReplica(ctx, filepath.Join(dir, "replica"), 0)
+	if err != nil {
+		t.Fatalf("start replica: %v", err)
+	}
+	stoppers = append(stoppers, rep.Stop)
+	primaryURL, replicaURL = srv.URL("postgres"), rep.URL("postgres")
+	return primaryURL, replicaURL
 }
 
 // SQS returns the endpoint of an SQS emulator for tests.

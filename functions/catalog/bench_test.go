@@ -1,0 +1,82 @@
+package catalog
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/retailcatalog/catalog/functions/snapshot"
+)
+
+const benchEntries = 200000
+
+func benchIDs(shuffle bool) [][]byte {
+	ids := make([][]byte, benchEntries)
+	for i := range ids {
+		ids[i] = []byte(fmt.Sprintf("SKU-%010d", 1000000+i*97))
+	}
+	if shuffle {
+		rng := rand.New(rand.NewPCG(1, 2))
+		rng.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	}
+	return ids
+}
+
+func benchSort(b *testing.B, shuffle bool) {
+	ids := benchIDs(shuffle)
+	var h snapshot.Hash
+	b.ReportAllocs()
+	for b.Loop() {
+		s := NewSorter()
+		for i, id := range ids {
+			s.Add(id, h, int32(i+2))
+		}
+		if dup, _, _, err := s.Finish(); err != nil || dup != "" {
+			b.Fatal(err, dup)
+		}
+		it := s.Iter()
+		for {
+			if _, err := it.NextRef(); err == io.EOF {
+				break
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchEntries), "ns/entry")
+}
+
+// BenchmarkSorterSorted collects, checks and walks entries of sorted input.
+func BenchmarkSorterSorted(b *testing.B) { benchSort(b, false) }
+
+// BenchmarkSorterShuffled is BenchmarkSorterSorted on shuffled input.
+func BenchmarkSorterShuffled(b *testing.B) { benchSort(b, true) }
+
+// BenchmarkMergeWalk merges sorted entries with a baseline index (3% of the
+// ids changed) and writes the new index in the same walk.
+func BenchmarkMergeWalk(b *testing.B) {
+	ids := benchIDs(false)
+	s := NewSorter()
+	var base bytes.Buffer
+	iw := NewIndexWriter(&base)
+	for i, id := range ids {
+		h := snapshot.HashAttributes(id)
+		if i%33 == 0 {
+			h[0]++
+		}
+		s.Add(id, snapshot.HashAttributes(id), int32(i+2))
+		iw.AddRef(id, h)
+	}
+	iw.Close()
+	s.Finish()
+	b.SetBytes(int64(base.Len()))
+	b.ReportAllocs()
+	for b.Loop() {
+		var out bytes.Buffer
+		plan, err := MergeRefs(s.Iter(), NewIndexReader(bytes.NewReader(base.Bytes())), nil, NewIndexWriter(&out))
+		if err != nil || plan.Updated == 0 {
+			b.Fatal(err, plan.Updated)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*benchEntries), "ns/entry")
+}

@@ -1,0 +1,252 @@
+package snapshot
+
+import (
+	"io"
+	"sync"
+	"sync/atomic"
+)
+
+// The parallel reader (Reader.Workers > 1): one goroutine reads the input
+// and splits it into records (this needs the quote state, so it is
+// sequential, and cheap: a scan for newlines and quotes), copying them into
+// batches; Workers goroutines parse, check, canonicalize and hash the records
+// of a batch each; Next hands out the batches' rows in order. The first error
+// in file order wins, as in the serial reader: a worker stops its batch at
+// the first bad record, and a read error or the end of the input comes after
+// the last record of the last batch.
+
+// Batch sizes: a batch is sealed when its records reach batchBytes or
+// batchRecords (Reader.batchBytes and batchRecords override them in tests).
+const (
+	batchBytes   = 256 << 10
+	batchRecords = 2048
+)
+
+type record struct {
+	off, n    int32 // in batch.data
+	line      int32
+	quotes    bool
+	truncated bool
+}
+
+type rowOut struct {
+	idOff, idLen     int32 // in batch.out
+	attrOff, attrLen int32
+	hash             Hash
+	line             int32
+}
+
+type batch struct {
+	data []byte
+	recs []record
+	term error // after the last record: io.EOF or a read error (nil: more batches follow)
+
+	out  []byte
+	rows []rowOut
+	err  error // a worker's error at rows[len(rows)]
+
+	done chan struct{}
+	next int // rows handed out
+}
+
+type pipeline struct {
+	work  chan *batch
+	order chan *batch
+	free  chan *batch
+	stop  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+	cur   *batch
+	bytes atomic.Int64 // BytesRead as of the last batch sent
+}
+
+func (p *pipeline) close() {
+	p.once.Do(func() { close(p.stop) })
+	p.wg.Wait()
+}
+
+func (r *Reader) startPipeline() {
+	workers := max(r.Workers, 2)
+	inflight := 2*workers + 2
+	p := &pipeline{
+		work:  make(chan *batch, inflight),
+		order: make(chan *batch, inflight),
+		free:  make(chan *batch, inflight),
+		stop:  make(chan struct{}),
+	}
+	for i := 0; i < inflight; i++ {
+		p.free <- &batch{}
+	}
+	r.par = p
+	p.wg.Add(1 + workers)
+	go func() {
+		defer p.wg.Done()
+		defer close(p.work)
+		defer close(p.order)
+		r.split(p)
+	}()
+	for i := 0; i < workers; i++ {
+		w := r.rowParser // shares the header, not the buffers
+		w.fields, w.scratch, w.offs, w.out, w.canon = nil, nil, nil, nil, canonicalizer{}
+		go func() {
+			defer p.wg.Done()
+			for b := range p.work {
+				w.parseBatch(r.format, b, !r.SkipAttributes)
+				close(b.done)
+			}
+		}()
+	}
+}
+
+// split reads records into batches until the end of the input or an error.
+func (r *Reader) split(p *pipeline) {
+	var b *batch
+	get := func() bool {
+		select {
+		case b = <-p.free:
+		case <-p.stop:
+			return false
+		}
+		b.data, b.recs, b.term = b.data[:0], b.recs[:0], nil
+		b.out, b.rows, b.err, b.next = b.out[:0], b.rows[:0], nil, 0
+		b.done = make(chan struct{})
+		return true
+	}
+	send := func() bool {
+		select {
+		case p.order <- b:
+		case <-p.stop:
+			return false
+		}
+		select {
+		case p.work <- b:
+		case <-p.stop:
+			return false
+		}
+		return true
+	}
+	if !get() {
+		return
+	}
+	if r.format != FormatJSONL && r.empty {
+		b.term = io.EOF
+		send()
+		return
+	}
+	quoteAware := r.format != FormatJSONL
+	maxBytes, maxRecs := batchBytes, batchRecords
+	if r.batchBytes > 0 {
+		maxBytes, maxRecs = r.batchBytes, r.batchRecords
+	}
+	for {
+		rec, line, quotes, truncated, err := r.record(quoteAware)
+		if err != nil {
+			b.term = err
+			send()
+			return
+		}
+		if !truncated && len(rec) <= r.lim.MaxRowBytes && isBlank(rec) && (!quotes || !quoteAware) {
+			continue
+		}
+		if r.Lines != nil && !truncated && len(rec) <= r.lim.MaxRowBytes && !r.wanted(line) {
+			continue
+		}
+		b.recs = append(b.recs, record{off: int32(len(b.data)), n: int32(len(rec)), line: int32(line), quotes: quotes, truncated: truncated})
+		b.data = append(b.data, rec...)
+		if truncated {
+			// The worker reports it (too large, or a quoting error first);
+			// nothing after it can be read.
+			b.term = io.EOF
+			send()
+			return
+		}
+		if len(b.data) >= maxBytes || len(b.recs) >= maxRecs {
+			p.bytes.Store(r.base + int64(r.r))
+			if !send() || !get() {
+				return
+			}
+		}
+	}
+}
+
+// parseBatch parses a batch's records into its rows, stopping at the first error.
+func (w *rowParser) parseBatch(format Format, b *batch, attrs bool) {
+	for _, rc := range b.recs {
+		rec := b.data[rc.off : rc.off+rc.n]
+		line := int(rc.line)
+		var id []byte
+		var err error
+		if format == FormatJSONL {
+			if rc.truncated || len(rec) > w.lim.MaxRowBytes {
+				err = w.tooLarge(line)
+			} else {
+				id, err = w.jsonlRow(rec, line)
+			}
+		} else {
+			if err = w.csvFields(rec, line, rc.quotes, rc.truncated); err == nil {
+				id, err = w.csvRow(rec, line)
+			}
+		}
+		if err != nil {
+			b.err = err
+			return
+		}
+		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), hash: HashAttributes(w.out), line: rc.line}
+		b.out = append(b.out, id...)
+		if attrs {
+			o.attrOff, o.attrLen = int32(len(b.out)), int32(len(w.out))
+			b.out = append(b.out, w.out...)
+		}
+		b.rows = append(b.rows, o)
+	}
+}
+
+// scanParallel returns the next row of the pipeline.
+func (r *Reader) scanParallel() (RowView, error) {
+	if r.par == nil {
+		r.startPipeline()
+	}
+	p := r.par
+	for {
+		b := p.cur
+		if b == nil {
+			var ok bool
+			select {
+			case b, ok = <-p.order:
+			case <-p.stop:
+			}
+			if !ok || b == nil {
+				r.err = errClosed
+				return RowView{}, r.err
+			}
+			select {
+			case <-b.done:
+			case <-p.stop:
+				r.err = errClosed
+				return RowView{}, r.err
+			}
+			p.cur = b
+		}
+		if b.next < len(b.rows) {
+			o := b.rows[b.next]
+			b.next++
+			v := RowView{ID: b.out[o.idOff : o.idOff+o.idLen : o.idOff+o.idLen], Hash: o.hash, Line: int(o.line)}
+			if o.attrLen > 0 {
+				v.Attributes = b.out[o.attrOff : o.attrOff+o.attrLen : o.attrOff+o.attrLen]
+			}
+			return v, nil
+		}
+		// The batch is used up: its error, its end, or the next one.
+		err := b.err
+		if err == nil {
+			err = b.term
+		}
+		if err != nil {
+			r.err = err
+			p.close()
+			return RowView{}, err
+		}
+		p.cur = nil
+		p.free <- b // never blocks: batches only come from free
+	}
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/diff"
+)
+
+func init() {
+	benches["diff"] = benchDiff
+	benches["diff-child"] = diffChild // hidden: one diff in a process of its own
+}
+
+// diffResult is what a diff child reports on stdout.
+type diffResult struct {
+	ElapsedNS int64 `json:"elapsed_ns"`
+	Inserted  int64 `json:"inserted"`
+	Updated   int64 `json:"updated"`
+	Deleted   int64 `json:"deleted"`
+	Unchanged int64 `json:"unchanged"`
+	Chunks    int   `json:"chunks"`
+	Sent      int   `json:"sent"`
+	PeakRSS   int64 `json:"peak_rss"` // VmHWM at exit
+}
+
+// benchDiff: our diff of a generated 1M-row pair against `LC_ALL=C comm -3`
+// of the same (sorted) files, on sorted and on shuffled input.
+func benchDiff(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("diff", flag.ContinueOnError)
+	rows := fs.Int("rows", 1_000_000, "products in the snapshot")
+	seed := fs.Uint64("seed", 1, "seed of the generated data")
+	runs := fs.Int("runs", 3, "runs of each measurement (the median is shown)")
+	dir := fs.String("dir", "", "work directory (default: a temporary one, removed at the end)")
+	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the last shuffled diff to this file")
+	timeout := fs.Duration("timeout", 20*time.Minute, "bound of the whole run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	work, cleanup, err := workDir(*dir, "catalog-bench-diff-")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	fmt.Fprintf(os.Stderr, "diff: generating %d-row snapshots in %s\n", *rows, work)
+	pf, err := makePairFiles(work, *rows, *seed)
+	if err != nil {
+		return err
+	}
+	p := pf.pair
+	fmt.Fprintf(os.Stderr, "diff: old %s, new %s; %d updated, %d deleted, %d inserted\n",
+		mib(pf.oldBytes), mib(pf.newBytes), p.updated, p.deleted, p.inserted)
+
+	// The reference needs sorted files: sort outside the timed section.
+	oldC, newC := filepath.Join(work, "old.sorted"), filepath.Join(work, "new.sorted")
+	for _, s := range [][2]string{{pf.oldSorted, oldC}, {pf.newShuf, newC}} {
+		cmd := exec.CommandContext(ctx, "sort", "-o", s[1], s[0])
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("sort %s: %v: %s", s[0], err, out)
+		}
+	}
+
+	// Baseline: the old snapshot's first diff writes generation 1's index.
+	blobsDir := filepath.Join(work, "blobs")
+	first, err := runDiffChild(ctx, blobsDir, pf.oldSorted, 1, 0, 0, "")
+	if err != nil {
+		return fmt.Errorf("first diff: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "diff: first load of %d rows: %s, %d chunks, peak RSS %s\n",
+		len(p.old), first.elapsed.Round(time.Millisecond), first.res.Chunks, mib(first.maxRSS))
+
+	commRun := func() (measured, error) {
+		out, err := os.Create(filepath.Join(work, "comm.out"))
+		if err != nil {
+			return measured{}, err
+		}
+		defer out.Close()
+		cmd := exec.CommandContext(ctx, "comm", "-3", oldC, newC)
+		cmd.Env = append(os.Environ(), "LC_ALL=C")
+		cmd.Stdout = out
+		return runMeasured(cmd)
+	}
+	// comm runs between our runs, so that both see the same machine.
+	var commM []measured
+	runComm := func() error {
+		m, err := commRun()
+		if err != nil {
+			return err
+		}
+		commM = append(commM, m)
+		return nil
+	}
+	if err := runComm(); err != nil {
+		return err
+	}
+	commLines, _ := countLines(filepath.Join(work, "comm.out"))
+	budget := int64(64*len(p.new)) + 64<<20
+	var table []tableRow
+	for _, mode := range []struct{ name, file string }{{"sorted", pf.newSorted}, {"shuffled", pf.newShuf}} {
+		var ms []childRun
+		for i := 0; i < *runs; i++ {
+			prof := ""
+			if *cpuprofile != "" && i == *runs-1 && mode.name == "shuffled" {
+				prof = *cpuprofile
+			}
+			os.RemoveAll(filepath.Join(blobsDir, "chunks", "bench", "2"))
+			r, err := runDiffChild(ctx, blobsDir, mode.file, 2, 1, int64(len(p.old)), prof)
+			if err != nil {
+				return fmt.Errorf("%s diff: %w", mode.name, err)
+			}
+			if got, want := r.res.Inserted+r.res.Updated+r.res.Deleted, int64(p.inserted+p.updated+p.deleted); got != want {
+				return fmt.Errorf("%s diff found %d changes, want %d", mode.name, got, want)
+			}
+			fmt.Fprintf(os.Stderr, "diff: %s: %s, %d chunks, peak RSS %s\n", mode.name, r.elapsed.Round(time.Millisecond), r.res.Chunks, mib(r.maxRSS))
+			ms = append(ms, r)
+			if err := runComm(); err != nil {
+				return err
+			}
+		}
+		comm := median(commM)
+		fmt.Fprintf(os.Stderr, "diff: comm -3 so far: %s median of %d (%d lines out), peak RSS %s\n",
+			comm.elapsed.Round(time.Millisecond), len(commM), commLines, mib(comm.maxRSS))
+		slices.SortFunc(ms, func(a, b childRun) int { return int(a.elapsed - b.elapsed) })
+		ours := ms[len(ms)/2]
+		var rss int64
+		for _, m := range ms {
+			rss = max(rss, m.maxRSS)
+		}
+		n := float64(len(p.new))
+		target := map[string]string{"sorted": "1.5", "shuffled": "3"}[mode.name]
+		table = append(table,
+			tableRow{mode.name + " input: time", ours.elapsed.Round(time.Millisecond).String(), comm.elapsed.Round(time.Millisecond).String(),
+				ratio(ours.elapsed.Seconds(), comm.elapsed.Seconds()) + " (target ≤ " + target + ")"},
+			tableRow{mode.name + " input: rows/s", fmtRate(rate(n, ours.elapsed), "rows/s"), fmtRate(rate(n, comm.elapsed), "rows/s"),
+				ratio(rate(n, ours.elapsed), rate(n, comm.elapsed))},
+			tableRow{mode.name + " input: snapshot MB/s", fmt.Sprintf("%.0f MB/s", rate(float64(pf.newBytes)/1e6, ours.elapsed)),
+				fmt.Sprintf("%.0f MB/s", rate(float64(pf.newBytes)/1e6, comm.elapsed)), ratio(rate(1, ours.elapsed), rate(1, comm.elapsed))},
+			tableRow{mode.name + " input: peak RSS", mib(rss), mib(comm.maxRSS),
+				fmt.Sprintf("%.0f B/product over 64 MiB (budget %s)", float64(rss-64<<20)/n, mib(budget))},
+		)
+	}
+	table = append(table, tableRow{"first load (no baseline): time", first.elapsed.Round(time.Millisecond).String(), "-", "-"},
+		tableRow{"first load: peak RSS", mib(first.maxRSS), "-", "-"})
+	printTable(os.Stdout, fmt.Sprintf("diff: %d rows (%s new snapshot), %d changes (2%% updated, 1%% deleted, 1%% inserted); reference `LC_ALL=C comm -3` on the sorted files, run between ours (median of %d); %s",
+		len(p.new), mib(pf.newBytes), p.inserted+p.updated+p.deleted, len(commM), machine()), table)
+	return nil
+}
+
+type childRun struct {
+	measured
+	res diffResult
+}
+
+// runDiffChild runs one diff of generation gen in a child process (so that
+// its peak RSS is its own): the upload is file, the baseline generation's
+// index is under blobsDir.
+func runDiffChild(ctx context.Context, blobsDir, file string, gen, baseline, baselineProducts int64, cpuprofile string) (childRun, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return childRun{}, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "diff-child", "-blobs", blobsDir, "-file", file,
+		"-gen", strconv.FormatInt(gen, 10), "-baseline", strconv.FormatInt(baseline, 10),
+		"-baseline-products", strconv.FormatInt(baselineProducts, 10), "-cpuprofile", cpuprofile)
+	m, err := runMeasured(cmd)
+	if err != nil {
+		return childRun{}, err
+	}
+	var res diffResult
+	if err := json.Unmarshal(m.stdout, &res); err != nil {
+		return childRun{}, fmt.Errorf("diff child said %q: %w", m.stdout, err)
+	}
+	m.elapsed = time.Duration(res.ElapsedNS)
+	if res.PeakRSS > 0 {
+		m.maxRSS = res.PeakRSS
+	}
+	return childRun{measured: m, res: res}, nil
+}
+
+// diffChild runs one diff through diff.Handler over local files and prints
+// a diffResult. Counted: from opening the upload to the last chunk object
+// written and its message handed to the (discarding) queue.
+func diffChild(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("diff-child", flag.ContinueOnError)
+	blobsDir := fs.String("blobs", "", "")
+	file := fs.String("file", "", "")
+	gen := fs.Int64("gen", 1, "")
+	baseline := fs.Int64("baseline", 0, "")
+	baselineProducts := fs.Int64("baseline-products", 0, "")
+	cpuprofile := fs.String("cpuprofile", "", "")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	key := events.UploadKey(benchRetailer.ID, *gen)
+	blobs := &fileBlobs{root: *blobsDir, alias: map[string]string{key: *file}}
+	queue := &discardQueue{}
+	shard := &benchShard{baseline: *baseline, baselineProducts: *baselineProducts}
+	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	h := diff.New(diff.Config{ChunkRows: 5000, InflightCap: 20, LargeThreshold: 100000,
+		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, nil, blobs, queue, log)
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	start := time.Now()
+	err := h.DiffOn(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen}, benchRetailer, shard)
+	elapsed := time.Since(start)
+	if err != nil {
+		return err
+	}
+	if shard.failure != nil {
+		return shard.failure
+	}
+	c := shard.counts
+	return json.NewEncoder(os.Stdout).Encode(diffResult{ElapsedNS: elapsed.Nanoseconds(), Inserted: c.Inserted, Updated: c.Updated,
+		Deleted: c.Deleted, Unchanged: c.Unchanged, Chunks: shard.chunks, Sent: queue.sent, PeakRSS: selfHWM()})
+}
+
+func median(ms []measured) measured {
+	s := slices.Clone(ms)
+	slices.SortFunc(s, func(a, b measured) int { return int(a.elapsed - b.elapsed) })
+	m := s[len(s)/2]
+	for _, x := range s {
+		m.maxRSS = max(m.maxRSS, x.maxRSS)
+	}
+	return m
+}
+
+func countLines(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, c := range b {
+		if c == '\n' {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// workDir returns dir (created) or a new temporary directory removed by cleanup.
+func workDir(dir, pattern string) (string, func(), error) {
+	if dir != "" {
+		return dir, func() {}, os.MkdirAll(dir, 0o755)
+	}
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", nil, err
+	}
+	return d, func() { os.RemoveAll(d) }, nil
+}

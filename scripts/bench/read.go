@@ -1,0 +1,877 @@
+package main
+
+// The read bench: storefront reads through the HTTP API against raw
+// primary-key SELECTs issued straight to PostgreSQL, in the same run.
+//
+//	go run ./scripts/bench read [--products 100000] [--retailers 10] [--shards 2]
+//	    [--replicas 0] [--duration 10s] [--conns 16] [--page-limit 20] [--loadgen auto]
+//
+// It starts the local stack (own PostgreSQL and queue emulator in a
+// temporary directory, API on loopback), loads the products through the real
+// pipeline (upload, diff, apply), then drives the API from separate
+// processes: 90% single products, 10% pages of --page-limit. The maximum
+// QPS is measured with wrk (Debian's wrk; the built-in generator below when
+// it is missing), the latency at half of that rate with the built-in
+// open-loop generator (this binary re-executed as "read-load"). The references run the read path's primary-key SELECT
+// (pgstore.StorefrontProductSQL) straight to PostgreSQL: pgbench (one
+// process per shard database, prepared statements) at full speed and at half
+// of its own maximum, and a Go pgx client (this binary as "read-sql") at full
+// speed. Every run is bounded in time and in requests; loopback only.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/scripts/local/apiclient"
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
+	"github.com/retailcatalog/catalog/scripts/local/pgserver"
+	"github.com/retailcatalog/catalog/scripts/local/stack"
+)
+
+func init() {
+	benches["read"] = benchRead
+	benches["read-load"] = readLoad // hidden: the paced HTTP load generator, in a process of its own
+	benches["read-sql"] = readSQL   // hidden: the pgx reference, in a process of its own
+}
+
+// readMaxRequests bounds every load run, whatever its duration.
+const readMaxRequests = 5_000_000
+
+type readOptions struct {
+	products, retailers, shards, replicas int
+	duration                              time.Duration
+	conns, pageLimit, pgbenchClients      int
+	loadgen, cpuprofile                   string
+}
+
+func benchRead(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("read", flag.ContinueOnError)
+	var o readOptions
+	fs.IntVar(&o.products, "products", 100_000, "products in the catalog")
+	fs.IntVar(&o.retailers, "retailers", 10, "retailers sharing them")
+	fs.IntVar(&o.shards, "shards", 2, "shard databases")
+	fs.IntVar(&o.replicas, "replicas", 0, "streaming replicas serving the reads (0: the writer serves)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
+	fs.IntVar(&o.conns, "conns", 16, "connections of the HTTP load generator, and of the pgx reference")
+	fs.IntVar(&o.pageLimit, "page-limit", 20, "products per page request")
+	fs.IntVar(&o.pgbenchClients, "pgbench-clients", 16, "pgbench connections in all (split over the shards)")
+	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator of the full-speed run: wrk, builtin, or auto (wrk when installed)")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the API process during the full-speed run here")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.products < o.retailers || o.retailers < o.shards || o.products > 100_000*o.retailers ||
+		o.duration < time.Second || o.duration > 5*time.Minute {
+		return errors.New("read: need retailers >= shards, 1 to 100,000 products per retailer, and 1s <= duration <= 5m")
+	}
+	if o.loadgen == "auto" {
+		o.loadgen = "builtin"
+		if _, err := exec.LookPath("wrk"); err == nil {
+			o.loadgen = "wrk"
+		} else {
+			fmt.Fprintln(os.Stderr, "read: wrk is not installed (apt-get install -y wrk); the built-in generator measures the full speed too")
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "catalog-bench-read-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	fmt.Fprintf(os.Stderr, "read: starting the local stack in %s (%d shards, %d replicas)\n", dir, o.shards, o.replicas)
+	st, err := stack.Start(ctx, stack.Options{
+		DataDir: dir, Addr: "127.0.0.1:0", Shards: o.shards, Replicas: o.replicas,
+		ReadConns: 16, ApplyConcurrency: 2,
+		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	retailers, err := loadReadCatalog(ctx, st, o)
+	if err != nil {
+		return err
+	}
+	if err := st.Stores.WaitReplicas(ctx); err != nil {
+		return err
+	}
+	paths := filepath.Join(dir, "paths.txt")
+	if err := writeReadTargets(paths, retailers, o); err != nil {
+		return err
+	}
+	sqlTargets, dsns, err := writeSQLTargets(dir, st, retailers)
+	if err != nil {
+		return err
+	}
+
+	// Ours: the API, driven from separate processes.
+	fmt.Fprintln(os.Stderr, "read: warming up")
+	if _, err := runReadLoad(ctx, st.APIURL, paths, 0, o.conns, 2*time.Second); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "read: API at full speed (%s) for %s\n", o.loadgen, o.duration)
+	if o.cpuprofile != "" {
+		f, err := os.Create(o.cpuprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	var full readResult
+	if o.loadgen == "wrk" {
+		full, err = runWrk(ctx, dir, st.APIURL, paths, o.conns, o.duration)
+	} else {
+		full, err = runReadLoad(ctx, st.APIURL, paths, 0, o.conns, o.duration)
+	}
+	if o.cpuprofile != "" {
+		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		return err
+	}
+	half := max(1, int(full.QPS/2))
+	fmt.Fprintf(os.Stderr, "read: API at %d requests/s (open loop) for %s\n", half, o.duration)
+	paced, err := runReadLoad(ctx, st.APIURL, paths, half, o.conns, o.duration)
+	if err != nil {
+		return err
+	}
+
+	// References: the same SELECT straight to PostgreSQL.
+	pg, err := newReadPgbench(dir, st, retailers, o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "read: pgbench at full speed for %s\n", o.duration)
+	refFull, err := pg.run(ctx, 0, o.duration)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "read: pgbench at %d transactions/s for %s\n", int(refFull.QPS/2), o.duration)
+	refHalf, err := pg.run(ctx, refFull.QPS/2, o.duration)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "read: pgx at full speed for %s\n", o.duration)
+	refPgx, err := runReadSQL(ctx, dsns, sqlTargets, o.conns, o.duration)
+	if err != nil {
+		return err
+	}
+
+	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
+	fmt.Printf("\nstorefront reads: %d products, %d retailers, %d shards, %d replicas; 90%% single products, 10%% pages of %d; %d HTTP connections; %s runs\n",
+		o.products, o.retailers, o.shards, o.replicas, o.pageLimit, o.conns, o.duration)
+	fmt.Printf("%s\n\n", readMachine())
+	fmt.Println("| figure | ours: HTTP API | reference: raw SELECT | ratio |")
+	fmt.Println("|---|---:|---:|---:|")
+	fmt.Printf("| max QPS vs pgbench (C, %d connections) | %.0f | %.0f | %.2f |\n", o.pgbenchClients, full.QPS, refFull.QPS, full.QPS/refFull.QPS)
+	fmt.Printf("| max QPS vs pgx (Go, %d connections) | %.0f | %.0f | %.2f |\n", o.conns, full.QPS, refPgx.QPS, full.QPS/refPgx.QPS)
+	fmt.Printf("| p50 at 50%% of max (ours: %.0f/s, pgbench: %.0f/s) | %s | %s | %.2f |\n", paced.QPS, refHalf.QPS, ms(paced.P50), ms(refHalf.P50), float64(paced.P50)/float64(refHalf.P50))
+	fmt.Printf("| p99 at 50%% of max | %s | %s | %.2f |\n", ms(paced.P99), ms(refHalf.P99), float64(paced.P99)/float64(refHalf.P99))
+	fmt.Printf("| errors (full speed, half) | %d, %d | %d, %d | |\n", full.Errors, paced.Errors, refFull.Errors+refPgx.Errors, refHalf.Errors)
+	var fromReplicas, fromWriter int64
+	for _, rs := range st.Stores.ShardReaders {
+		s := rs.Stats()
+		fromReplicas, fromWriter = fromReplicas+s.FromReplicas, fromWriter+s.FromWriter
+	}
+	fmt.Printf("\nfull speed measured with %s; shard reads served by replicas: %d, by the writers: %d\n", o.loadgen, fromReplicas, fromWriter)
+	fmt.Printf("targets: read-API QPS >= 50%% of raw SELECT QPS: %v (pgbench), %v (pgx); p99 at half load < 10 ms: %v\n",
+		full.QPS >= refFull.QPS/2, full.QPS >= refPgx.QPS/2, paced.P99 < 10*time.Millisecond)
+	return nil
+}
+
+// readRetailer is one loaded retailer and its product ids.
+type readRetailer struct {
+	ID    string
+	Shard int
+	IDs   []string
+}
+
+// loadReadCatalog onboards retailers spread evenly over the shards and
+// uploads their catalogs through the API, waiting until all are applied.
+func loadReadCatalog(ctx context.Context, st *stack.Stack, o readOptions) ([]readRetailer, error) {
+	api := apiclient.New(st.APIURL)
+	perShard := make([]int, o.shards)
+	var retailers []readRetailer
+	for i := 0; len(retailers) < o.retailers; i++ {
+		id := fmt.Sprintf("bench-%03d", i)
+		shard := upload.ShardFor(id, o.shards)
+		if perShard[shard] >= (o.retailers+o.shards-1)/o.shards {
+			continue
+		}
+		perShard[shard]++
+		retailers = append(retailers, readRetailer{ID: id, Shard: shard})
+	}
+	fmt.Fprintf(os.Stderr, "read: loading %d products for %d retailers through the pipeline\n", o.products, o.retailers)
+	start := time.Now()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(retailers))
+	for i := range retailers {
+		r := &retailers[i]
+		n := o.products / o.retailers
+		if i < o.products%o.retailers {
+			n++
+		}
+		c := fixtures.Generate("sku", n)
+		r.IDs = c.IDs()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			created, err := api.CreateRetailer(ctx, st.AdminToken, r.ID)
+			if err != nil {
+				errs <- fmt.Errorf("onboard %s: %w", r.ID, err)
+				return
+			}
+			gen, err := api.Upload(ctx, created.Token, r.ID, "csv", c.CSV(nil))
+			if err != nil {
+				errs <- fmt.Errorf("upload %s: %w", r.ID, err)
+				return
+			}
+			s, err := api.WaitSettled(ctx, created.Token, r.ID, gen, nil)
+			if err == nil && s.State != "applied" {
+				err = fmt.Errorf("generation %d is %s", gen, s.State)
+			}
+			if err != nil {
+				errs <- fmt.Errorf("load %s: %w", r.ID, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "read: loaded in %s\n", time.Since(start).Round(time.Millisecond))
+	return retailers, nil
+}
+
+// writeReadTargets writes the request mix, one path a line: 90% single
+// products, 10% pages starting after a random product, in random order.
+func writeReadTargets(path string, retailers []readRetailer, o readOptions) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 200_000 {
+		r := retailers[rng.IntN(len(retailers))]
+		id := r.IDs[rng.IntN(len(r.IDs))]
+		if rng.IntN(10) == 0 {
+			fmt.Fprintf(w, "/v1/retailers/%s/products?limit=%d&after=%s\n", r.ID, o.pageLimit, url.QueryEscape(id))
+		} else {
+			fmt.Fprintf(w, "/v1/retailers/%s/products/%s\n", r.ID, url.PathEscape(id))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// readResult is what a load run measured.
+type readResult struct {
+	Requests, Errors int
+	QPS              float64 // successful requests per second
+	P50, P99         time.Duration
+}
+
+// runReadLoad runs the built-in load generator in a separate process (this
+// binary again, as "read-load"); rate 0 means as fast as conns connections go.
+func runReadLoad(ctx context.Context, apiURL, paths string, rate, conns int, d time.Duration) (readResult, error) {
+	return runReadChild(ctx, d, "read-load", "--api", apiURL, "--paths", paths, "--rate", strconv.Itoa(rate),
+		"--conns", strconv.Itoa(conns), "--duration", d.String())
+}
+
+// runReadChild runs this binary as a hidden subcommand and decodes the
+// readResult it prints.
+func runReadChild(ctx context.Context, d time.Duration, args ...string) (readResult, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return readResult{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return readResult{}, fmt.Errorf("%s: %w", args[0], err)
+	}
+	var res readResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return res, fmt.Errorf("%s output %q: %w", args[0], out, err)
+	}
+	return res, nil
+}
+
+var (
+	wrkRPS     = regexp.MustCompile(`Requests/sec:\s+([0-9.]+)`)
+	wrkTotal   = regexp.MustCompile(`([0-9]+) requests in`)
+	wrkNon2xx  = regexp.MustCompile(`Non-2xx or 3xx responses: ([0-9]+)`)
+	wrkSockErr = regexp.MustCompile(`Socket errors: connect ([0-9]+), read ([0-9]+), write ([0-9]+), timeout ([0-9]+)`)
+)
+
+// runWrk measures the full speed with wrk (one thread, conns connections),
+// cycling through the paths; a Lua counter stops it after readMaxRequests.
+func runWrk(ctx context.Context, dir, apiURL, paths string, conns int, d time.Duration) (readResult, error) {
+	script := filepath.Join(dir, "wrk.lua")
+	lua := fmt.Sprintf(`local reqs, n, done = {}, 0, 0
+init = function(args)
+  for line in io.lines(%q) do reqs[#reqs + 1] = wrk.format("GET", line) end
+end
+request = function()
+  n = n %% #reqs + 1
+  return reqs[n]
+end
+response = function(status, headers, body)
+  done = done + 1
+  if done >= %d then wrk.thread:stop() end
+end
+`, paths, readMaxRequests)
+	if err := os.WriteFile(script, []byte(lua), 0o644); err != nil {
+		return readResult{}, err
+	}
+	u, err := url.Parse(apiURL)
+	if err != nil || u.Hostname() != "127.0.0.1" {
+		return readResult{}, fmt.Errorf("wrk: %s is not a loopback URL", apiURL)
+	}
+	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "wrk", "-t1", "-c"+strconv.Itoa(conns), "-d"+strconv.Itoa(int(d.Seconds()))+"s",
+		"--timeout", "5s", "-s", script, apiURL)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return readResult{}, fmt.Errorf("wrk: %w\n%s", err, out)
+	}
+	var res readResult
+	m := wrkRPS.FindSubmatch(out)
+	if m == nil {
+		return res, fmt.Errorf("wrk: no Requests/sec in\n%s", out)
+	}
+	res.QPS, _ = strconv.ParseFloat(string(m[1]), 64)
+	if m := wrkTotal.FindSubmatch(out); m != nil {
+		res.Requests, _ = strconv.Atoi(string(m[1]))
+	}
+	if m := wrkNon2xx.FindSubmatch(out); m != nil {
+		n, _ := strconv.Atoi(string(m[1]))
+		res.Errors += n
+	}
+	if m := wrkSockErr.FindSubmatch(out); m != nil {
+		for _, v := range m[1:] {
+			n, _ := strconv.Atoi(string(v))
+			res.Errors += n
+		}
+	}
+	// Requests/sec counts every answer; the errors are reported beside it.
+	return res, nil
+}
+
+// readLoad is the HTTP load generator process (this binary as "read-load"):
+// conns keep-alive connections cycling through the paths, either as fast as
+// they go (rate 0, closed loop) or at a constant rate (open loop: a pacer
+// schedules every request, and a request's latency counts from its
+// scheduled time, so a slow answer cannot hide the requests it held back).
+// It speaks minimal HTTP/1.1 over plain TCP (requests serialized once,
+// answers read by Content-Length). It replaced vegeta: vegeta's attack loop
+// and net/http's client under it cost ~160 us of CPU a request on this
+// 2-core machine, as much as the API under test, which left the API too
+// little CPU at "half load" and distorted the latency measured.
+// It prints a readResult as JSON.
+func readLoad(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("read-load", flag.ContinueOnError)
+	apiURL := fs.String("api", "", "base URL of the API (loopback)")
+	pathsFile := fs.String("paths", "", "file of request paths, one a line")
+	rate := fs.Int("rate", 0, "requests per second (0: as fast as the connections go)")
+	conns := fs.Int("conns", 16, "connections")
+	d := fs.Duration("duration", 10*time.Second, "how long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	u, err := url.Parse(*apiURL)
+	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" {
+		return fmt.Errorf("read-load: %q is not a loopback http URL", *apiURL)
+	}
+	b, err := os.ReadFile(*pathsFile)
+	if err != nil {
+		return err
+	}
+	var requests [][]byte
+	for _, path := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		requests = append(requests, []byte("GET "+path+" HTTP/1.1\r\nHost: "+u.Host+"\r\n\r\n"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, *d)
+	defer cancel()
+	start := time.Now()
+	var jobs chan time.Time // scheduled send times (open loop only)
+	if *rate > 0 {
+		jobs = make(chan time.Time, 1<<20)
+		go func() {
+			defer close(jobs)
+			interval := time.Second / time.Duration(*rate)
+			for sent := 0; sent < readMaxRequests; {
+				due := int(time.Since(start)/interval) + 1
+				for ; sent < due && sent < readMaxRequests; sent++ {
+					select {
+					case jobs <- start.Add(time.Duration(sent) * interval):
+					default: // a million requests behind: the result says enough
+					}
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(max(interval, 200*time.Microsecond)):
+				}
+			}
+		}()
+	}
+	var total atomic.Int64
+	results := make([]readResult, *conns)
+	lats := make([][]time.Duration, *conns)
+	var wg sync.WaitGroup
+	for w := range *conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var c *loadConn
+			defer func() {
+				if c != nil {
+					c.conn.Close()
+				}
+			}()
+			for i := w; ctx.Err() == nil && total.Add(1) <= readMaxRequests; i += *conns {
+				sched := time.Now()
+				if jobs != nil {
+					var ok bool
+					if sched, ok = <-jobs; !ok {
+						return
+					}
+				}
+				if c == nil {
+					var derr error
+					if c, derr = dialLoad(u.Host); derr != nil {
+						results[w].Errors++
+						time.Sleep(10 * time.Millisecond)
+						continue
+					}
+				}
+				status, err := c.do(requests[i%len(requests)])
+				if err != nil {
+					if ctx.Err() != nil {
+						return // cut off by the end of the run
+					}
+					c.conn.Close()
+					c = nil
+				}
+				results[w].Requests++
+				if err != nil || status != http.StatusOK {
+					results[w].Errors++
+					continue
+				}
+				lats[w] = append(lats[w], time.Since(sched))
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	var res readResult
+	var all []time.Duration
+	for w := range *conns {
+		res.Requests += results[w].Requests
+		res.Errors += results[w].Errors
+		all = append(all, lats[w]...)
+	}
+	if len(all) == 0 {
+		return errors.New("read-load: no successful request")
+	}
+	slices.Sort(all)
+	res.P50, res.P99 = all[len(all)*50/100], all[len(all)*99/100]
+	res.QPS = float64(len(all)) / elapsed.Seconds()
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// loadConn is one keep-alive connection of the load generator.
+type loadConn struct {
+	conn net.Conn
+	br   *bufio.Reader
+}
+
+func dialLoad(addr string) (*loadConn, error) {
+	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	return &loadConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10)}, nil
+}
+
+// do sends one request and reads the answer through its body; it returns
+// the status. Answers must carry a Content-Length (the API's all do).
+func (c *loadConn) do(req []byte) (int, error) {
+	c.conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.conn.Write(req); err != nil {
+		return 0, err
+	}
+	line, err := c.br.ReadSlice('\n')
+	if err != nil {
+		return 0, err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
+		return 0, fmt.Errorf("bad status line %q", line)
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, fmt.Errorf("bad status line %q", line)
+	}
+	length := -1
+	for {
+		line, err := c.br.ReadSlice('\n')
+		if err != nil {
+			return 0, err
+		}
+		if len(line) <= 2 {
+			break
+		}
+		if k, v, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(k, []byte("Content-Length")) {
+			if length, err = strconv.Atoi(string(bytes.TrimSpace(v))); err != nil {
+				return 0, fmt.Errorf("bad Content-Length %q", v)
+			}
+		}
+	}
+	if length < 0 {
+		if status == http.StatusNotModified {
+			return status, nil
+		}
+		return 0, errors.New("answer without Content-Length")
+	}
+	if _, err := c.br.Discard(length); err != nil {
+		return 0, err
+	}
+	return status, nil
+}
+
+// writeSQLTargets writes, for the pgx reference, one "shard retailer
+// product" line per single-product lookup, and returns the DSN of each
+// shard on the server the API reads from (a replica when there are some).
+func writeSQLTargets(dir string, st *stack.Stack, retailers []readRetailer) (string, []string, error) {
+	var dsns []string
+	for i, sh := range st.Stores.Shards {
+		cfg := sh.Pool().Config().ConnConfig
+		host := net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port)))
+		if len(st.Replicas) > 0 {
+			host = st.Replicas[0]
+		}
+		u := url.URL{Scheme: "postgres", User: url.User(cfg.User), Host: host, Path: "/" + cfg.Database, RawQuery: "sslmode=disable"}
+		if !strings.HasPrefix(host, "127.0.0.1:") {
+			return "", nil, fmt.Errorf("shard %d is at %s, not on loopback", i, host)
+		}
+		dsns = append(dsns, u.String())
+	}
+	path := filepath.Join(dir, "sql-targets.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		return "", nil, err
+	}
+	w := bufio.NewWriter(f)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 200_000 {
+		r := retailers[rng.IntN(len(retailers))]
+		fmt.Fprintf(w, "%d %s %s\n", r.Shard, r.ID, r.IDs[rng.IntN(len(r.IDs))])
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return "", nil, err
+	}
+	return path, dsns, f.Close()
+}
+
+// runReadSQL runs the pgx reference in a separate process (this binary
+// again, as "read-sql").
+func runReadSQL(ctx context.Context, dsns []string, targets string, conns int, d time.Duration) (readResult, error) {
+	return runReadChild(ctx, d, "read-sql", "--dsns", strings.Join(dsns, ","), "--targets", targets,
+		"--conns", strconv.Itoa(conns), "--duration", d.String())
+}
+
+// readSQL is the pgx reference process: conns goroutines, each running the
+// storefront's product lookup (pgstore.StorefrontProductSQL, prepared and
+// cached by pgx as in the API) for target after target, for a duration.
+func readSQL(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("read-sql", flag.ContinueOnError)
+	dsnList := fs.String("dsns", "", "comma-separated DSN of each shard")
+	targetsFile := fs.String("targets", "", `file of "shard retailer product" lines`)
+	conns := fs.Int("conns", 16, "connections (and goroutines) in all")
+	d := fs.Duration("duration", 10*time.Second, "how long")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	b, err := os.ReadFile(*targetsFile)
+	if err != nil {
+		return err
+	}
+	type target struct {
+		shard               int
+		retailer, productID string
+	}
+	var targets []target
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return fmt.Errorf("read-sql: bad target %q", line)
+		}
+		shard, _ := strconv.Atoi(f[0])
+		targets = append(targets, target{shard, f[1], f[2]})
+	}
+	var pools []*pgxpool.Pool
+	for _, dsn := range strings.Split(*dsnList, ",") {
+		cfg, err := pgxpool.ParseConfig(dsn)
+		if err != nil {
+			return err
+		}
+		cfg.MaxConns = int32(*conns)
+		pool, err := pgxpool.NewWithConfig(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		pools = append(pools, pool)
+	}
+	query := pgstore.StorefrontProductSQL()
+	var count, failed atomic.Int64
+	var wg sync.WaitGroup
+	start := time.Now()
+	deadline := start.Add(*d)
+	for w := range *conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; time.Now().Before(deadline) && count.Load() < readMaxRequests && ctx.Err() == nil; i += *conns {
+				t := targets[i%len(targets)]
+				var attrs []byte
+				var gen int64
+				var at time.Time
+				if err := pools[t.shard].QueryRow(ctx, query, t.retailer, t.productID).Scan(&attrs, &gen, &at); err != nil {
+					failed.Add(1)
+					continue
+				}
+				count.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	res := readResult{Requests: int(count.Load() + failed.Load()), Errors: int(failed.Load()),
+		QPS: float64(count.Load()) / time.Since(start).Seconds()}
+	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// readPgbench runs the reference: one pgbench process per shard database, in
+// parallel, each running the read path's primary-key SELECT for random
+// products of that shard's retailers.
+type readPgbench struct {
+	bin     string
+	dir     string
+	clients int
+	shards  []readPgbenchShard
+}
+
+type readPgbenchShard struct {
+	host, port, db string
+	script         string
+}
+
+func newReadPgbench(dir string, st *stack.Stack, retailers []readRetailer, o readOptions) (*readPgbench, error) {
+	binDir, err := pgserver.EnsureInstalled(context.Background(), io.Discard)
+	if err != nil {
+		return nil, err
+	}
+	p := &readPgbench{bin: filepath.Join(binDir, "pgbench"), dir: dir, clients: max(1, o.pgbenchClients/o.shards)}
+	for shard, sh := range st.Stores.Shards {
+		cfg := sh.Pool().Config().ConnConfig
+		host, port := cfg.Host, strconv.Itoa(int(cfg.Port))
+		if len(st.Replicas) > 0 { // the replicas serve the API's reads: the reference reads there too
+			h, pp, _ := strings.Cut(st.Replicas[0], ":")
+			host, port = h, pp
+		}
+		var ids []string
+		perRetailer := 0
+		for _, r := range retailers {
+			if r.Shard == shard {
+				ids = append(ids, "'"+r.ID+"'")
+				if perRetailer == 0 || len(r.IDs) < perRetailer {
+					perRetailer = len(r.IDs)
+				}
+			}
+		}
+		if len(ids) == 0 {
+			continue
+		}
+		// The read path's statement, with its two parameters drawn by
+		// pgbench: the ids of fixtures.Generate are sku-00000, sku-00001...
+		// The array lookup and the lpad are evaluated once per execution;
+		// the index scan and the row are the API's.
+		var lines []string
+		for _, line := range strings.Split(pgstore.StorefrontProductSQL(), "\n") {
+			if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+				lines = append(lines, line)
+			}
+		}
+		query := strings.NewReplacer(
+			"$1", fmt.Sprintf("(ARRAY[%s])[:r]", strings.Join(ids, ",")),
+			"$2", "'sku-' || lpad(:p::text, 5, '0')",
+		).Replace(strings.Join(strings.Fields(strings.Join(lines, " ")), " "))
+		script := fmt.Sprintf("\\set r random(1, %d)\n\\set p random(0, %d)\n%s\n", len(ids), perRetailer-1, query)
+		path := filepath.Join(dir, fmt.Sprintf("pgbench-shard-%d.sql", shard))
+		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+			return nil, err
+		}
+		p.shards = append(p.shards, readPgbenchShard{host: host, port: port, db: cfg.Database, script: path})
+	}
+	return p, nil
+}
+
+var readPgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
+var readPgbenchFailed = regexp.MustCompile(`(?m)^number of failed transactions: ([0-9]+)`)
+
+// run runs every shard's pgbench in parallel for d, at rate transactions per
+// second in all (0: as fast as they go), and sums them up; latencies come
+// from the per-transaction logs.
+func (p *readPgbench) run(ctx context.Context, rate float64, d time.Duration) (readResult, error) {
+	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
+	defer cancel()
+	logDir, err := os.MkdirTemp(p.dir, "pgbench-log-")
+	if err != nil {
+		return readResult{}, err
+	}
+	defer os.RemoveAll(logDir)
+	type out struct {
+		tps    float64
+		failed int
+		err    error
+	}
+	results := make([]out, len(p.shards))
+	var wg sync.WaitGroup
+	for i, s := range p.shards {
+		args := []string{"-n", "-M", "prepared", "-f", s.script, "-c", strconv.Itoa(p.clients), "-j", "1",
+			"-T", strconv.Itoa(int(d.Seconds())), "-h", s.host, "-p", s.port, "-U", "postgres"}
+		if rate > 0 {
+			args = append(args, "-R", strconv.Itoa(max(1, int(rate)/len(p.shards))),
+				"--log", "--log-prefix", filepath.Join(logDir, fmt.Sprintf("shard%d", i)))
+		}
+		args = append(args, s.db)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.CommandContext(ctx, p.bin, args...)
+			cmd.Dir = logDir
+			cmd.Env = []string{"PATH=/usr/bin:/bin", "PGCONNECT_TIMEOUT=10"}
+			b, err := cmd.CombinedOutput()
+			if err != nil {
+				results[i].err = fmt.Errorf("pgbench on %s: %w\n%s", s.db, err, b)
+				return
+			}
+			m := readPgbenchTPS.FindSubmatch(b)
+			if m == nil {
+				results[i].err = fmt.Errorf("pgbench on %s: no tps in\n%s", s.db, b)
+				return
+			}
+			results[i].tps, _ = strconv.ParseFloat(string(m[1]), 64)
+			if m := readPgbenchFailed.FindSubmatch(b); m != nil {
+				results[i].failed, _ = strconv.Atoi(string(m[1]))
+			}
+		}()
+	}
+	wg.Wait()
+	var res readResult
+	for _, r := range results {
+		if r.err != nil {
+			return res, r.err
+		}
+		res.QPS += r.tps
+		res.Errors += r.failed
+	}
+	if rate > 0 {
+		lat, err := readPgbenchLatencies(logDir)
+		if err != nil {
+			return res, err
+		}
+		res.P50, res.P99 = lat[len(lat)*50/100], lat[len(lat)*99/100]
+	}
+	return res, nil
+}
+
+// readPgbenchLatencies reads the per-transaction logs (client, transaction,
+// latency in microseconds, ...) and returns the sorted latencies.
+func readPgbenchLatencies(dir string) ([]time.Duration, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "shard*"))
+	if err != nil {
+		return nil, err
+	}
+	var lat []time.Duration
+	for _, path := range files {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(f[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			lat = append(lat, time.Duration(us)*time.Microsecond)
+		}
+	}
+	if len(lat) == 0 {
+		return nil, errors.New("pgbench: no transaction in the logs")
+	}
+	slices.Sort(lat)
+	return lat, nil
+}
+
+// readMachine describes where the bench ran.
+func readMachine() string {
+	model := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				model = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%s, %d cores, %s, %s", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), model, runtime.Version())
+}

@@ -1,0 +1,187 @@
+package stack_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
+	"github.com/retailcatalog/catalog/scripts/local/stack"
+)
+
+// openAPIPath is the published API document, from this package's directory.
+const openAPIPath = "../../../docs/openapi.yaml"
+
+// validatingTransport checks every answer of the API against the OpenAPI
+// document (status documented for the route, body and headers valid) and
+// records which statuses each documented route produced.
+type validatingTransport struct {
+	t      *testing.T
+	apiURL *url.URL
+	router routers.Router
+	mu     sync.Mutex
+	seen   map[string]map[int]bool // "METHOD /path/{template}" -> statuses
+}
+
+func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil || req.URL.Host != v.apiURL.Host {
+		return resp, err // not the API (the presigned S3 PUT)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+
+	// Route on the path as sent, still encoded, so that a product_id
+	// holding %2F stays one segment.
+	routed := req.Clone(context.Background())
+	routed.URL.Path, routed.URL.RawPath = req.URL.EscapedPath(), ""
+	route, params, err := v.router.FindRoute(routed)
+	if err != nil {
+		if resp.StatusCode != http.StatusNotFound {
+			v.t.Errorf("%s %s answered %d but no documented route matches: %v", req.Method, req.URL.Path, resp.StatusCode, err)
+		}
+		return resp, nil
+	}
+	err = openapi3filter.ValidateResponse(context.Background(), &openapi3filter.ResponseValidationInput{
+		RequestValidationInput: &openapi3filter.RequestValidationInput{Request: routed, PathParams: params, Route: route},
+		Status:                 resp.StatusCode,
+		Header:                 resp.Header,
+		Body:                   io.NopCloser(bytes.NewReader(body)),
+		Options:                &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true},
+	})
+	if err != nil {
+		v.t.Errorf("%s %s -> %d %s: does not match docs/openapi.yaml: %v", req.Method, req.URL.Path, resp.StatusCode, body, err)
+	}
+	key := route.Method + " " + route.Path
+	v.mu.Lock()
+	if v.seen[key] == nil {
+		v.seen[key] = map[int]bool{}
+	}
+	v.seen[key][resp.StatusCode] = true
+	v.mu.Unlock()
+	return resp, nil
+}
+
+// The OpenAPI document lists exactly the routes the server registers, and
+// real answers of every route (success and error statuses, on a stack
+// whose storefront reads from a replica) validate against it.
+func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
+	t.Parallel()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(openAPIPath)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(loader.Context))
+
+	e := newReplicaEnv(t, stack.Options{})
+	registered := map[string]bool{}
+	for _, route := range append(e.st.Upload.Routes(), e.st.Read.Routes()...) {
+		registered[route] = true
+	}
+	documented := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method := range item.Operations() {
+			documented[method+" "+path] = true
+		}
+	}
+	require.Equal(t, registered, documented, "routes registered (upload.Handler.Routes, read.Handler.Routes) vs documented (docs/openapi.yaml)")
+
+	doc.Servers = nil // match any host: the test API listens on a random port
+	router, err := legacy.NewRouter(doc)
+	require.NoError(t, err)
+	apiURL, err := url.Parse(e.st.APIURL)
+	require.NoError(t, err)
+	v := &validatingTransport{t: t, apiURL: apiURL, router: router, seen: map[string]map[int]bool{}}
+	e.api.HTTP.Transport = v
+	ctx := context.Background()
+	api := e.api
+
+	// admin
+	tok1 := e.onboard("r1")
+	e.onboard("r2")
+	e.onboard("r3")
+	_, err = api.CreateRetailer(ctx, "", "x")
+	requireStatus(t, err, 401)
+	_, err = api.CreateRetailer(ctx, tok1, "x")
+	requireStatus(t, err, 403)
+	_, err = api.CreateRetailer(ctx, e.st.AdminToken, "r1")
+	requireStatus(t, err, 409)
+	_, err = api.CreateRetailer(ctx, e.st.AdminToken, "bad id!")
+	requireStatus(t, err, 400)
+
+	// retailer
+	_, err = api.Reserve(ctx, tok1, "r1", "xml")
+	requireStatus(t, err, 400)
+	_, err = api.Reserve(ctx, e.token("r2"), "r1", "")
+	requireStatus(t, err, 403)
+	c1 := fixtures.Generate("p", 30)
+	c1["shared"] = fixtures.Row("r1's")
+	require.Equal(t, "applied", e.upload("r1", c1.CSV(nil)).State)
+	require.Equal(t, "applied", e.upload("r2", fixtures.Catalog{"shared": fixtures.Row("r2's")}.JSONL()).State)
+	_, err = api.List(ctx, tok1, "r1", 10)
+	require.NoError(t, err)
+	_, err = api.List(ctx, "", "r1", 10)
+	requireStatus(t, err, 401)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots?limit=0", tok1, nil, nil), 400)
+	_, err = api.Status(ctx, tok1, "r1", 99)
+	requireStatus(t, err, 404)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots/abc", tok1, nil, nil), 400)
+	_, err = api.Confirm(ctx, tok1, "r1", 1)
+	requireStatus(t, err, 409)
+	held := e.upload("r3", []byte("product_id,title\n")) // empty: held (I8)
+	require.Equal(t, "held", held.State)
+	_, err = api.Confirm(ctx, e.token("r3"), "r3", held.Generation)
+	require.NoError(t, err)
+	e.wait("r3", held.Generation)
+	e.syncReplicas()
+
+	// storefront
+	a := e.get("/v1/retailers/r1/products/p-00001")
+	require.Equal(t, 200, a.status)
+	require.Equal(t, 304, e.get("/v1/retailers/r1/products/p-00001", "If-None-Match", a.header.Get("ETag")).status)
+	require.Equal(t, 400, e.get("/v1/retailers/r1/products/a%01").status)
+	require.Equal(t, 404, e.get("/v1/retailers/r1/products/nope").status)
+	a = e.get("/v1/retailers/r1/products?limit=7")
+	require.Equal(t, 200, a.status)
+	require.Equal(t, 304, e.get("/v1/retailers/r1/products?limit=7", "If-None-Match", a.header.Get("ETag")).status)
+	require.Equal(t, 400, e.get("/v1/retailers/r1/products?limit=1001").status)
+	require.Equal(t, 404, e.get("/v1/retailers/nobody/products").status)
+	a = e.get("/v1/products/p-00002")
+	require.Equal(t, 200, a.status)
+	require.Equal(t, 304, e.get("/v1/products/p-00002", "If-None-Match", a.header.Get("ETag")).status)
+	require.Equal(t, 300, e.get("/v1/products/shared").status)
+	require.Equal(t, 404, e.get("/v1/products/nope").status)
+	require.Equal(t, 400, e.get("/v1/products/%FF").status)
+	require.Equal(t, 200, e.get("/healthz").status)
+	require.Equal(t, 404, e.get("/v1/nothing").status)
+
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var summary []string
+	for route := range registered {
+		require.NotEmpty(t, v.seen[route], "no answer of %s was validated", route)
+		var statuses []string
+		for s := range v.seen[route] {
+			statuses = append(statuses, http.StatusText(s))
+		}
+		sort.Strings(statuses)
+		summary = append(summary, route+": "+strings.Join(statuses, ", "))
+	}
+	sort.Strings(summary)
+	t.Logf("validated:\n%s", strings.Join(summary, "\n"))
+}
