@@ -12,6 +12,9 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/retailcatalog/catalog/functions/read"
+	"github.com/retailcatalog/catalog/functions/upload"
 )
 
 // Client talks to one API.
@@ -148,26 +151,8 @@ func (c *Client) Upload(ctx context.Context, token, retailerID, format string, d
 	return s.Generation, c.Put(ctx, s, data)
 }
 
-// Status is an upload's status.
-type Status struct {
-	RetailerID   string     `json:"retailer_id"`
-	Generation   int64      `json:"generation"`
-	State        string     `json:"state"`
-	ReceivedAt   *time.Time `json:"received_at"`
-	AppliedAt    *time.Time `json:"applied_at"`
-	SupersededBy *int64     `json:"superseded_by"`
-	Error        *struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-		Line    *int   `json:"line"`
-	} `json:"error"`
-	Changes struct {
-		Inserted, Updated, Deleted, Unchanged int64
-	} `json:"changes"`
-	Chunks struct {
-		Total, Applied int
-	} `json:"chunks"`
-}
+// Status is an upload's status: the upload function's own type.
+type Status = upload.Status
 
 // Status reads one upload's status.
 func (c *Client) Status(ctx context.Context, token, retailerID string, gen int64) (Status, error) {
@@ -236,14 +221,8 @@ func (c *Client) WaitFor(ctx context.Context, token, retailerID string, gen int6
 	}
 }
 
-// Product is a product as the storefront sees it.
-type Product struct {
-	RetailerID string          `json:"retailer_id"`
-	ProductID  string          `json:"product_id"`
-	Attributes json.RawMessage `json:"attributes"`
-	Generation int64           `json:"generation"`
-	UpdatedAt  time.Time       `json:"updated_at"`
-}
+// Product is a product as the storefront sees it: the read function's own type.
+type Product = read.Product
 
 // Product reads one product.
 func (c *Client) Product(ctx context.Context, retailerID, productID string) (Product, error) {
