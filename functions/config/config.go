@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,6 +42,8 @@ type Config struct {
 	DBMaxConns         int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
 	ChangeTopicARN     string        // CATALOG_CHANGE_TOPIC_ARN
 	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
+
+	secrets *secrets
 }
 
 // FromEnv reads the configuration from getenv (os.Getenv at entry points).
@@ -160,10 +163,8 @@ func (c Config) Logger() *slog.Logger {
 // OpenStores resolves the database addresses (secret:<arn> through Secrets
 // Manager) and connects.
 func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
-	resolve, err := c.secretResolver(ctx)
-	if err != nil {
-		return nil, err
-	}
+	sec := c.secretStore()
+	resolve := func(v string) (string, error) { return sec.resolve(ctx, v) }
 	control, err := resolve(c.ControlDB)
 	if err != nil {
 		return nil, err
@@ -179,7 +180,7 @@ func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 			return nil, err
 		}
 	}
-	return pgstore.Open(ctx, control, shards, pgstore.PoolOptions{MaxConns: c.DBMaxConns})
+	return pgstore.Open(ctx, control, shards, pgstore.PoolOptions{MaxConns: c.DBMaxConns, Password: sec.password})
 }
 
 // OpenReadStores is OpenStores plus the read replicas of CATALOG_CONTROL_READER
@@ -189,15 +190,11 @@ func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore
 	if err != nil {
 		return nil, err
 	}
-	resolve, err := c.secretResolver(ctx)
-	if err != nil {
-		stores.Close()
-		return nil, err
-	}
+	sec := c.secretStore()
 	resolveAll := func(list []string) ([]string, error) {
 		out := make([]string, len(list))
 		for i, v := range list {
-			if out[i], err = resolve(v); err != nil {
+			if out[i], err = sec.resolve(ctx, v); err != nil {
 				return nil, err
 			}
 		}
@@ -222,28 +219,92 @@ func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore
 	return stores, nil
 }
 
-// secretResolver turns "secret:<arn>" into a DSN (for an RDS secret's JSON) or
-// the secret string itself; anything else is returned as it is.
-func (c *Config) secretResolver(ctx context.Context) (func(string) (string, error), error) {
-	var client *secretsmanager.Client
-	return func(v string) (string, error) {
-		arn, ok := strings.CutPrefix(v, "secret:")
-		if !ok {
-			return v, nil
-		}
-		if client == nil {
-			cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Region))
-			if err != nil {
-				return "", fmt.Errorf("load aws config: %w", err)
-			}
-			client = secretsmanager.NewFromConfig(cfg)
-		}
-		out, err := client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+// secrets resolves "secret:<arn>" values through Secrets Manager and keeps,
+// for every database address it produced, which secret it came from, so
+// that new connections can pick up a rotated password.
+type secrets struct {
+	region string
+	client *secretsmanager.Client
+	mu     sync.Mutex
+	byDSN  map[string]string // resolved DSN -> secret ARN
+	cache  map[string]cachedSecret
+}
+
+type cachedSecret struct {
+	value string
+	at    time.Time
+}
+
+// secretTTL bounds how long a password is reused for new connections after
+// a rotation: at most this long, new connections fail with the old one.
+const secretTTL = time.Minute
+
+// secretStore returns the configuration's secret resolver, made on first use.
+func (c *Config) secretStore() *secrets {
+	if c.secrets == nil {
+		c.secrets = &secrets{region: c.Region, byDSN: map[string]string{}, cache: map[string]cachedSecret{}}
+	}
+	return c.secrets
+}
+
+// fetch reads a secret, from the cache when younger than secretTTL.
+func (s *secrets) fetch(ctx context.Context, arn string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.cache[arn]; ok && time.Since(c.at) < secretTTL {
+		return c.value, nil
+	}
+	if s.client == nil {
+		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(s.region))
 		if err != nil {
-			return "", fmt.Errorf("read secret %s: %w", arn, err)
+			return "", fmt.Errorf("load aws config: %w", err)
 		}
-		return dsnFromSecret(aws.ToString(out.SecretString)), nil
-	}, nil
+		s.client = secretsmanager.NewFromConfig(cfg)
+	}
+	out, err := s.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
+	if err != nil {
+		return "", fmt.Errorf("read secret %s: %w", arn, err)
+	}
+	v := aws.ToString(out.SecretString)
+	s.cache[arn] = cachedSecret{value: v, at: time.Now()}
+	return v, nil
+}
+
+// resolve returns v itself, or for "secret:<arn>" the DSN (or plain string) the secret holds.
+func (s *secrets) resolve(ctx context.Context, v string) (string, error) {
+	arn, ok := strings.CutPrefix(v, "secret:")
+	if !ok {
+		return v, nil
+	}
+	raw, err := s.fetch(ctx, arn)
+	if err != nil {
+		return "", err
+	}
+	dsn := dsnFromSecret(raw)
+	s.mu.Lock()
+	s.byDSN[dsn] = arn
+	s.mu.Unlock()
+	return dsn, nil
+}
+
+// password is the current password of the secret a DSN came from ("" when
+// it did not come from a secret): the pools ask before every new connection.
+func (s *secrets) password(ctx context.Context, dsn string) (string, error) {
+	s.mu.Lock()
+	arn := s.byDSN[dsn]
+	s.mu.Unlock()
+	if arn == "" {
+		return "", nil
+	}
+	raw, err := s.fetch(ctx, arn)
+	if err != nil {
+		return "", err
+	}
+	var sec rdsSecret
+	if err := json.Unmarshal([]byte(raw), &sec); err != nil {
+		return "", fmt.Errorf("secret %s is not an RDS secret: %w", arn, err)
+	}
+	return sec.Password, nil
 }
 
 // rdsSecret is the JSON of an RDS-generated secret.

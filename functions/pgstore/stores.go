@@ -29,6 +29,10 @@ type Stores struct {
 // PoolOptions size the connection pools of one process.
 type PoolOptions struct {
 	MaxConns int32 // per database; Lambda wants a handful, the local stack more
+	// Password, when set, is asked for the current password before every new
+	// connection of the pool opened on dsn (and of its readers), so that a
+	// rotated secret is picked up without a restart; "" keeps the DSN's.
+	Password func(ctx context.Context, dsn string) (string, error)
 }
 
 // Open connects to the control database and the shards (shard i is dsns[i]).
@@ -126,6 +130,18 @@ func openPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, er
 	}
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
+	}
+	if o.Password != nil {
+		cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+			pw, err := o.Password(ctx, dsn)
+			if err != nil {
+				return fmt.Errorf("current database password: %w", err)
+			}
+			if pw != "" {
+				cc.Password = pw
+			}
+			return nil
+		}
 	}
 	if cfg.ConnConfig.RuntimeParams == nil {
 		cfg.ConnConfig.RuntimeParams = map[string]string{}
