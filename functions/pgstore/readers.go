@@ -315,6 +315,13 @@ func unavailable(ctx context.Context, err error) bool {
 	return true
 }
 
+// notReplayedYet reports whether err names a database or table that a
+// replica has not replayed yet: it answers, it is only behind.
+func notReplayedYet(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "3D000" || pgErr.Code == "42P01")
+}
+
 func (rs *ReaderSet) markDown(r *replica, err error) {
 	n := r.failures.Add(1)
 	backoff := rs.o.ProbeInterval << min(n-1, 5)
@@ -431,7 +438,7 @@ func (rs *ReaderSet) WaitReplicas(ctx context.Context) error {
 			if err == nil && (lsn == nil || *lsn >= target) {
 				break
 			}
-			if err != nil && unavailable(ctx, err) {
+			if err != nil && unavailable(ctx, err) && !notReplayedYet(err) {
 				rs.markDown(r, err) // a replica that does not answer is not waited for
 				break
 			}

@@ -1,6 +1,7 @@
 package read
 
 import (
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -85,4 +86,16 @@ func appendString(b []byte, s string) []byte {
 	}
 	b = append(b, s[start:]...)
 	return append(b, '"')
+}
+
+// TuneGC sets the garbage collector of a process serving the storefront,
+// unless GOGC is set (gogc is its value, read by the entry point). The live
+// heap is a few MB, so the default (collect at twice the live heap) ran ~4
+// collections a second at 3,500 requests/s, each taking one of two cores
+// for ~12 ms, and that made the p99. At 5x the live heap (~25 MB of a 1 GB
+// function) collections are 4x rarer.
+func TuneGC(gogc string) {
+	if gogc == "" {
+		debug.SetGCPercent(400)
+	}
 }

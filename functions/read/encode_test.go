@@ -10,6 +10,11 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
+func productJSON(p catalog.Product) Product {
+	return Product{RetailerID: p.RetailerID, ProductID: p.ProductID, Attributes: p.Attributes,
+		Generation: p.Generation, UpdatedAt: p.UpdatedAt.UTC()}
+}
+
 // The hand-written encoding says the same as encoding/json, for awkward
 // product ids (quotes, backslashes, control characters, non-ASCII, slashes)
 // and attributes as PostgreSQL prints jsonb.

@@ -54,6 +54,7 @@ var routes = []string{
 func New(stores *pgstore.Stores, log *slog.Logger, ready func(context.Context) error) *Handler {
 	h := &Handler{stores: stores, log: log, ready: ready, mux: http.NewServeMux()}
 	h.Register(h.mux)
+	h.mux.HandleFunc("/", httpapi.NotFound) // the contract's error shape (behind Lambda)
 	return h
 }
 
@@ -72,7 +73,7 @@ func (h *Handler) Register(mux *http.ServeMux) {
 // ServeHTTP routes a request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-// Product is the contract's JSON of one product.
+// Product is the contract's JSON of one product (written by appendProduct).
 type Product struct {
 	RetailerID string          `json:"retailer_id"`
 	ProductID  string          `json:"product_id"`
@@ -81,7 +82,7 @@ type Product struct {
 	UpdatedAt  time.Time       `json:"updated_at"`
 }
 
-// Page is one page of a retailer's products.
+// Page is one page of a retailer's products (written by appendPage).
 type Page struct {
 	Items     []Product `json:"items"`
 	NextAfter *string   `json:"next_after"`
@@ -96,11 +97,6 @@ type Candidate struct {
 // Candidates is the 300 answer of a bare product id several retailers use.
 type Candidates struct {
 	Candidates []Candidate `json:"candidates"`
-}
-
-func productJSON(p catalog.Product) Product {
-	return Product{RetailerID: p.RetailerID, ProductID: p.ProductID, Attributes: p.Attributes,
-		Generation: p.Generation, UpdatedAt: p.UpdatedAt.UTC()}
 }
 
 func validateProductID(id string) error {

@@ -48,6 +48,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/read"
 	"github.com/retailcatalog/catalog/functions/upload"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -101,6 +102,8 @@ func benchRead(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Minute)
 	defer cancel()
+	// The API runs in this process: give it the read function's GC setting.
+	read.TuneGC(os.Getenv("GOGC"))
 
 	dir, err := os.MkdirTemp("", "catalog-bench-read-")
 	if err != nil {
@@ -121,6 +124,20 @@ func benchRead(ctx context.Context, args []string) error {
 	retailers, err := loadReadCatalog(ctx, st, o)
 	if err != nil {
 		return err
+	}
+	// Settle the databases as a long-running catalog would be: statistics
+	// and visibility map up to date, dirty pages written, so that neither
+	// autovacuum nor a checkpoint runs during the measured runs.
+	for i, sh := range st.Stores.Shards {
+		if _, err := sh.Pool().Exec(ctx, `VACUUM (ANALYZE) products`); err != nil {
+			return fmt.Errorf("vacuum shard %d: %w", i, err)
+		}
+	}
+	if _, err := st.Stores.Control.Pool().Exec(ctx, `VACUUM (ANALYZE) product_directory`); err != nil {
+		return fmt.Errorf("vacuum control: %w", err)
+	}
+	if _, err := st.Stores.Control.Pool().Exec(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if err := st.Stores.WaitReplicas(ctx); err != nil {
 		return err

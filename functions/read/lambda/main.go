@@ -22,6 +22,7 @@ func main() {
 }
 
 func run(ctx context.Context) error {
+	read.TuneGC(os.Getenv("GOGC"))
 	cfg, err := config.FromEnv(os.Getenv)
 	if err != nil {
 		return err
