@@ -157,7 +157,11 @@ func NewObjectCreatedEvent(region, bucket, key string, size int64, at time.Time)
 	}}}
 }
 
-// ChangeEvent is published for every product row that actually changed.
+// ChangeEvent is published for every product row that actually changed. The
+// outbox keeps only a claim check (product, generation, op, content hash);
+// the relay fills Attributes from the catalog when it publishes, so a
+// consumer sees the product's state at publish time, stamped with the
+// generation that changed it, and keeps the newest generation per product.
 type ChangeEvent struct {
 	RetailerID string         `json:"retailer_id"`
 	ProductID  string         `json:"product_id"`

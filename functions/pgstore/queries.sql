@@ -123,10 +123,10 @@ WITH input AS (
         generation = EXCLUDED.generation, deleted = false, updated_at = EXCLUDED.updated_at
     WHERE p.generation < EXCLUDED.generation
       AND (p.deleted OR p.content_hash IS DISTINCT FROM EXCLUDED.content_hash)
-    RETURNING p.product_id, p.attributes
+    RETURNING p.product_id, p.content_hash
 ), ob AS (
-    INSERT INTO outbox (retailer_id, generation, product_id, op, attributes)
-    SELECT $1, $2, product_id, 'upsert', attributes FROM up
+    INSERT INTO outbox (retailer_id, generation, product_id, op, content_hash)
+    SELECT $1, $2, product_id, 'upsert', content_hash FROM up
 )
 SELECT count(*) FROM up;
 

@@ -459,10 +459,10 @@ func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, fresh
 		}))
 	if err == nil {
 		_, err = sp.CopyFrom(ctx, pgx.Identifier{"outbox"},
-			[]string{"retailer_id", "generation", "product_id", "op", "attributes"},
+			[]string{"retailer_id", "generation", "product_id", "op", "content_hash"},
 			pgx.CopyFromSlice(len(fresh), func(k int) ([]any, error) {
 				i := fresh[k]
-				return []any{retailerID, gen, ids[i], events.OpUpsert, attrs[i]}, nil
+				return []any{retailerID, gen, ids[i], events.OpUpsert, hashes[i]}, nil
 			}))
 	}
 	if err != nil {
