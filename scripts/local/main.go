@@ -18,6 +18,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -93,12 +94,13 @@ func up(ctx context.Context, args []string) error {
 		level = slog.LevelInfo
 	}
 	st, err := stack.Start(ctx, stack.Options{
-		DataDir: *dataDir, Addr: *addr, Shards: *shards, Replicas: *replicas, AdminToken: token, Progress: os.Stderr,
+		DataDir: *dataDir, Addr: *addr, S3Addr: s3Addr(*dataDir), Shards: *shards, Replicas: *replicas, AdminToken: token, Progress: os.Stderr,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
 	if err != nil {
 		return err
 	}
+	saveS3Addr(*dataDir, st.S3Endpoint)
 	fmt.Printf("API:         %s\n", st.APIURL)
 	fmt.Printf("admin token: %s\n", st.AdminToken)
 	fmt.Printf("S3:          %s (bucket %s)\n", st.S3Endpoint, st.Bucket)
@@ -130,4 +132,27 @@ func adminToken(dataDir string) (string, error) {
 		return "", fmt.Errorf("save admin token: %w", err)
 	}
 	return token, nil
+}
+
+// s3Addr is the S3 stand-in's address of the previous run in dataDir, when
+// that port is free again, so that presigned URLs survive a restart; else a
+// free port.
+func s3Addr(dataDir string) string {
+	b, err := os.ReadFile(filepath.Join(dataDir, "s3-addr"))
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	addr := strings.TrimSpace(string(b))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	ln.Close()
+	return addr
+}
+
+// saveS3Addr remembers the S3 stand-in's address for the next start.
+func saveS3Addr(dataDir, endpoint string) {
+	addr := strings.TrimPrefix(endpoint, "http://")
+	_ = os.WriteFile(filepath.Join(dataDir, "s3-addr"), []byte(addr+"\n"), 0o644)
 }

@@ -45,8 +45,11 @@ const Region = "us-east-1"
 
 // Options configure a stack. Zero values take the defaults in brackets.
 type Options struct {
-	DataDir    string // [.local] PostgreSQL data, S3 objects
-	Addr       string // [127.0.0.1:8080] where the HTTP API listens
+	DataDir string // [.local] PostgreSQL data, S3 objects
+	Addr    string // [127.0.0.1:8080] where the HTTP API listens
+	// S3Addr is where the S3 stand-in listens [127.0.0.1:0, a free port];
+	// a fixed address keeps presigned URLs valid across restarts.
+	S3Addr     string
 	Shards     int    // [2]
 	AdminToken string // [random]
 	Progress   io.Writer
@@ -93,6 +96,9 @@ func (o *Options) defaults() {
 	}
 	if o.Addr == "" {
 		o.Addr = "127.0.0.1:8080"
+	}
+	if o.S3Addr == "" {
+		o.S3Addr = "127.0.0.1:0"
 	}
 	if o.Shards <= 0 {
 		o.Shards = 2
@@ -268,7 +274,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	// S3, with object-created notifications to diff-jobs.
 	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
 	s3srv, err := s3server.Start(ctx, s3server.Options{
-		Dir: filepath.Join(dataDir, "s3"), Addr: "127.0.0.1:0", Buckets: []string{st.Bucket},
+		Dir: filepath.Join(dataDir, "s3"), Addr: o.S3Addr, Buckets: []string{st.Bucket},
 		MaxUploadBytes: o.MaxUploadBytes, NotifyPrefix: "snapshots/", Logger: o.Logger,
 		Notify: func(ctx context.Context, ev lambdaevents.S3Event) error {
 			body, err := json.Marshal(ev)
