@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
 // The storefront's two answers are encoded by hand: they are the hot path
@@ -21,9 +22,9 @@ var bodies = sync.Pool{New: func() any { b := make([]byte, 0, 4096); return &b }
 // are PostgreSQL's text of the jsonb column: valid JSON, written as it is.
 func appendProduct(b []byte, p catalog.Product) []byte {
 	b = append(b, `{"retailer_id":`...)
-	b = appendString(b, p.RetailerID)
+	b = snapshot.AppendJSONString(b, p.RetailerID)
 	b = append(b, `,"product_id":`...)
-	b = appendString(b, p.ProductID)
+	b = snapshot.AppendJSONString(b, p.ProductID)
 	b = append(b, `,"attributes":`...)
 	if len(p.Attributes) == 0 {
 		b = append(b, "{}"...) // never: tombstones are not read
@@ -49,43 +50,11 @@ func appendPage(b []byte, rows []catalog.Product, limit int) []byte {
 	}
 	b = append(b, `],"next_after":`...)
 	if len(rows) > limit {
-		b = appendString(b, rows[limit-1].ProductID)
+		b = snapshot.AppendJSONString(b, rows[limit-1].ProductID)
 	} else {
 		b = append(b, "null"...)
 	}
 	return append(b, '}')
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. s is valid UTF-8 (product ids
-// are checked at ingestion and on the way in); quotes, backslashes and
-// control characters are escaped.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		b = append(b, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			b = append(b, '\\', c)
-		case '\n':
-			b = append(b, '\\', 'n')
-		case '\r':
-			b = append(b, '\\', 'r')
-		case '\t':
-			b = append(b, '\\', 't')
-		default:
-			b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-		}
-		start = i + 1
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }
 
 // TuneGC sets the garbage collector of a process serving the storefront,

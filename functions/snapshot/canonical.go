@@ -7,6 +7,7 @@ import (
 	"slices"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -37,8 +38,15 @@ func mayNeedEscape(w uint64) bool {
 	return less20|hasZero(w^('"'*lo7))|hasZero(w^('\\'*lo7))|hasZero(w^(0xE2*lo7)) != 0
 }
 
-// appendJSONString appends s, which must be valid UTF-8, as a JSON string
-// encoded exactly as encoding/json.Marshal does with HTML escaping off.
+// AppendJSONString appends s, which must be valid UTF-8, as a JSON string
+// encoded exactly as encoding/json.Marshal does with HTML escaping off: the
+// storefront encodes ids with it as the canonical form encodes attributes.
+func AppendJSONString(dst []byte, s string) []byte {
+	// appendJSONString only reads s: no copy of the string is needed.
+	return appendJSONString(dst, unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// appendJSONString is AppendJSONString on bytes.
 func appendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	start := 0
