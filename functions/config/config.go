@@ -20,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/sqsqueue"
 )
 
 // Config is the functions' configuration.
@@ -332,4 +334,23 @@ func dsnFromSecret(s string) string {
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec.Username, sec.Password),
 		Host: sec.Host + ":" + port, Path: "/" + db, RawQuery: "sslmode=require"}
 	return u.String()
+}
+
+// Blobs builds the S3 store of the configured bucket (AWS_ENDPOINT_URL_S3 is
+// honoured by the SDK).
+func (c *Config) Blobs(ctx context.Context) (*s3blob.Store, error) {
+	client, err := s3blob.NewClient(ctx, s3blob.Options{Region: c.Region})
+	if err != nil {
+		return nil, err
+	}
+	return s3blob.New(client, c.Bucket), nil
+}
+
+// Sender builds the SQS sender (AWS_ENDPOINT_URL_SQS is honoured by the SDK).
+func (c *Config) Sender(ctx context.Context) (*sqsqueue.Sender, error) {
+	client, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: c.Region})
+	if err != nil {
+		return nil, err
+	}
+	return sqsqueue.NewSender(client), nil
 }

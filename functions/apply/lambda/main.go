@@ -11,7 +11,6 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/s3blob"
 )
 
 func main() {
@@ -30,10 +29,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s3c, err := s3blob.NewClient(ctx, s3blob.Options{Region: cfg.Region})
+	blobs, err := cfg.Blobs(ctx)
 	if err != nil {
 		return err
 	}
-	lambda.Start(apply.New(stores, s3blob.New(s3c, cfg.Bucket), cfg.Logger()).HandleSQS)
+	lambda.Start(apply.New(stores, blobs, cfg.Logger()).HandleSQS)
 	return nil
 }

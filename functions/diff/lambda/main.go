@@ -10,8 +10,6 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/s3blob"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
 )
 
 func main() {
@@ -30,11 +28,11 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s3c, err := s3blob.NewClient(ctx, s3blob.Options{Region: cfg.Region})
+	blobs, err := cfg.Blobs(ctx)
 	if err != nil {
 		return err
 	}
-	sqsc, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: cfg.Region})
+	sender, err := cfg.Sender(ctx)
 	if err != nil {
 		return err
 	}
@@ -42,7 +40,7 @@ func run(ctx context.Context) error {
 		InflightCap: cfg.InflightCap, LargeThreshold: cfg.LargeThresholdRows,
 		SmallQueueURL: cfg.ApplySmallQueueURL, LargeQueueURL: cfg.ApplyLargeQueueURL,
 		MaxUploadBytes: cfg.MaxUploadBytes,
-	}, stores, s3blob.New(s3c, cfg.Bucket), sqsqueue.NewSender(sqsc), cfg.Logger())
+	}, stores, blobs, sender, cfg.Logger())
 	lambda.Start(h.HandleSQS)
 	return nil
 }

@@ -10,8 +10,6 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/httpapi"
-	"github.com/retailcatalog/catalog/functions/s3blob"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
 
@@ -32,16 +30,16 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	s3c, err := s3blob.NewClient(ctx, s3blob.Options{Region: cfg.Region})
+	blobs, err := cfg.Blobs(ctx)
 	if err != nil {
 		return err
 	}
-	sqsc, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: cfg.Region})
+	sender, err := cfg.Sender(ctx)
 	if err != nil {
 		return err
 	}
 	h := upload.New(upload.Config{AdminToken: cfg.AdminToken, UploadTTL: cfg.UploadTTL, DiffQueueURL: cfg.DiffQueueURL, Region: cfg.Region},
-		stores, s3blob.New(s3c, cfg.Bucket), sqsqueue.NewSender(sqsc), log)
+		stores, blobs, sender, log)
 	lambda.Start(httpapi.LambdaHandler(h))
 	return nil
 }
