@@ -157,6 +157,13 @@ func NewObjectCreatedEvent(region, bucket, key string, size int64, at time.Time)
 	}}}
 }
 
+// ObjectCreatedMessage is the diff-jobs message body that asks the diff to
+// look at an upload (again): the JSON of NewObjectCreatedEvent.
+func ObjectCreatedMessage(region, bucket, key string, at time.Time) string {
+	body, _ := json.Marshal(NewObjectCreatedEvent(region, bucket, key, 0, at))
+	return string(body)
+}
+
 // ChangeEvent is published for every product row that actually changed. The
 // outbox keeps only a claim check (product, generation, op, content hash);
 // the relay fills Attributes from the catalog when it publishes, so a

@@ -175,3 +175,12 @@ func BenchmarkChunkDecode(b *testing.B) {
 		}
 	}
 }
+
+func TestObjectCreatedMessageIsADiffJob(t *testing.T) {
+	t.Parallel()
+	var ev lambdaevents.S3Event
+	require.NoError(t, json.Unmarshal([]byte(ObjectCreatedMessage("us-east-1", "b", UploadKey("r1", 3), time.Unix(0, 0))), &ev))
+	jobs, err := DiffJobsFromS3Event(ev)
+	require.NoError(t, err)
+	require.Equal(t, []DiffJob{{Bucket: "b", Key: "snapshots/r1/3/upload", RetailerID: "r1", Generation: 3, EventTime: time.Unix(0, 0).UTC()}}, jobs)
+}

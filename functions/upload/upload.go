@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"encoding/json"
 	"hash/fnv"
 	"log/slog"
 	"net/http"
@@ -314,9 +313,8 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Ask the diff to look at the upload again; it now proceeds past the hold.
-	ev := events.NewObjectCreatedEvent(h.cfg.Region, h.blobs.Bucket(), events.UploadKey(retailer.ID, gen), 0, time.Now())
-	body, _ := json.Marshal(ev)
-	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, string(body), "", ""); err != nil {
+	body := events.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), events.UploadKey(retailer.ID, gen), time.Now())
+	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, "", ""); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}

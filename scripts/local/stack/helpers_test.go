@@ -140,10 +140,7 @@ func (e *env) requireCatalog(retailer string, want fixtures.Catalog) {
 // as S3 would (again).
 func (e *env) sendS3Event(retailer string, gen int64) {
 	e.t.Helper()
-	ev := events.NewObjectCreatedEvent(stack.Region, e.st.Bucket, events.UploadKey(retailer, gen), 0, time.Now())
-	body, err := jsonString(ev)
-	require.NoError(e.t, err)
-	require.NoError(e.t, sqsSend(e.st, e.st.DiffQueue.URL, body))
+	require.NoError(e.t, e.st.ResendDiffJob(context.Background(), events.UploadKey(retailer, gen)))
 }
 
 // capturedQueue is a diff.Queue that holds back the messages for which hold

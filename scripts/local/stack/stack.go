@@ -429,22 +429,26 @@ func (st *Stack) ready(ctx context.Context) error {
 // not survive an emulator restart; the database does, and a diff re-run is
 // idempotent (applied chunks are skipped), so nothing is lost.
 func (st *Stack) Resume(ctx context.Context) error {
-	sender := sqsqueue.NewSender(st.SQS)
 	for i, sh := range st.Stores.Shards {
 		list, err := sh.Unfinished(ctx)
 		if err != nil {
 			return fmt.Errorf("shard %d: %w", i, err)
 		}
 		for _, u := range list {
-			ev := events.NewObjectCreatedEvent(Region, st.Bucket, u.ObjectKey, 0, time.Now())
-			body, _ := json.Marshal(ev)
-			if err := sender.Send(ctx, st.DiffQueue.URL, string(body), "", ""); err != nil {
+			if err := st.ResendDiffJob(ctx, u.ObjectKey); err != nil {
 				return err
 			}
 			st.Options.Logger.Info("resumed unfinished generation", "retailer_id", u.RetailerID, "generation", u.Generation)
 		}
 	}
 	return nil
+}
+
+// ResendDiffJob puts an object-created notification for key on diff-jobs,
+// as S3 would (again).
+func (st *Stack) ResendDiffJob(ctx context.Context, key string) error {
+	body := events.ObjectCreatedMessage(Region, st.Bucket, key, time.Now())
+	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, body, "", "")
 }
 
 // Close stops the pollers, the API and every process the stack started.
