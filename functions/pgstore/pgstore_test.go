@@ -47,15 +47,21 @@ func del(id string) events.ChunkOp { return events.ChunkOp{Op: events.OpDelete, 
 // startGeneration reserves gen, receives it and starts applying with chunks chunks.
 func startGeneration(t *testing.T, sh *pgstore.Shard, chunks int) int64 {
 	t.Helper()
+	return startGenerationOf(t, sh, "r1", chunks)
+}
+
+// startGenerationOf is startGeneration for any retailer.
+func startGenerationOf(t *testing.T, sh *pgstore.Shard, retailerID string, chunks int) int64 {
+	t.Helper()
 	ctx := context.Background()
-	gen, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	gen, err := sh.ReserveGeneration(ctx, retailerID, "", time.Now().Add(time.Hour))
 	require.NoError(t, err)
-	d, err := sh.BeginDiff(ctx, "r1", gen)
+	d, err := sh.BeginDiff(ctx, retailerID, gen)
 	require.NoError(t, err)
 	require.True(t, d.Proceed, d.Reason)
-	_, err = sh.TakeOver(ctx, "r1", gen)
+	_, err = sh.TakeOver(ctx, retailerID, gen)
 	require.NoError(t, err)
-	require.NoError(t, sh.StartApplying(ctx, "r1", gen, pgstore.Counts{}, chunks))
+	require.NoError(t, sh.StartApplying(ctx, retailerID, gen, pgstore.Counts{}, chunks))
 	return gen
 }
 

@@ -231,6 +231,15 @@ SELECT CASE WHEN pg_is_in_recovery()
 SELECT attributes, generation, updated_at
 FROM products WHERE retailer_id = $1 AND product_id = $2 AND NOT deleted;
 
+-- name: storefront_product_batch
+-- The storefront's lookups of concurrent requests in one query: $1 and $2
+-- are parallel arrays of retailer and product ids; each live product comes
+-- back with the 1-based position of its key (absent or deleted: no row).
+SELECT k.i, p.attributes, p.generation, p.updated_at
+FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(retailer_id, product_id, i)
+JOIN products p ON p.retailer_id = k.retailer_id AND p.product_id = k.product_id COLLATE "C"
+WHERE NOT p.deleted;
+
 -- name: storefront_page
 -- The storefront's keyset page: product_id > $2 in byte order (COLLATE "C").
 SELECT product_id, attributes, generation, updated_at

@@ -44,7 +44,7 @@ func Open(ctx context.Context, controlDSN string, shardDSNs []string, o PoolOpti
 	if err != nil {
 		return nil, fmt.Errorf("open control database: %w", err)
 	}
-	s := &Stores{Control: NewControl(control), ControlReaders: newReaderSet("control", control)}
+	s := &Stores{Control: NewControl(control)}
 	for i, dsn := range shardDSNs {
 		pool, err := openPool(ctx, dsn, o)
 		if err != nil {
@@ -52,7 +52,10 @@ func Open(ctx context.Context, controlDSN string, shardDSNs []string, o PoolOpti
 			return nil, fmt.Errorf("open shard %d: %w", i, err)
 		}
 		s.Shards = append(s.Shards, NewShard(pool))
-		s.ShardReaders = append(s.ShardReaders, newReaderSet(fmt.Sprintf("shard %d", i), pool))
+	}
+	if err := s.AttachReaders(nil, nil, ReaderOptions{}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open stores: %w", err)
 	}
 	return s, nil
 }

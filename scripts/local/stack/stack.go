@@ -349,7 +349,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 }
 
 // startReplicas starts o.Replicas streaming replicas of srv (or takes
-// o.ReplicaURLs) and routes the storefront's reads of every database to them.
+// o.ReplicaURLs) and routes the storefront's reads of every database to them
+// (to read pools on the writers when there are none).
 func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDir string) error {
 	o := st.Options
 	var addrs []string
@@ -368,9 +369,6 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 		st.closers = append(st.closers, rep.Stop)
 		addrs = append(addrs, fmt.Sprintf("127.0.0.1:%d", rep.Port()))
 		fmt.Fprintf(o.Progress, "postgres: replica %d (hot standby) on 127.0.0.1:%d\n", i, rep.Port())
-	}
-	if len(addrs) == 0 {
-		return nil
 	}
 	shardReaders := make([][]string, o.Shards)
 	for i := range shardReaders {
