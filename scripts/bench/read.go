@@ -4,7 +4,7 @@ package main
 // primary-key SELECTs issued straight to PostgreSQL, in the same run.
 //
 //	go run ./scripts/bench read [--products 100000] [--retailers 10] [--shards 2]
-//	    [--replicas 0] [--duration 10s] [--conns 16] [--page-limit 20] [--loadgen auto]
+//	    [--replicas 0] [--duration 10s] [--conns 16,32,64] [--page-limit 20] [--loadgen auto]
 //
 // It starts the local stack (own PostgreSQL and queue emulator in a
 // temporary directory, API on loopback), loads the products through the real
@@ -12,11 +12,16 @@ package main
 // processes: 90% single products, 10% pages of --page-limit. The maximum
 // QPS is measured with wrk (Debian's wrk; the built-in generator below when
 // it is missing), the latency at half of that rate with the built-in
-// open-loop generator (this binary re-executed as "read-load"). The references run the read path's primary-key SELECT
+// open-loop generator (this binary re-executed as "read-load"). The
+// references run the read path's primary-key SELECT
 // (pgstore.StorefrontProductSQL) straight to PostgreSQL: pgbench (one
 // process per shard database, prepared statements) at full speed and at half
 // of its own maximum, and a Go pgx client (this binary as "read-sql") at full
-// speed. Every run is bounded in time and in requests; loopback only.
+// speed. Each system's maximum is its best over the concurrency levels of
+// --conns (a server that batches wants more requests in flight than
+// PostgreSQL, which slows down past a few backends a core), and each half
+// load runs at the level of that maximum. Every run is bounded in time and
+// in requests; loopback only.
 
 import (
 	"bufio"
@@ -68,8 +73,9 @@ const readMaxRequests = 5_000_000
 type readOptions struct {
 	products, retailers, shards, replicas int
 	duration                              time.Duration
-	conns, pageLimit, pgbenchClients      int
-	loadgen, cpuprofile                   string
+	pageLimit, rate                       int
+	conns                                 []int // concurrency levels of the full-speed runs
+	connsFlag, loadgen, cpuprofile        string
 }
 
 func benchRead(ctx context.Context, args []string) error {
@@ -80,13 +86,20 @@ func benchRead(ctx context.Context, args []string) error {
 	fs.IntVar(&o.shards, "shards", 2, "shard databases")
 	fs.IntVar(&o.replicas, "replicas", 0, "streaming replicas serving the reads (0: the writer serves)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
-	fs.IntVar(&o.conns, "conns", 16, "connections of the HTTP load generator, and of the pgx reference")
+	fs.StringVar(&o.connsFlag, "conns", "16,32,64", "concurrency levels: connections of the HTTP load generator, of pgbench (split over the shards) and of the pgx reference; each system's maximum is its best level")
 	fs.IntVar(&o.pageLimit, "page-limit", 20, "products per page request")
-	fs.IntVar(&o.pgbenchClients, "pgbench-clients", 16, "pgbench connections in all (split over the shards)")
+	fs.IntVar(&o.rate, "rate", 0, "only measure the latency at this many requests/s (open loop, first --conns level); no maxima, no references")
 	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator of the full-speed run: wrk, builtin, or auto (wrk when installed)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the API process during the full-speed run here")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for _, f := range strings.Split(o.connsFlag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 256 {
+			return fmt.Errorf("read: --conns %q: want a comma-separated list of 1 to 256", o.connsFlag)
+		}
+		o.conns = append(o.conns, n)
 	}
 	if o.products < o.retailers || o.retailers < o.shards || o.products > 100_000*o.retailers ||
 		o.duration < time.Second || o.duration > 5*time.Minute {
@@ -151,12 +164,16 @@ func benchRead(ctx context.Context, args []string) error {
 		return err
 	}
 
-	// Ours: the API, driven from separate processes.
-	fmt.Fprintln(os.Stderr, "read: warming up")
-	if _, err := runReadLoad(ctx, st.APIURL, paths, 0, o.conns, 2*time.Second); err != nil {
+	pg, err := newReadPgbench(dir, st, retailers, o)
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "read: API at full speed (%s) for %s\n", o.loadgen, o.duration)
+
+	// Ours: the API, driven from separate processes.
+	fmt.Fprintln(os.Stderr, "read: warming up")
+	if _, err := runReadLoad(ctx, st.APIURL, paths, 0, o.conns[0], 2*time.Second); err != nil {
+		return err
+	}
 	if o.cpuprofile != "" {
 		f, err := os.Create(o.cpuprofile)
 		if err != nil {
@@ -167,12 +184,26 @@ func benchRead(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	var full readResult
-	if o.loadgen == "wrk" {
-		full, err = runWrk(ctx, dir, st.APIURL, paths, o.conns, o.duration)
-	} else {
-		full, err = runReadLoad(ctx, st.APIURL, paths, 0, o.conns, o.duration)
+	if o.rate > 0 {
+		res, err := runReadLoad(ctx, st.APIURL, paths, o.rate, o.conns[0], o.duration)
+		if o.cpuprofile != "" {
+			pprof.StopCPUProfile()
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("API at %d requests/s (%d connections, %s): %.0f/s answered, %d errors; latency p50 %s, p90 %s, p99 %s, p99.9 %s, max %s\n",
+			o.rate, o.conns[0], o.duration, res.QPS, res.Errors, res.P50, res.P90, res.P99, res.P999, res.Max)
+		return nil
 	}
+	// The maximum of each system is its best over the concurrency levels:
+	// every one is driven at each level, for the same duration.
+	full, err := bestOf(o.conns, "API at full speed ("+o.loadgen+")", o.duration, func(conns int) (readResult, error) {
+		if o.loadgen == "wrk" {
+			return runWrk(ctx, dir, st.APIURL, paths, conns, o.duration)
+		}
+		return runReadLoad(ctx, st.APIURL, paths, 0, conns, o.duration)
+	})
 	if o.cpuprofile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -180,41 +211,39 @@ func benchRead(ctx context.Context, args []string) error {
 		return err
 	}
 	half := max(1, int(full.QPS/2))
-	fmt.Fprintf(os.Stderr, "read: API at %d requests/s (open loop) for %s\n", half, o.duration)
-	paced, err := runReadLoad(ctx, st.APIURL, paths, half, o.conns, o.duration)
+	fmt.Fprintf(os.Stderr, "read: API at %d requests/s (open loop, %d connections) for %s\n", half, full.Conns, o.duration)
+	paced, err := runReadLoad(ctx, st.APIURL, paths, half, full.Conns, o.duration)
 	if err != nil {
 		return err
 	}
 
 	// References: the same SELECT straight to PostgreSQL.
-	pg, err := newReadPgbench(dir, st, retailers, o)
+	refFull, err := bestOf(o.conns, "pgbench at full speed", o.duration, func(conns int) (readResult, error) {
+		return pg.run(ctx, conns, 0, o.duration)
+	})
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "read: pgbench at full speed for %s\n", o.duration)
-	refFull, err := pg.run(ctx, 0, o.duration)
+	fmt.Fprintf(os.Stderr, "read: pgbench at %d transactions/s (%d connections) for %s\n", int(refFull.QPS/2), refFull.Conns, o.duration)
+	refHalf, err := pg.run(ctx, refFull.Conns, refFull.QPS/2, o.duration)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "read: pgbench at %d transactions/s for %s\n", int(refFull.QPS/2), o.duration)
-	refHalf, err := pg.run(ctx, refFull.QPS/2, o.duration)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(os.Stderr, "read: pgx at full speed for %s\n", o.duration)
-	refPgx, err := runReadSQL(ctx, dsns, sqlTargets, o.conns, o.duration)
+	refPgx, err := bestOf(o.conns, "pgx at full speed", o.duration, func(conns int) (readResult, error) {
+		return runReadSQL(ctx, dsns, sqlTargets, conns, o.duration)
+	})
 	if err != nil {
 		return err
 	}
 
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-	fmt.Printf("\nstorefront reads: %d products, %d retailers, %d shards, %d replicas; 90%% single products, 10%% pages of %d; %d HTTP connections; %s runs\n",
-		o.products, o.retailers, o.shards, o.replicas, o.pageLimit, o.conns, o.duration)
+	fmt.Printf("\nstorefront reads: %d products, %d retailers, %d shards, %d replicas; 90%% single products, 10%% pages of %d; %s runs at %s connections\n",
+		o.products, o.retailers, o.shards, o.replicas, o.pageLimit, o.duration, o.connsFlag)
 	fmt.Printf("%s\n\n", readMachine())
 	fmt.Println("| figure | ours: HTTP API | reference: raw SELECT | ratio |")
 	fmt.Println("|---|---:|---:|---:|")
-	fmt.Printf("| max QPS vs pgbench (C, %d connections) | %.0f | %.0f | %.2f |\n", o.pgbenchClients, full.QPS, refFull.QPS, full.QPS/refFull.QPS)
-	fmt.Printf("| max QPS vs pgx (Go, %d connections) | %.0f | %.0f | %.2f |\n", o.conns, full.QPS, refPgx.QPS, full.QPS/refPgx.QPS)
+	fmt.Printf("| max QPS vs pgbench (C) at (ours, its) best connections (%d, %d) | %.0f | %.0f | %.2f |\n", full.Conns, refFull.Conns, full.QPS, refFull.QPS, full.QPS/refFull.QPS)
+	fmt.Printf("| max QPS vs pgx (Go) at (%d, %d) | %.0f | %.0f | %.2f |\n", full.Conns, refPgx.Conns, full.QPS, refPgx.QPS, full.QPS/refPgx.QPS)
 	fmt.Printf("| p50 at 50%% of max (ours: %.0f/s, pgbench: %.0f/s) | %s | %s | %.2f |\n", paced.QPS, refHalf.QPS, ms(paced.P50), ms(refHalf.P50), float64(paced.P50)/float64(refHalf.P50))
 	fmt.Printf("| p99 at 50%% of max | %s | %s | %.2f |\n", ms(paced.P99), ms(refHalf.P99), float64(paced.P99)/float64(refHalf.P99))
 	fmt.Printf("| errors (full speed, half) | %d, %d | %d, %d | |\n", full.Errors, paced.Errors, refFull.Errors+refPgx.Errors, refHalf.Errors)
@@ -327,6 +356,26 @@ type readResult struct {
 	Requests, Errors int
 	QPS              float64 // successful requests per second
 	P50, P99         time.Duration
+	P90, P999, Max   time.Duration
+	Conns            int `json:"-"` // the concurrency level (set by bestOf)
+}
+
+// bestOf runs measure at every concurrency level and returns the run of the
+// highest QPS; an error at any level is the result.
+func bestOf(levels []int, what string, d time.Duration, measure func(conns int) (readResult, error)) (readResult, error) {
+	var best readResult
+	for _, conns := range levels {
+		fmt.Fprintf(os.Stderr, "read: %s, %d connections, for %s\n", what, conns, d)
+		res, err := measure(conns)
+		if err != nil {
+			return res, err
+		}
+		fmt.Fprintf(os.Stderr, "read:   %.0f/s\n", res.QPS)
+		if res.Conns = conns; res.QPS > best.QPS {
+			best = res
+		}
+	}
+	return best, nil
 }
 
 // runReadLoad runs the built-in load generator in a separate process (this
@@ -425,8 +474,8 @@ end
 // readLoad is the HTTP load generator process (this binary as "read-load"):
 // conns keep-alive connections cycling through the paths, either as fast as
 // they go (rate 0, closed loop) or at a constant rate (open loop: a pacer
-// schedules every request, and a request's latency counts from its
-// scheduled time, so a slow answer cannot hide the requests it held back).
+// issues every request, see pace, and a request's latency counts from then,
+// so a slow answer cannot hide the requests it held back).
 // It speaks minimal HTTP/1.1 over plain TCP (requests serialized once,
 // answers read by Content-Length). It replaced vegeta: vegeta's attack loop
 // and net/http's client under it cost ~160 us of CPU a request on this
@@ -458,27 +507,10 @@ func readLoad(ctx context.Context, args []string) error {
 	ctx, cancel := context.WithTimeout(ctx, *d)
 	defer cancel()
 	start := time.Now()
-	var jobs chan time.Time // scheduled send times (open loop only)
+	var jobs chan time.Time // issue times (open loop only)
 	if *rate > 0 {
 		jobs = make(chan time.Time, 1<<20)
-		go func() {
-			defer close(jobs)
-			interval := time.Second / time.Duration(*rate)
-			for sent := 0; sent < readMaxRequests; {
-				due := int(time.Since(start)/interval) + 1
-				for ; sent < due && sent < readMaxRequests; sent++ {
-					select {
-					case jobs <- start.Add(time.Duration(sent) * interval):
-					default: // a million requests behind: the result says enough
-					}
-				}
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(max(interval, 200*time.Microsecond)):
-				}
-			}
-		}()
+		go pace(ctx, jobs, start, time.Second/time.Duration(*rate))
 	}
 	var total atomic.Int64
 	results := make([]readResult, *conns)
@@ -540,9 +572,38 @@ func readLoad(ctx context.Context, args []string) error {
 		return errors.New("read-load: no successful request")
 	}
 	slices.Sort(all)
-	res.P50, res.P99 = all[len(all)*50/100], all[len(all)*99/100]
+	res.P50, res.P90, res.P99 = all[len(all)*50/100], all[len(all)*90/100], all[len(all)*99/100]
+	res.P999, res.Max = all[len(all)*999/1000], all[len(all)-1]
 	res.QPS = float64(len(all)) / elapsed.Seconds()
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// pace issues the requests of a constant rate: it sends on jobs the time
+// each one is issued, until ctx ends or readMaxRequests were issued, then
+// closes jobs. A request's latency counts from the moment it is issued, so
+// time spent waiting for a free connection (the API being slow) counts, as
+// in an open-loop generator. The pacer wakes on Go's timers, which wake an
+// idle process at a 1 ms granularity (the runtime's epoll timeout is in
+// milliseconds): every wake issues the requests due since the last one, so
+// the rate holds and requests go out in small bursts (6 a ms at 6,000/s), as
+// they do with vegeta. Lateness of the pacer itself is not counted: it is
+// the generator's, and at 1 ms it would be most of the latency measured.
+func pace(ctx context.Context, jobs chan<- time.Time, start time.Time, interval time.Duration) {
+	defer close(jobs)
+	for sent := 0; sent < readMaxRequests; {
+		now := time.Now()
+		for due := int(now.Sub(start)/interval) + 1; sent < due && sent < readMaxRequests; sent++ {
+			select {
+			case jobs <- now:
+			default: // a million requests behind: the result says enough
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(max(interval, 200*time.Microsecond)):
+		}
+	}
 }
 
 // loadConn is one keep-alive connection of the load generator.
@@ -721,10 +782,9 @@ func readSQL(ctx context.Context, args []string) error {
 // parallel, each running the read path's primary-key SELECT for random
 // products of that shard's retailers.
 type readPgbench struct {
-	bin     string
-	dir     string
-	clients int
-	shards  []readPgbenchShard
+	bin    string
+	dir    string
+	shards []readPgbenchShard
 }
 
 type readPgbenchShard struct {
@@ -737,7 +797,7 @@ func newReadPgbench(dir string, st *stack.Stack, retailers []readRetailer, o rea
 	if err != nil {
 		return nil, err
 	}
-	p := &readPgbench{bin: filepath.Join(binDir, "pgbench"), dir: dir, clients: max(1, o.pgbenchClients/o.shards)}
+	p := &readPgbench{bin: filepath.Join(binDir, "pgbench"), dir: dir}
 	for shard, sh := range st.Stores.Shards {
 		cfg := sh.Pool().Config().ConnConfig
 		host, port := cfg.Host, strconv.Itoa(int(cfg.Port))
@@ -785,10 +845,10 @@ func newReadPgbench(dir string, st *stack.Stack, retailers []readRetailer, o rea
 var readPgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 var readPgbenchFailed = regexp.MustCompile(`(?m)^number of failed transactions: ([0-9]+)`)
 
-// run runs every shard's pgbench in parallel for d, at rate transactions per
-// second in all (0: as fast as they go), and sums them up; latencies come
-// from the per-transaction logs.
-func (p *readPgbench) run(ctx context.Context, rate float64, d time.Duration) (readResult, error) {
+// run runs every shard's pgbench in parallel for d, with conns clients in
+// all, at rate transactions per second in all (0: as fast as they go), and
+// sums them up; latencies come from the per-transaction logs.
+func (p *readPgbench) run(ctx context.Context, conns int, rate float64, d time.Duration) (readResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
 	defer cancel()
 	logDir, err := os.MkdirTemp(p.dir, "pgbench-log-")
@@ -804,7 +864,7 @@ func (p *readPgbench) run(ctx context.Context, rate float64, d time.Duration) (r
 	results := make([]out, len(p.shards))
 	var wg sync.WaitGroup
 	for i, s := range p.shards {
-		args := []string{"-n", "-M", "prepared", "-f", s.script, "-c", strconv.Itoa(p.clients), "-j", "1",
+		args := []string{"-n", "-M", "prepared", "-f", s.script, "-c", strconv.Itoa(max(1, conns/len(p.shards))), "-j", "1",
 			"-T", strconv.Itoa(int(d.Seconds())), "-h", s.host, "-p", s.port, "-U", "postgres"}
 		if rate > 0 {
 			args = append(args, "-R", strconv.Itoa(max(1, int(rate)/len(p.shards))),
