@@ -488,7 +488,7 @@ type ReaderStats struct {
 	// LookupBatches counts the queries that answered several product
 	// lookups at once, and BatchedLookups the lookups they answered.
 	LookupBatches, BatchedLookups int64
-	Replicas                 []ReplicaState
+	Replicas                      []ReplicaState
 }
 
 // ReplicaState is one replica's health as the ReaderSet sees it.
