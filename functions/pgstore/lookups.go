@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,22 @@ func (b *lookupBatcher) product(ctx context.Context, retailerID, productID strin
 	b.mu.Lock()
 	if b.inflight < b.slots {
 		b.inflight++
+		b.mu.Unlock()
+		// Let the goroutines already runnable (requests read in the same
+		// network poll) queue their lookups behind this one first: they go
+		// out with it. A lone request loses nothing: nobody else runs.
+		runtime.Gosched()
+		b.mu.Lock()
+		if len(b.queue) > 0 {
+			l := &lookup{retailerID: retailerID, productID: productID, done: make(chan struct{})}
+			n := min(len(b.queue), maxLookupBatch-1)
+			batch := append([]*lookup{l}, b.queue[:n]...)
+			b.queue = append([]*lookup(nil), b.queue[n:]...)
+			b.mu.Unlock()
+			b.answer(batch)
+			b.next()
+			return l.p, l.err
+		}
 		b.mu.Unlock()
 		p, err := b.rs.productFrom(ctx, AnyReader, retailerID, productID)
 		b.next()

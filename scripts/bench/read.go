@@ -25,7 +25,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -35,7 +34,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -73,7 +71,7 @@ const readMaxRequests = 5_000_000
 type readOptions struct {
 	products, retailers, shards, replicas int
 	duration                              time.Duration
-	pageLimit, rate                       int
+	pageLimit, rate, readConns, slots     int
 	conns                                 []int // concurrency levels of the full-speed runs
 	connsFlag, loadgen, cpuprofile        string
 }
@@ -88,6 +86,8 @@ func benchRead(ctx context.Context, args []string) error {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "length of each measured run")
 	fs.StringVar(&o.connsFlag, "conns", "16,32,64", "concurrency levels: connections of the HTTP load generator, of pgbench (split over the shards) and of the pgx reference; each system's maximum is its best level")
 	fs.IntVar(&o.pageLimit, "page-limit", 20, "products per page request")
+	fs.IntVar(&o.readConns, "read-conns", 16, "the API's connections per database it reads from (the read pools' size)")
+	fs.IntVar(&o.slots, "lookup-slots", 0, "the API's product-lookup queries in flight per database (0: its default)")
 	fs.IntVar(&o.rate, "rate", 0, "only measure the latency at this many requests/s (open loop, first --conns level); no maxima, no references")
 	fs.StringVar(&o.loadgen, "loadgen", "auto", "load generator of the full-speed run: wrk, builtin, or auto (wrk when installed)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write a CPU profile of the API process during the full-speed run here")
@@ -126,7 +126,7 @@ func benchRead(ctx context.Context, args []string) error {
 	fmt.Fprintf(os.Stderr, "read: starting the local stack in %s (%d shards, %d replicas)\n", dir, o.shards, o.replicas)
 	st, err := stack.Start(ctx, stack.Options{
 		DataDir: dir, Addr: "127.0.0.1:0", Shards: o.shards, Replicas: o.replicas,
-		ReadConns: 16, ApplyConcurrency: 2,
+		ReadConns: int32(o.readConns), LookupSlots: o.slots, ApplyConcurrency: 2,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -194,6 +194,7 @@ func benchRead(ctx context.Context, args []string) error {
 		}
 		fmt.Printf("API at %d requests/s (%d connections, %s): %.0f/s answered, %d errors; latency p50 %s, p90 %s, p99 %s, p99.9 %s, max %s\n",
 			o.rate, o.conns[0], o.duration, res.QPS, res.Errors, res.P50, res.P90, res.P99, res.P999, res.Max)
+		fmt.Println(readerStats(st))
 		return nil
 	}
 	// The maximum of each system is its best over the concurrency levels:
@@ -247,15 +248,7 @@ func benchRead(ctx context.Context, args []string) error {
 	fmt.Printf("| p50 at 50%% of max (ours: %.0f/s, pgbench: %.0f/s) | %s | %s | %.2f |\n", paced.QPS, refHalf.QPS, ms(paced.P50), ms(refHalf.P50), float64(paced.P50)/float64(refHalf.P50))
 	fmt.Printf("| p99 at 50%% of max | %s | %s | %.2f |\n", ms(paced.P99), ms(refHalf.P99), float64(paced.P99)/float64(refHalf.P99))
 	fmt.Printf("| errors (full speed, half) | %d, %d | %d, %d | |\n", full.Errors, paced.Errors, refFull.Errors+refPgx.Errors, refHalf.Errors)
-	var fromReplicas, fromWriter, batches, batched int64
-	for _, rs := range st.Stores.ShardReaders {
-		s := rs.Stats()
-		fromReplicas, fromWriter = fromReplicas+s.FromReplicas, fromWriter+s.FromWriter
-		batches, batched = batches+s.LookupBatches, batched+s.BatchedLookups
-	}
-	fmt.Printf("\nfull speed measured with %s; shard queries served by replicas: %d, by the writers: %d; "+
-		"%d product lookups shared %d queries (%.1f a query)\n",
-		o.loadgen, fromReplicas, fromWriter, batched, batches, float64(batched)/max(1, float64(batches)))
+	fmt.Printf("\nfull speed measured with %s; %s\n", o.loadgen, readerStats(st))
 	fmt.Printf("targets: read-API QPS >= 50%% of raw SELECT QPS: %v (pgbench), %v (pgx); p99 at half load < 10 ms: %v\n",
 		full.QPS >= refFull.QPS/2, full.QPS >= refPgx.QPS/2, paced.P99 < 10*time.Millisecond)
 	return nil
@@ -349,6 +342,19 @@ func writeReadTargets(path string, retailers []readRetailer, o readOptions) erro
 		return err
 	}
 	return f.Close()
+}
+
+// readerStats says where the API's shard queries went, and how many
+// product lookups shared queries.
+func readerStats(st *stack.Stack) string {
+	var fromReplicas, fromWriter, batches, batched int64
+	for _, rs := range st.Stores.ShardReaders {
+		s := rs.Stats()
+		fromReplicas, fromWriter = fromReplicas+s.FromReplicas, fromWriter+s.FromWriter
+		batches, batched = batches+s.LookupBatches, batched+s.BatchedLookups
+	}
+	return fmt.Sprintf("shard queries served by replicas: %d, by the writers: %d; %d product lookups shared %d queries (%.1f a query)",
+		fromReplicas, fromWriter, batched, batches, float64(batched)/max(1, float64(batches)))
 }
 
 // readResult is what a load run measured.
@@ -469,200 +475,6 @@ end
 	}
 	// Requests/sec counts every answer; the errors are reported beside it.
 	return res, nil
-}
-
-// readLoad is the HTTP load generator process (this binary as "read-load"):
-// conns keep-alive connections cycling through the paths, either as fast as
-// they go (rate 0, closed loop) or at a constant rate (open loop: a pacer
-// issues every request, see pace, and a request's latency counts from then,
-// so a slow answer cannot hide the requests it held back).
-// It speaks minimal HTTP/1.1 over plain TCP (requests serialized once,
-// answers read by Content-Length). It replaced vegeta: vegeta's attack loop
-// and net/http's client under it cost ~160 us of CPU a request on this
-// 2-core machine, as much as the API under test, which left the API too
-// little CPU at "half load" and distorted the latency measured.
-// It prints a readResult as JSON.
-func readLoad(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("read-load", flag.ContinueOnError)
-	apiURL := fs.String("api", "", "base URL of the API (loopback)")
-	pathsFile := fs.String("paths", "", "file of request paths, one a line")
-	rate := fs.Int("rate", 0, "requests per second (0: as fast as the connections go)")
-	conns := fs.Int("conns", 16, "connections")
-	d := fs.Duration("duration", 10*time.Second, "how long")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	u, err := url.Parse(*apiURL)
-	if err != nil || u.Scheme != "http" || u.Hostname() != "127.0.0.1" {
-		return fmt.Errorf("read-load: %q is not a loopback http URL", *apiURL)
-	}
-	b, err := os.ReadFile(*pathsFile)
-	if err != nil {
-		return err
-	}
-	var requests [][]byte
-	for _, path := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		requests = append(requests, []byte("GET "+path+" HTTP/1.1\r\nHost: "+u.Host+"\r\n\r\n"))
-	}
-	ctx, cancel := context.WithTimeout(ctx, *d)
-	defer cancel()
-	start := time.Now()
-	var jobs chan time.Time // issue times (open loop only)
-	if *rate > 0 {
-		jobs = make(chan time.Time, 1<<20)
-		go pace(ctx, jobs, start, time.Second/time.Duration(*rate))
-	}
-	var total atomic.Int64
-	results := make([]readResult, *conns)
-	lats := make([][]time.Duration, *conns)
-	var wg sync.WaitGroup
-	for w := range *conns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var c *loadConn
-			defer func() {
-				if c != nil {
-					c.conn.Close()
-				}
-			}()
-			for i := w; ctx.Err() == nil && total.Add(1) <= readMaxRequests; i += *conns {
-				sched := time.Now()
-				if jobs != nil {
-					var ok bool
-					if sched, ok = <-jobs; !ok {
-						return
-					}
-				}
-				if c == nil {
-					var derr error
-					if c, derr = dialLoad(u.Host); derr != nil {
-						results[w].Errors++
-						time.Sleep(10 * time.Millisecond)
-						continue
-					}
-				}
-				status, err := c.do(requests[i%len(requests)])
-				if err != nil {
-					if ctx.Err() != nil {
-						return // cut off by the end of the run
-					}
-					c.conn.Close()
-					c = nil
-				}
-				results[w].Requests++
-				if err != nil || status != http.StatusOK {
-					results[w].Errors++
-					continue
-				}
-				lats[w] = append(lats[w], time.Since(sched))
-			}
-		}()
-	}
-	wg.Wait()
-	elapsed := time.Since(start)
-	var res readResult
-	var all []time.Duration
-	for w := range *conns {
-		res.Requests += results[w].Requests
-		res.Errors += results[w].Errors
-		all = append(all, lats[w]...)
-	}
-	if len(all) == 0 {
-		return errors.New("read-load: no successful request")
-	}
-	slices.Sort(all)
-	res.P50, res.P90, res.P99 = all[len(all)*50/100], all[len(all)*90/100], all[len(all)*99/100]
-	res.P999, res.Max = all[len(all)*999/1000], all[len(all)-1]
-	res.QPS = float64(len(all)) / elapsed.Seconds()
-	return json.NewEncoder(os.Stdout).Encode(res)
-}
-
-// pace issues the requests of a constant rate: it sends on jobs the time
-// each one is issued, until ctx ends or readMaxRequests were issued, then
-// closes jobs. A request's latency counts from the moment it is issued, so
-// time spent waiting for a free connection (the API being slow) counts, as
-// in an open-loop generator. The pacer wakes on Go's timers, which wake an
-// idle process at a 1 ms granularity (the runtime's epoll timeout is in
-// milliseconds): every wake issues the requests due since the last one, so
-// the rate holds and requests go out in small bursts (6 a ms at 6,000/s), as
-// they do with vegeta. Lateness of the pacer itself is not counted: it is
-// the generator's, and at 1 ms it would be most of the latency measured.
-func pace(ctx context.Context, jobs chan<- time.Time, start time.Time, interval time.Duration) {
-	defer close(jobs)
-	for sent := 0; sent < readMaxRequests; {
-		now := time.Now()
-		for due := int(now.Sub(start)/interval) + 1; sent < due && sent < readMaxRequests; sent++ {
-			select {
-			case jobs <- now:
-			default: // a million requests behind: the result says enough
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(max(interval, 200*time.Microsecond)):
-		}
-	}
-}
-
-// loadConn is one keep-alive connection of the load generator.
-type loadConn struct {
-	conn net.Conn
-	br   *bufio.Reader
-}
-
-func dialLoad(addr string) (*loadConn, error) {
-	conn, err := net.DialTimeout("tcp", addr, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	return &loadConn{conn: conn, br: bufio.NewReaderSize(conn, 64<<10)}, nil
-}
-
-// do sends one request and reads the answer through its body; it returns
-// the status. Answers must carry a Content-Length (the API's all do).
-func (c *loadConn) do(req []byte) (int, error) {
-	c.conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := c.conn.Write(req); err != nil {
-		return 0, err
-	}
-	line, err := c.br.ReadSlice('\n')
-	if err != nil {
-		return 0, err
-	}
-	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 ")) {
-		return 0, fmt.Errorf("bad status line %q", line)
-	}
-	status, err := strconv.Atoi(string(line[9:12]))
-	if err != nil {
-		return 0, fmt.Errorf("bad status line %q", line)
-	}
-	length := -1
-	for {
-		line, err := c.br.ReadSlice('\n')
-		if err != nil {
-			return 0, err
-		}
-		if len(line) <= 2 {
-			break
-		}
-		if k, v, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(k, []byte("Content-Length")) {
-			if length, err = strconv.Atoi(string(bytes.TrimSpace(v))); err != nil {
-				return 0, fmt.Errorf("bad Content-Length %q", v)
-			}
-		}
-	}
-	if length < 0 {
-		if status == http.StatusNotModified {
-			return status, nil
-		}
-		return 0, errors.New("answer without Content-Length")
-	}
-	if _, err := c.br.Discard(length); err != nil {
-		return 0, err
-	}
-	return status, nil
 }
 
 // writeSQLTargets writes, for the pgx reference, one "shard retailer

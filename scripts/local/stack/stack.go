@@ -66,6 +66,9 @@ type Options struct {
 	ReplicaURLs []string
 	// ReadConns is the pool size per replica and database [8].
 	ReadConns int32
+	// LookupSlots is the storefront's product-lookup queries in flight per
+	// database (pgstore.ReaderOptions.LookupSlots) [its default].
+	LookupSlots int
 	// Prefix is put before every database and queue name, so that several
 	// stacks (tests) share one server and one emulator.
 	Prefix string
@@ -377,7 +380,7 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 	// Each replica holds every database of the server: "host:port" takes the
 	// database name (and the rest) from each writer's DSN.
 	if err := st.Stores.AttachReaders(addrs, shardReaders, pgstore.ReaderOptions{
-		MaxConns: o.ReadConns, Logger: o.Logger.With("function", "read"),
+		MaxConns: o.ReadConns, LookupSlots: o.LookupSlots, Logger: o.Logger.With("function", "read"),
 	}); err != nil {
 		return err
 	}
