@@ -1,7 +1,9 @@
 package pgstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"runtime"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
@@ -129,32 +132,26 @@ func (b *lookupBatcher) answer(batch []*lookup) {
 	for i, l := range batch {
 		retailers[i], products[i] = l.retailerID, l.productID
 	}
+	params := [][]byte{appendTextArray(nil, retailers), appendTextArray(nil, products)}
 	found := make([]bool, len(batch))
 	err := b.rs.read(ctx, AnyReader, func(ctx context.Context, db querier) error {
 		clear(found) // a retry on the next server starts over
-		rows, err := db.Query(ctx, q("storefront_product_batch"), retailers, products)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				i    int64
-				p    catalog.Product
-				at   time.Time
-				attr []byte
-			)
-			if err := rows.Scan(&i, &attr, &p.Generation, &at); err != nil {
-				return err
+		return execLookup(ctx, db, "storefront_product_batch", params, func(vals [][]byte) error {
+			if len(vals) != 4 || len(vals[0]) != 8 {
+				return errors.New("lookup batch: unexpected row")
 			}
+			i := int64(binary.BigEndian.Uint64(vals[0]))
 			if i < 1 || int(i) > len(batch) {
 				return fmt.Errorf("lookup batch: key %d out of range", i)
 			}
 			l := batch[i-1]
-			p.RetailerID, p.ProductID, p.Attributes, p.UpdatedAt = l.retailerID, l.productID, attr, at
+			p, err := decodeLookupRow(l.retailerID, l.productID, vals[1:])
+			if err != nil {
+				return err
+			}
 			l.p, found[i-1] = p, true
-		}
-		return rows.Err()
+			return nil
+		})
 	})
 	for i, l := range batch {
 		switch {
@@ -185,13 +182,96 @@ func productNotFound(retailerID, productID string) error {
 // getProduct is the storefront's single-row lookup, on whichever server
 // (writer or replica) the caller picked.
 func getProduct(ctx context.Context, db querier, retailerID, productID string) (catalog.Product, error) {
-	p := catalog.Product{RetailerID: retailerID, ProductID: productID}
-	err := db.QueryRow(ctx, q("storefront_product"), retailerID, productID).Scan(&p.Attributes, &p.Generation, &p.UpdatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return p, productNotFound(retailerID, productID)
-	}
+	var p catalog.Product
+	found := false
+	err := execLookup(ctx, db, "storefront_product", [][]byte{[]byte(retailerID), []byte(productID)}, func(vals [][]byte) error {
+		var err error
+		p, err = decodeLookupRow(retailerID, productID, vals)
+		found = err == nil
+		return err
+	})
 	if err != nil {
 		return p, fmt.Errorf("get product %s/%s: %w", retailerID, productID, err)
 	}
+	if !found {
+		return catalog.Product{RetailerID: retailerID, ProductID: productID}, productNotFound(retailerID, productID)
+	}
 	return p, nil
+}
+
+// The storefront's queries are the hottest of the system, so they skip
+// pgx's type mapping: text parameters, and results read from the wire as
+// they come (ids and attributes as text, the rest binary).
+var lookupResultFormats = map[string][]int16{
+	"storefront_product":       {pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+	"storefront_product_batch": {pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+	"storefront_page":          {pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+}
+
+// execLookup runs the named storefront query (prepared once per connection;
+// one of lookupResultFormats)
+// with text parameters on a connection of db, calling row for each row; the
+// values passed to row are only valid during the call.
+func execLookup(ctx context.Context, db querier, name string, params [][]byte, row func(vals [][]byte) error) error {
+	pool, ok := db.(*pgxpool.Pool)
+	if !ok {
+		return fmt.Errorf("lookup on a %T", db)
+	}
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Release()
+	sd, err := c.Conn().Prepare(ctx, name, q(name))
+	if err != nil {
+		return err
+	}
+	rr := c.Conn().PgConn().ExecPrepared(ctx, sd.Name, params, nil, lookupResultFormats[name])
+	var rowErr error
+	for rowErr == nil && rr.NextRow() {
+		rowErr = row(rr.Values())
+	}
+	_, err = rr.Close()
+	if rowErr != nil {
+		return rowErr
+	}
+	return err
+}
+
+// postgresEpoch is where PostgreSQL's binary timestamps count from.
+var postgresEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// decodeLookupRow decodes attributes (text), generation (int8) and
+// updated_at (timestamptz), both binary.
+func decodeLookupRow(retailerID, productID string, vals [][]byte) (catalog.Product, error) {
+	if len(vals) != 3 || vals[0] == nil || len(vals[1]) != 8 || len(vals[2]) != 8 {
+		return catalog.Product{}, errors.New("lookup: unexpected row")
+	}
+	return catalog.Product{
+		RetailerID: retailerID,
+		ProductID:  productID,
+		Attributes: bytes.Clone(vals[0]),
+		Generation: int64(binary.BigEndian.Uint64(vals[1])),
+		UpdatedAt:  postgresEpoch.Add(time.Duration(int64(binary.BigEndian.Uint64(vals[2]))) * time.Microsecond),
+	}, nil
+}
+
+// appendTextArray appends the text form of a PostgreSQL text[] of ss:
+// every element quoted, with backslash and double quote escaped.
+func appendTextArray(b []byte, ss []string) []byte {
+	b = append(b, '{')
+	for i, s := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		for j := 0; j < len(s); j++ {
+			if s[j] == '"' || s[j] == '\\' {
+				b = append(b, '\\')
+			}
+			b = append(b, s[j])
+		}
+		b = append(b, '"')
+	}
+	return append(b, '}')
 }

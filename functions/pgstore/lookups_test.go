@@ -7,7 +7,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
@@ -107,4 +109,49 @@ func TestConcurrentLookupsShareQueries(t *testing.T) {
 	p, err := rs.Product(ctx, pgstore.AnyReader, "r1", "p001")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"r": 1, "i": 1}`, string(p.Attributes))
+	// The lookups decode the wire themselves: the same row as pgx reads it.
+	fromPgx, err := sh.Product(ctx, "r1", "p001")
+	require.NoError(t, err)
+	require.Equal(t, fromPgx.Generation, p.Generation)
+	require.True(t, fromPgx.UpdatedAt.Equal(p.UpdatedAt), "updated_at %s, pgx reads %s", p.UpdatedAt, fromPgx.UpdatedAt)
+	require.False(t, p.UpdatedAt.Before(time.Now().Add(-time.Hour)))
+}
+
+// Ids that need quoting in an array literal come back as themselves, alone
+// and in shared queries.
+func TestLookupsOfAwkwardIDs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStores(t)
+	sh := s.Shards[0]
+	ids := []string{`a"b`, `c\d`, `{e}`, `f,g`, `h i`, `NULL`, `null`, `ü/ß`, `'q'`, `\"`, ` lead`, `x`}
+	var ops []events.ChunkOp
+	for i, id := range ids {
+		ops = append(ops, upsert(id, fmt.Sprintf(`{"n": %d}`, i)))
+	}
+	_, err := sh.ApplyChunk(ctx, "r1", startGeneration(t, sh, 1), 0, ops)
+	require.NoError(t, err)
+	require.NoError(t, s.AttachReaders(nil, nil, pgstore.ReaderOptions{LookupSlots: 1}))
+	rs := s.ShardReaders[0]
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := range 20 {
+				for i, id := range ids {
+					p, err := rs.Product(ctx, pgstore.AnyReader, "r1", id)
+					if !assert.NoError(t, err, "%q round %d", id, round) {
+						return
+					}
+					assert.JSONEq(t, fmt.Sprintf(`{"n": %d}`, i), string(p.Attributes), id)
+					assert.Equal(t, id, p.ProductID)
+				}
+				_, err := rs.Product(ctx, pgstore.AnyReader, "r1", `a"b\`)
+				assert.ErrorIs(t, err, catalog.ErrNotFound)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Positive(t, rs.Stats().LookupBatches)
 }

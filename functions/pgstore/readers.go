@@ -510,20 +510,17 @@ func (rs *ReaderSet) Stats() ReaderStats {
 // listProducts is the storefront's page query, on whichever server (writer
 // or replica) the caller picked.
 func listProducts(ctx context.Context, db querier, retailerID, after string, limit int) ([]catalog.Product, error) {
-	rows, err := db.Query(ctx, q("storefront_page"), retailerID, after, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list products of %s: %w", retailerID, err)
-	}
-	defer rows.Close()
 	out := make([]catalog.Product, 0, limit)
-	for rows.Next() {
-		p := catalog.Product{RetailerID: retailerID}
-		if err := rows.Scan(&p.ProductID, &p.Attributes, &p.Generation, &p.UpdatedAt); err != nil {
-			return nil, fmt.Errorf("list products of %s: %w", retailerID, err)
+	params := [][]byte{[]byte(retailerID), []byte(after), strconv.AppendInt(nil, int64(limit), 10)}
+	err := execLookup(ctx, db, "storefront_page", params, func(vals [][]byte) error {
+		if len(vals) != 4 || vals[0] == nil {
+			return errors.New("unexpected row")
 		}
+		p, err := decodeLookupRow(retailerID, string(vals[0]), vals[1:])
 		out = append(out, p)
-	}
-	if err := rows.Err(); err != nil {
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("list products of %s: %w", retailerID, err)
 	}
 	return out, nil
