@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -30,6 +31,8 @@ type Config struct {
 	Bucket             string        // CATALOG_BUCKET
 	ControlDB          string        // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
 	ShardDBs           []string      // CATALOG_SHARD_DBS: comma-separated, shard 0 first
+	ControlHost        string        // CATALOG_CONTROL_HOST: "host[:port]" to connect to instead of the control DSN's (an RDS Proxy endpoint)
+	ShardHosts         []string      // CATALOG_SHARD_HOSTS: likewise, one entry per shard like CATALOG_SHARD_DBS ("" keeps the DSN's host)
 	ShardReaders       [][]string    // CATALOG_SHARD_READERS: see ParseReaders
 	ControlReaders     []string      // CATALOG_CONTROL_READER: "|"-separated readers of the control database
 	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL
@@ -54,6 +57,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		Region:             firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), "us-east-1"),
 		Bucket:             getenv("CATALOG_BUCKET"),
 		ControlDB:          getenv("CATALOG_CONTROL_DB"),
+		ControlHost:        strings.TrimSpace(getenv("CATALOG_CONTROL_HOST")),
 		DiffQueueURL:       getenv("CATALOG_DIFF_QUEUE_URL"),
 		ApplySmallQueueURL: getenv("CATALOG_APPLY_SMALL_QUEUE_URL"),
 		ApplyLargeQueueURL: getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
@@ -64,6 +68,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			c.ShardDBs = append(c.ShardDBs, s)
+		}
+	}
+	if v := getenv("CATALOG_SHARD_HOSTS"); strings.TrimSpace(v) != "" {
+		for _, h := range strings.Split(v, ",") {
+			c.ShardHosts = append(c.ShardHosts, strings.TrimSpace(h))
+		}
+		if len(c.ShardHosts) != len(c.ShardDBs) {
+			return c, fmt.Errorf("CATALOG_SHARD_HOSTS has %d comma-separated entries, want one per shard (%d)", len(c.ShardHosts), len(c.ShardDBs))
 		}
 	}
 	var err error
@@ -168,13 +180,20 @@ func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 	sec := c.secretStore()
 	resolve := func(v string) (string, error) { return sec.resolve(ctx, v) }
 	control, err := resolve(c.ControlDB)
+	if err == nil {
+		control, err = sec.withHost(control, c.ControlHost)
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("control database: %w", err)
 	}
 	shards := make([]string, len(c.ShardDBs))
 	for i, s := range c.ShardDBs {
-		if shards[i], err = resolve(s); err != nil {
-			return nil, err
+		shards[i], err = resolve(s)
+		if err == nil && i < len(c.ShardHosts) {
+			shards[i], err = sec.withHost(shards[i], c.ShardHosts[i])
+		}
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
 		}
 	}
 	if c.AdminToken == "" && c.AdminTokenSecret != "" {
@@ -287,6 +306,34 @@ func (s *secrets) resolve(ctx context.Context, v string) (string, error) {
 	s.byDSN[dsn] = arn
 	s.mu.Unlock()
 	return dsn, nil
+}
+
+// withHost returns dsn (a postgres:// URL) connecting to host ("host" keeps
+// the DSN's port, "host:port" replaces it) instead; the new DSN follows the
+// same secret's password rotations. An empty host returns dsn unchanged.
+func (s *secrets) withHost(dsn, host string) (string, error) {
+	if host == "" {
+		return dsn, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return "", fmt.Errorf("a host override needs a postgres:// URL to apply to")
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		port := u.Port()
+		if port == "" {
+			port = "5432"
+		}
+		host = net.JoinHostPort(host, port)
+	}
+	u.Host = host
+	out := u.String()
+	s.mu.Lock()
+	if arn := s.byDSN[dsn]; arn != "" {
+		s.byDSN[out] = arn
+	}
+	s.mu.Unlock()
+	return out, nil
 }
 
 // password is the current password of the secret a DSN came from ("" when

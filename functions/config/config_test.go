@@ -35,3 +35,16 @@ func TestParseReaders(t *testing.T) {
 	_, err = FromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "one per shard")
 }
+
+func TestShardHostsOnePerShard(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://a/0,postgres://b/1",
+		"CATALOG_SHARD_HOSTS": "p0.example,", "CATALOG_CONTROL_HOST": "pc.example"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, []string{"p0.example", ""}, c.ShardHosts)
+	require.Equal(t, "pc.example", c.ControlHost)
+	env["CATALOG_SHARD_HOSTS"] = "p0.example"
+	_, err = FromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "CATALOG_SHARD_HOSTS")
+}

@@ -32,3 +32,28 @@ func TestPasswordFollowsRotation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "postgres://literal/x", dsn)
 }
+
+// CATALOG_*_HOST(S) point a secret's DSN at another endpoint (an RDS Proxy)
+// that keeps following the secret's password.
+func TestHostOverrideKeepsTheSecret(t *testing.T) {
+	t.Parallel()
+	s := &secrets{byDSN: map[string]string{}, cache: map[string]cachedSecret{
+		"arn:s": {value: `{"host":"writer.example","port":5432,"username":"app","password":"pw","dbname":"shard_0"}`, at: time.Now()},
+	}}
+	dsn, err := s.resolve(context.Background(), "secret:arn:s")
+	require.NoError(t, err)
+	proxied, err := s.withHost(dsn, "proxy.example")
+	require.NoError(t, err)
+	require.Equal(t, "postgres://app:pw@proxy.example:5432/shard_0?sslmode=require", proxied)
+	pw, err := s.password(context.Background(), proxied)
+	require.NoError(t, err)
+	require.Equal(t, "pw", pw)
+	withPort, err := s.withHost(dsn, "proxy.example:6432")
+	require.NoError(t, err)
+	require.Equal(t, "postgres://app:pw@proxy.example:6432/shard_0?sslmode=require", withPort)
+	same, err := s.withHost(dsn, "")
+	require.NoError(t, err)
+	require.Equal(t, dsn, same)
+	_, err = s.withHost("host=db dbname=x", "proxy.example")
+	require.Error(t, err)
+}
