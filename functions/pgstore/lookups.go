@@ -61,9 +61,7 @@ func (b *lookupBatcher) product(ctx context.Context, retailerID, productID strin
 		b.mu.Lock()
 		if len(b.queue) > 0 {
 			l := &lookup{retailerID: retailerID, productID: productID, done: make(chan struct{})}
-			n := min(len(b.queue), maxLookupBatch-1)
-			batch := append([]*lookup{l}, b.queue[:n]...)
-			b.queue = append([]*lookup(nil), b.queue[n:]...)
+			batch := append([]*lookup{l}, b.popLocked(maxLookupBatch-1)...)
 			b.mu.Unlock()
 			b.answer(batch)
 			b.next()
@@ -103,7 +101,13 @@ func (b *lookupBatcher) take() []*lookup {
 		b.inflight--
 		return nil
 	}
-	n := min(len(b.queue), maxLookupBatch)
+	return b.popLocked(maxLookupBatch)
+}
+
+// popLocked removes up to n lookups from the head of the queue and returns
+// them; b.mu is held.
+func (b *lookupBatcher) popLocked(n int) []*lookup {
+	n = min(len(b.queue), n)
 	batch := b.queue[:n:n]
 	b.queue = append([]*lookup(nil), b.queue[n:]...)
 	return batch

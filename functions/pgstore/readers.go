@@ -517,8 +517,11 @@ func listProducts(ctx context.Context, db querier, retailerID, after string, lim
 			return errors.New("unexpected row")
 		}
 		p, err := decodeLookupRow(retailerID, string(vals[0]), vals[1:])
+		if err != nil {
+			return err
+		}
 		out = append(out, p)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("list products of %s: %w", retailerID, err)
