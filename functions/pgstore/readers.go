@@ -92,7 +92,7 @@ func (o *ReaderOptions) defaults() {
 // with a growing backoff; requests never wait on a replica known to be down.
 type ReaderSet struct {
 	name     string
-	writer   *pgxpool.Pool
+	writer   *pgxpool.Pool // the storefront's own read pool on the writer
 	replicas []*replica
 	o        ReaderOptions
 
