@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -284,6 +285,34 @@ func TestReadFallsBackToWriter(t *testing.T) {
 		}
 		require.Len(t, decode[page](t, e.get("/v1/retailers/r1/products")).Items, len(want))
 		require.Equal(t, 200, e.get("/v1/products/p-00003").status)
+		// Concurrent lookups share queries, which take the same way around
+		// the dead replica.
+		rs := e.st.Stores.ShardReaders[e.shardOf("r1")]
+		before := rs.Stats().LookupBatches
+		var wg sync.WaitGroup
+		errs := make(chan error, 32*len(want))
+		for range 32 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for id, attrs := range want {
+					p, err := rs.Product(context.Background(), pgstore.AnyReader, "r1", id)
+					var got map[string]string
+					if err == nil && (json.Unmarshal(p.Attributes, &got) != nil || !maps.Equal(got, attrs)) {
+						err = fmt.Errorf("%s: attributes %s", id, p.Attributes)
+					}
+					if err != nil {
+						errs <- err
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+		require.Greater(t, rs.Stats().LookupBatches, before, "32 concurrent readers shared queries")
 	}
 
 	// A dead replica and a live one: the live one serves, the dead one is marked down.
