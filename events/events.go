@@ -76,6 +76,26 @@ func IndexKey(retailerID string, generation int64) string {
 	return fmt.Sprintf("indexes/%s/%d", retailerID, generation)
 }
 
+// IndexPrefix is the prefix of every index key of a retailer.
+func IndexPrefix(retailerID string) string { return "indexes/" + retailerID + "/" }
+
+// IndexGeneration returns the generation of an index key of retailerID.
+func IndexGeneration(retailerID, key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, IndexPrefix(retailerID))
+	if !ok {
+		return 0, false
+	}
+	gen, err := strconv.ParseInt(rest, 10, 64)
+	return gen, err == nil && gen > 0
+}
+
+// The tag the diff puts on an index no diff will read again; the bucket's
+// lifecycle rule (infra) expires tagged indexes after a few days.
+const (
+	SupersededTagKey   = "catalog-superseded"
+	SupersededTagValue = "true"
+)
+
 // ChunkKey is where the diff writes chunk seq of a generation.
 func ChunkKey(retailerID string, generation int64, seq int) string {
 	return fmt.Sprintf("chunks/%s/%d/%d", retailerID, generation, seq)

@@ -5,6 +5,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/retailcatalog/catalog/events"
 )
 
 // S3 key prefixes of the catalog bucket (DESIGN 2 and 7).
@@ -19,12 +21,12 @@ const (
 	// chunkRetentionDays: chunk objects are claim checks for messages that
 	// live at most 4 days in their queue (plus DLQ replay time).
 	chunkRetentionDays = 7
-	// supersededTagKey/Value mark an index that is no longer one of the
-	// last few generations of its retailer; the diff sets the tag (it holds
-	// s3:PutObjectTagging on indexes/*). Untagged indexes are kept, so a
-	// retailer's baseline can never expire under it.
-	supersededTagKey   = "catalog-superseded"
-	supersededTagValue = "true"
+	// supersededTagKey/Value mark an index older than its retailer's
+	// applied baseline, which no diff reads again; the diff sets the tag (it
+	// holds s3:PutObjectTagging on indexes/*). Untagged indexes are kept, so
+	// a retailer's baseline can never expire under it.
+	supersededTagKey   = events.SupersededTagKey
+	supersededTagValue = events.SupersededTagValue
 	// supersededIndexDays is how long a superseded index stays readable.
 	supersededIndexDays = 3
 	// accessLogRetentionDays is how long access and flow logs are kept.

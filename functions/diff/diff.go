@@ -36,6 +36,17 @@ type Blobs interface {
 	Put(ctx context.Context, key string, body []byte) error
 }
 
+// IndexRetirer is what a Blobs may also do (s3blob.Store does) so that the
+// diff marks the indexes no diff will read again with
+// events.SupersededTagKey, for the bucket's lifecycle rule to expire them.
+// A Blobs without it keeps every index.
+type IndexRetirer interface {
+	// List returns the keys under prefix.
+	List(ctx context.Context, prefix string) ([]string, error)
+	// Tag sets an object's tags to the one tag key=value.
+	Tag(ctx context.Context, key, tagKey, tagValue string) error
+}
+
 // Shard is what the diff needs of the retailer's shard: the fence and the
 // generation's state. *pgstore.Shard implements it; the bench runs the same
 // diff over local files with an in-memory stand-in.
@@ -235,6 +246,7 @@ func (r *run) do(ctx context.Context) error {
 		}
 		return err
 	}
+	r.retireIndexes(ctx, takeover.Baseline)
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
 		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
@@ -417,6 +429,39 @@ func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, 
 		r.plan = nil
 	}
 	return plan, nil
+}
+
+// retireIndexes tags every index of the retailer older than the applied
+// baseline: no diff reads one again (a later diff reads the baseline of
+// its time, which is this one or newer, and the indexes of generations
+// stopped after it). The tag only starts the bucket's expiry clock (days),
+// so a zombie diff still reading an old index finishes. Housekeeping: a
+// failure is logged and retried by the next diff, never fails this one.
+func (r *run) retireIndexes(ctx context.Context, baseline int64) {
+	ret, ok := r.h.blobs.(IndexRetirer)
+	if !ok || baseline <= 1 {
+		return
+	}
+	keys, err := ret.List(ctx, events.IndexPrefix(r.job.RetailerID))
+	if err != nil {
+		r.log.WarnContext(ctx, "list indexes to retire", "err", err)
+		return
+	}
+	retired := 0
+	for _, key := range keys {
+		gen, ok := events.IndexGeneration(r.job.RetailerID, key)
+		if !ok || gen >= baseline {
+			continue
+		}
+		if err := ret.Tag(ctx, key, events.SupersededTagKey, events.SupersededTagValue); err != nil {
+			r.log.WarnContext(ctx, "retire index", "index_generation", gen, "err", err)
+			return
+		}
+		retired++
+	}
+	if retired > 0 {
+		r.log.InfoContext(ctx, "indexes retired", "older_than", baseline, "indexes", retired)
+	}
 }
 
 func (r *run) writeIndex(ctx context.Context) error {

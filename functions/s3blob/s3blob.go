@@ -134,6 +134,45 @@ func (s *Store) Size(ctx context.Context, key string) (int64, error) {
 	return aws.ToInt64(out.ContentLength), nil
 }
 
+// List returns the keys under prefix, in key order.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	var keys []string
+	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", s.bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			keys = append(keys, aws.ToString(o.Key))
+		}
+	}
+	return keys, nil
+}
+
+// Tag sets an object's tags to the one tag key=value.
+func (s *Store) Tag(ctx context.Context, key, tagKey, tagValue string) error {
+	_, err := s.client.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: &s.bucket, Key: &key,
+		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: &tagKey, Value: &tagValue}}}})
+	if err != nil {
+		return fmt.Errorf("tag s3://%s/%s: %w", s.bucket, key, classify(err))
+	}
+	return nil
+}
+
+// Tags returns an object's tags.
+func (s *Store) Tags(ctx context.Context, key string) (map[string]string, error) {
+	out, err := s.client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: &s.bucket, Key: &key})
+	if err != nil {
+		return nil, fmt.Errorf("tags of s3://%s/%s: %w", s.bucket, key, classify(err))
+	}
+	tags := map[string]string{}
+	for _, t := range out.TagSet {
+		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return tags, nil
+}
+
 // PresignedRequest is a request a client can make without credentials.
 type PresignedRequest struct {
 	Method  string

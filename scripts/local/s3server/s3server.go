@@ -102,6 +102,9 @@ type Server struct {
 	seqMu   sync.Mutex
 	lastSeq uint64
 
+	tagsMu sync.Mutex
+	tags   map[string][]objectTag // "bucket/key" -> the object's tags (see serveTagging)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -293,7 +296,14 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			return
 		}
 		bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		if key != "" && r.URL.Query().Has("tagging") {
+			s.serveTagging(w, r, bucket, key)
+			return
+		}
 		op := classify(r, key)
+		if op == opPut || op == opCopy || op == opComplete {
+			s.setTags(bucket, key, nil) // a new object has no tags
+		}
 
 		if (op == opPut || op == opUploadPart) && s.opts.MaxUploadBytes > 0 && !s.checkUploadSize(w, r) {
 			return
@@ -631,4 +641,64 @@ func (l slogLogger) Print(level gofakes3.LogLevel, v ...interface{}) {
 	default:
 		l.log.Debug("gofakes3: " + msg)
 	}
+}
+
+// objectTag is one object tag, as S3's XML has it.
+type objectTag struct {
+	Key   string `xml:"Key"`
+	Value string `xml:"Value"`
+}
+
+// tagging is the body of PutObjectTagging and GetObjectTagging.
+type tagging struct {
+	XMLName xml.Name    `xml:"http://s3.amazonaws.com/doc/2006-03-01/ Tagging"`
+	TagSet  []objectTag `xml:"TagSet>Tag"`
+}
+
+// serveTagging answers PutObjectTagging, GetObjectTagging and
+// DeleteObjectTagging, which gofakes3 does not implement (it would take the
+// PUT for a PutObject of the tagging XML). Tags live in memory only: the
+// local stack has no lifecycle rules that would act on them, and a restart
+// forgets them.
+func (s *Server) serveTagging(w http.ResponseWriter, r *http.Request, bucket, key string) {
+	exists, err := s.backend.HeadObject(bucket, key)
+	if err != nil || exists == nil {
+		writeError(w, r, http.StatusNotFound, "NoSuchKey", "The specified key does not exist.")
+		return
+	}
+	switch r.Method {
+	case http.MethodPut:
+		var t tagging
+		if err := xml.NewDecoder(io.LimitReader(r.Body, 64<<10)).Decode(&t); err != nil || len(t.TagSet) > 10 {
+			writeError(w, r, http.StatusBadRequest, "MalformedXML", "The XML you provided was not well-formed or did not validate against our published schema.")
+			return
+		}
+		s.setTags(bucket, key, t.TagSet)
+		w.WriteHeader(http.StatusOK)
+	case http.MethodGet:
+		s.tagsMu.Lock()
+		t := tagging{TagSet: append([]objectTag{}, s.tags[bucket+"/"+key]...)}
+		s.tagsMu.Unlock()
+		body, _ := xml.Marshal(t)
+		w.Header().Set("Content-Type", "application/xml")
+		w.Write(append([]byte(xml.Header), body...))
+	case http.MethodDelete:
+		s.setTags(bucket, key, nil)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		writeError(w, r, http.StatusMethodNotAllowed, "MethodNotAllowed", "The specified method is not allowed against this resource.")
+	}
+}
+
+func (s *Server) setTags(bucket, key string, tags []objectTag) {
+	s.tagsMu.Lock()
+	defer s.tagsMu.Unlock()
+	if len(tags) == 0 {
+		delete(s.tags, bucket+"/"+key)
+		return
+	}
+	if s.tags == nil {
+		s.tags = map[string][]objectTag{}
+	}
+	s.tags[bucket+"/"+key] = tags
 }
