@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/events"
 )
@@ -55,7 +56,7 @@ func (c *Control) DirectoryRetailers(ctx context.Context, productID string, limi
 	return directoryRetailers(ctx, c.pool, productID, limit)
 }
 
-func directoryRetailers(ctx context.Context, db querier, productID string, limit int) ([]string, error) {
+func directoryRetailers(ctx context.Context, db *pgxpool.Pool, productID string, limit int) ([]string, error) {
 	rows, err := db.Query(ctx, q("directory_lookup"), productID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("look up product %q in the directory: %w", productID, err)

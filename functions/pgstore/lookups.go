@@ -138,7 +138,7 @@ func (b *lookupBatcher) answer(batch []*lookup) {
 	}
 	params := [][]byte{appendTextArray(nil, retailers), appendTextArray(nil, products)}
 	found := make([]bool, len(batch))
-	err := b.rs.read(ctx, AnyReader, func(ctx context.Context, db querier) error {
+	err := b.rs.read(ctx, AnyReader, func(ctx context.Context, db *pgxpool.Pool) error {
 		clear(found) // a retry on the next server starts over
 		return execLookup(ctx, db, "storefront_product_batch", params, func(vals [][]byte) error {
 			if len(vals) != 4 || len(vals[0]) != 8 {
@@ -171,7 +171,7 @@ func (b *lookupBatcher) answer(batch []*lookup) {
 // productFrom is one lookup with the single-row query.
 func (rs *ReaderSet) productFrom(ctx context.Context, src Source, retailerID, productID string) (catalog.Product, error) {
 	var p catalog.Product
-	err := rs.read(ctx, src, func(ctx context.Context, db querier) error {
+	err := rs.read(ctx, src, func(ctx context.Context, db *pgxpool.Pool) error {
 		var err error
 		p, err = getProduct(ctx, db, retailerID, productID)
 		return err
@@ -185,7 +185,7 @@ func productNotFound(retailerID, productID string) error {
 
 // getProduct is the storefront's single-row lookup, on whichever server
 // (writer or replica) the caller picked.
-func getProduct(ctx context.Context, db querier, retailerID, productID string) (catalog.Product, error) {
+func getProduct(ctx context.Context, db *pgxpool.Pool, retailerID, productID string) (catalog.Product, error) {
 	var p catalog.Product
 	found := false
 	err := execLookup(ctx, db, "storefront_product", [][]byte{[]byte(retailerID), []byte(productID)}, func(vals [][]byte) error {
@@ -216,12 +216,8 @@ var lookupResultFormats = map[string][]int16{
 // one of lookupResultFormats)
 // with text parameters on a connection of db, calling row for each row; the
 // values passed to row are only valid during the call.
-func execLookup(ctx context.Context, db querier, name string, params [][]byte, row func(vals [][]byte) error) error {
-	pool, ok := db.(*pgxpool.Pool)
-	if !ok {
-		return fmt.Errorf("lookup on a %T", db)
-	}
-	c, err := pool.Acquire(ctx)
+func execLookup(ctx context.Context, db *pgxpool.Pool, name string, params [][]byte, row func(vals [][]byte) error) error {
+	c, err := db.Acquire(ctx)
 	if err != nil {
 		return err
 	}

@@ -19,12 +19,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
-// querier is what the read queries need from a pool.
-type querier interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
 // ReaderOptions configure the replica pools of one process. Zero values take
 // the defaults in brackets, sized for a Lambda environment that serves one
 // request at a time (see docs/ARCHITECTURE.md, "Read path").
@@ -251,7 +245,7 @@ func (rs *ReaderSet) Product(ctx context.Context, src Source, retailerID, produc
 // Products returns up to limit live products with product_id > after, in byte order.
 func (rs *ReaderSet) Products(ctx context.Context, src Source, retailerID, after string, limit int) ([]catalog.Product, error) {
 	var out []catalog.Product
-	err := rs.read(ctx, src, func(ctx context.Context, db querier) error {
+	err := rs.read(ctx, src, func(ctx context.Context, db *pgxpool.Pool) error {
 		var err error
 		out, err = listProducts(ctx, db, retailerID, after, limit)
 		return err
@@ -263,7 +257,7 @@ func (rs *ReaderSet) Products(ctx context.Context, src Source, retailerID, after
 // catalog holds a live product with this id (on the control database).
 func (rs *ReaderSet) DirectoryRetailers(ctx context.Context, productID string, limit int) ([]string, error) {
 	var out []string
-	err := rs.read(ctx, AnyReader, func(ctx context.Context, db querier) error {
+	err := rs.read(ctx, AnyReader, func(ctx context.Context, db *pgxpool.Pool) error {
 		var err error
 		out, err = directoryRetailers(ctx, db, productID, limit)
 		return err
@@ -274,7 +268,7 @@ func (rs *ReaderSet) DirectoryRetailers(ctx context.Context, productID string, l
 // retailer reads a registered retailer (on the control database).
 func (rs *ReaderSet) retailer(ctx context.Context, id string) (catalog.Retailer, error) {
 	var r catalog.Retailer
-	err := rs.read(ctx, AnyReader, func(ctx context.Context, db querier) error {
+	err := rs.read(ctx, AnyReader, func(ctx context.Context, db *pgxpool.Pool) error {
 		err := db.QueryRow(ctx, q("get_retailer"), id).Scan(
 			&r.ID, &r.Shard, &r.TokenHash, &r.Hold.DeleteFraction, &r.Hold.MinProducts, &r.CreatedAt)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -291,7 +285,7 @@ func (rs *ReaderSet) retailer(ctx context.Context, id string) (catalog.Retailer,
 // read runs fn on a replica that is up and fresh, trying the next one when
 // a replica does not answer, and on the writer when none is left (or when
 // src asks for it).
-func (rs *ReaderSet) read(ctx context.Context, src Source, fn func(context.Context, querier) error) error {
+func (rs *ReaderSet) read(ctx context.Context, src Source, fn func(context.Context, *pgxpool.Pool) error) error {
 	if n := len(rs.replicas); n > 0 && src == AnyReader {
 		rs.maybeProbe()
 		start := int(rs.next.Add(1) % uint64(n))
@@ -312,7 +306,7 @@ func (rs *ReaderSet) read(ctx context.Context, src Source, fn func(context.Conte
 	return rs.attempt(ctx, rs.writer, fn)
 }
 
-func (rs *ReaderSet) attempt(ctx context.Context, db querier, fn func(context.Context, querier) error) error {
+func (rs *ReaderSet) attempt(ctx context.Context, db *pgxpool.Pool, fn func(context.Context, *pgxpool.Pool) error) error {
 	actx, cancel := context.WithTimeout(ctx, rs.o.AttemptTimeout)
 	defer cancel()
 	return fn(actx, db)
@@ -403,7 +397,7 @@ func (rs *ReaderSet) Probe(ctx context.Context) {
 			continue
 		}
 		var lsn *int64
-		err := rs.attempt(ctx, r.pool, func(ctx context.Context, db querier) error {
+		err := rs.attempt(ctx, r.pool, func(ctx context.Context, db *pgxpool.Pool) error {
 			return db.QueryRow(ctx, q("replica_lsn")).Scan(&lsn)
 		})
 		if err != nil && unavailable(ctx, err) {
@@ -430,7 +424,7 @@ func (rs *ReaderSet) Probe(ctx context.Context) {
 // one recorded at least MaxLag ago.
 func (rs *ReaderSet) sampleWriter(ctx context.Context) (int64, bool) {
 	var lsn int64
-	err := rs.attempt(ctx, rs.writer, func(ctx context.Context, db querier) error {
+	err := rs.attempt(ctx, rs.writer, func(ctx context.Context, db *pgxpool.Pool) error {
 		return db.QueryRow(ctx, q("writer_lsn")).Scan(&lsn)
 	})
 	now := time.Now()
@@ -463,7 +457,7 @@ func (rs *ReaderSet) WaitReplicas(ctx context.Context) error {
 	for _, r := range rs.replicas {
 		for !r.down.Load() {
 			var lsn *int64
-			err := rs.attempt(ctx, r.pool, func(ctx context.Context, db querier) error {
+			err := rs.attempt(ctx, r.pool, func(ctx context.Context, db *pgxpool.Pool) error {
 				return db.QueryRow(ctx, q("replica_lsn")).Scan(&lsn)
 			})
 			if err == nil && (lsn == nil || *lsn >= target) {
@@ -509,7 +503,7 @@ func (rs *ReaderSet) Stats() ReaderStats {
 
 // listProducts is the storefront's page query, on whichever server (writer
 // or replica) the caller picked.
-func listProducts(ctx context.Context, db querier, retailerID, after string, limit int) ([]catalog.Product, error) {
+func listProducts(ctx context.Context, db *pgxpool.Pool, retailerID, after string, limit int) ([]catalog.Product, error) {
 	out := make([]catalog.Product, 0, limit)
 	params := [][]byte{[]byte(retailerID), []byte(after), strconv.AppendInt(nil, int64(limit), 10)}
 	err := execLookup(ctx, db, "storefront_page", params, func(vals [][]byte) error {

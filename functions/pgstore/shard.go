@@ -526,7 +526,7 @@ func (s *Shard) Product(ctx context.Context, retailerID, productID string) (cata
 	var p catalog.Product
 	err := s.pool.QueryRow(ctx, q("get_product"), retailerID, productID).Scan(&p.RetailerID, &p.ProductID, &p.Attributes, &p.Generation, &p.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return p, catalog.Errorf(catalog.ErrNotFound, "product_not_found", "retailer %q has no product %q", retailerID, productID)
+		return p, productNotFound(retailerID, productID)
 	}
 	if err != nil {
 		return p, fmt.Errorf("get product %s/%s: %w", retailerID, productID, err)
