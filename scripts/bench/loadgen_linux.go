@@ -331,10 +331,8 @@ func (g *loadGen) run(ctx context.Context, rate int, d time.Duration) (readResul
 		return readResult{}, errors.New("read-load: no successful request")
 	}
 	res := readResult{Requests: len(g.lats) + g.errors, Errors: g.errors, QPS: float64(len(g.lats)) / elapsed.Seconds()}
-	all := g.lats
-	slices.Sort(all)
-	res.P50, res.P90, res.P99 = all[len(all)*50/100], all[len(all)*90/100], all[len(all)*99/100]
-	res.P999, res.Max = all[len(all)*999/1000], all[len(all)-1]
+	slices.Sort(g.lats)
+	res.setLatencies(g.lats)
 	return res, nil
 }
 

@@ -366,6 +366,13 @@ type readResult struct {
 	Conns            int `json:"-"` // the concurrency level (set by bestOf)
 }
 
+// setLatencies sets the percentiles from latencies sorted in increasing
+// order (at least one).
+func (r *readResult) setLatencies(sorted []time.Duration) {
+	at := func(perMille int) time.Duration { return sorted[len(sorted)*perMille/1000] }
+	r.P50, r.P90, r.P99, r.P999, r.Max = at(500), at(900), at(990), at(999), sorted[len(sorted)-1]
+}
+
 // bestOf runs measure at every concurrency level and returns the run of the
 // highest QPS; an error at any level is the result.
 func bestOf(levels []int, what string, d time.Duration, measure func(conns int) (readResult, error)) (readResult, error) {
@@ -719,7 +726,7 @@ func (p *readPgbench) run(ctx context.Context, conns int, rate float64, d time.D
 		if err != nil {
 			return res, err
 		}
-		res.P50, res.P99 = lat[len(lat)*50/100], lat[len(lat)*99/100]
+		res.setLatencies(lat)
 	}
 	return res, nil
 }
