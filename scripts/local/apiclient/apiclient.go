@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/retailcatalog/catalog/functions/read"
@@ -36,7 +37,32 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
+	}
 	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// newAPIError reads an error answer: the API's {"error": {"code", "message"}},
+// API Gateway's own {"message"} (429, 413, 5xx before the function), or
+// whatever else came back, cut short.
+func newAPIError(status int, body []byte) *APIError {
+	var e struct {
+		Error   struct{ Code, Message string } `json:"error"`
+		Message string                         `json:"message"`
+	}
+	_ = json.Unmarshal(body, &e)
+	out := &APIError{Status: status, Code: e.Error.Code, Message: e.Error.Message}
+	if out.Code == "" && out.Message == "" {
+		out.Message = e.Message
+	}
+	if out.Message == "" {
+		out.Message = strings.TrimSpace(string(body))
+		if len(out.Message) > 300 {
+			out.Message = out.Message[:300] + "..."
+		}
+	}
+	return out
 }
 
 // Do sends a request with an optional JSON body and bearer token and decodes
@@ -70,11 +96,7 @@ func (c *Client) Do(ctx context.Context, method, path, token string, body, out a
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error struct{ Code, Message string } `json:"error"`
-		}
-		json.Unmarshal(data, &e)
-		return &APIError{Status: resp.StatusCode, Code: e.Error.Code, Message: e.Error.Message}
+		return newAPIError(resp.StatusCode, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {

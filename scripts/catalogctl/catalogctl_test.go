@@ -1,0 +1,193 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// result is one run of the tool.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runTool runs the tool in process with the given environment variables
+// (nothing else of the process's environment).
+func runTool(t *testing.T, vars map[string]string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	env := Env{Getenv: func(k string) string { return vars[k] }, Stdout: &stdout, Stderr: &stderr}
+	code := run(context.Background(), args, env)
+	return result{code: code, stdout: stdout.String(), stderr: stderr.String()}
+}
+
+func commandNames() []string {
+	var names []string
+	for name := range commands {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func TestEveryCommandHasHelp(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"--api", "http://x", "-h"}} {
+		r := runTool(t, nil, args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stdout, "usage: catalogctl")
+		for _, name := range commandNames() {
+			require.Contains(t, r.stdout, "  "+name+" ", "the tool's usage lists %s", name)
+		}
+	}
+	for _, name := range commandNames() {
+		// -h needs no token and no API, and wins over missing arguments.
+		for _, args := range [][]string{{name, "-h"}, {name, "--help"}, {"help", name}, {name, "x", "-h"}} {
+			r := runTool(t, nil, args...)
+			require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+			require.Contains(t, r.stdout, "usage: catalogctl "+name, "%v", args)
+			require.Empty(t, r.stderr, "%v", args)
+		}
+	}
+}
+
+func TestBadUsage(t *testing.T) {
+	t.Parallel()
+	r := runTool(t, nil)
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "commands:")
+
+	r = runTool(t, nil, "frobnicate")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `unknown command "frobnicate"`)
+
+	r = runTool(t, nil, "status", "--no-such-flag")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "flag provided but not defined")
+	require.Contains(t, r.stderr, "catalogctl status -h")
+
+	vars := map[string]string{tokenVar: "t"}
+	r = runTool(t, vars, "status", "r1", "1", "2")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "usage: catalogctl status [flags] R [G]")
+
+	r = runTool(t, vars, "status", "r1", "minus-one")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `generation "minus-one" must be a positive integer`)
+
+	r = runTool(t, vars, "--api", "ftp://x", "status", "r1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, `"ftp://x" is not a URL`)
+}
+
+func TestMissingTokenIsExplained(t *testing.T) {
+	t.Parallel()
+	r := runTool(t, nil, "status", "r1", "1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "no token")
+	require.Contains(t, r.stderr, tokenVar)
+
+	r = runTool(t, nil, "onboard", "r1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "no admin token")
+	require.Contains(t, r.stderr, adminTokenVar)
+
+	// A retailer's token does not stand in for the admin token.
+	r = runTool(t, map[string]string{tokenVar: "rt"}, "onboard", "r1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, adminTokenVar)
+}
+
+func TestUnreachableAPIIsExplained(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+
+	r := runTool(t, map[string]string{tokenVar: "t", apiVar: addr}, "status", "r1", "1")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "cannot reach the catalog API at http://"+addr)
+	require.Contains(t, r.stderr, "go run ./scripts/local up")
+	require.Contains(t, r.stderr, "--api")
+}
+
+// fakeAPI answers the status routes as the API would, for one retailer token.
+func fakeAPI(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	auth := func(w http.ResponseWriter, r *http.Request) bool {
+		switch r.Header.Get("Authorization") {
+		case "Bearer good":
+			return true
+		case "Bearer other":
+			w.WriteHeader(http.StatusForbidden)
+			w.Write([]byte(`{"error":{"code":"forbidden","message":"this token belongs to another retailer"}}`))
+		default:
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":{"code":"invalid_token","message":"the token is not valid"}}`))
+		}
+		return false
+	}
+	mux.HandleFunc("GET /v1/retailers/r1/snapshots/7", func(w http.ResponseWriter, r *http.Request) {
+		if auth(w, r) {
+			w.Write([]byte(`{"retailer_id":"r1","generation":7,"state":"applied","future_field":1,"chunks":{"total":2,"applied":2}}`))
+		}
+	})
+	mux.HandleFunc("GET /v1/retailers/r1/snapshots", func(w http.ResponseWriter, r *http.Request) {
+		if auth(w, r) {
+			require.Equal(t, "5", r.URL.Query().Get("limit"))
+			w.Write([]byte(`{"items":[{"retailer_id":"r1","generation":8,"state":"rejected","error":{"code":"duplicate_product_id","message":"p1 also on line 2","line":5}},
+				{"retailer_id":"r1","generation":7,"state":"superseded","superseded_by":8}]}`))
+		}
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	srv := fakeAPI(t)
+	vars := map[string]string{apiVar: srv.URL + "/", tokenVar: "good"}
+
+	r := runTool(t, vars, "status", "r1", "7")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"retailer_id":"r1","generation":7,"state":"applied","future_field":1,"chunks":{"total":2,"applied":2}}`, r.stdout)
+
+	// Flags after the arguments, --api and --token after the command.
+	r = runTool(t, nil, "status", "r1", "--limit", "5", "--api", srv.URL, "--token", "good")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 3)
+	require.Contains(t, lines[0], "GENERATION")
+	require.Contains(t, lines[1], "rejected")
+	require.Contains(t, lines[1], "duplicate_product_id at line 5")
+	require.Contains(t, lines[2], "superseded by 8")
+
+	r = runTool(t, vars, "status", "--json", "--limit=5", "r1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"items": [`)
+
+	// The admin token stands in for a retailer's.
+	r = runTool(t, map[string]string{apiVar: srv.URL, adminTokenVar: "good"}, "status", "r1", "7")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	r = runTool(t, map[string]string{apiVar: srv.URL, tokenVar: "stale"}, "status", "r1", "7")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "refused the token from $"+tokenVar)
+	require.Contains(t, r.stderr, "invalid_token")
+
+	r = runTool(t, map[string]string{apiVar: srv.URL}, "--token", "other", "status", "r1", "7")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "the token from --token is not this retailer's")
+	require.Empty(t, r.stdout)
+}
