@@ -36,6 +36,12 @@ const (
 	AdminToken
 )
 
+// tokenVars are where each kind of token is looked for after --token, in order.
+var tokenVars = map[TokenKind][]string{
+	RetailerToken: {tokenVar, adminTokenVar}, // the admin may act for any retailer
+	AdminToken:    {adminTokenVar},
+}
+
 // Runner runs a command with its positional arguments, its flags parsed.
 type Runner func(ctx context.Context, c *Call, args []string) error
 
@@ -199,29 +205,23 @@ func newCall(cmd *Command, g globals, env Env) (*Call, error) {
 	}
 	c := &Call{API: apiclient.New(base), APIURL: base, Stdout: env.Stdout, Stderr: env.Stderr,
 		Terminal: env.Terminal, Env: env, cmd: cmd}
-	switch cmd.Token {
-	case RetailerToken:
-		switch {
-		case g.token != "":
-			c.Token, c.tokenSource = g.token, "--token"
-		case env.Getenv(tokenVar) != "":
-			c.Token, c.tokenSource = env.Getenv(tokenVar), "$"+tokenVar
-		case env.Getenv(adminTokenVar) != "":
-			c.Token, c.tokenSource = env.Getenv(adminTokenVar), "$"+adminTokenVar
-		default:
-			return nil, fmt.Errorf("no token: pass --token or set %s to the retailer's token "+
-				"(shown once when the retailer is onboarded: `catalogctl onboard R` with the admin token)", tokenVar)
+	if cmd.Token == NoToken {
+		return c, nil
+	}
+	c.Token, c.tokenSource = g.token, "--token"
+	for _, name := range tokenVars[cmd.Token] {
+		if c.Token != "" {
+			break
 		}
-	case AdminToken:
-		switch {
-		case g.token != "":
-			c.Token, c.tokenSource = g.token, "--token"
-		case env.Getenv(adminTokenVar) != "":
-			c.Token, c.tokenSource = env.Getenv(adminTokenVar), "$"+adminTokenVar
-		default:
-			return nil, fmt.Errorf("no admin token: pass --token or set %s "+
-				"(`go run ./scripts/local up` prints it; on AWS it is in the stack's admin-token secret)", adminTokenVar)
-		}
+		c.Token, c.tokenSource = env.Getenv(name), "$"+name
+	}
+	if c.Token == "" && cmd.Token == AdminToken {
+		return nil, fmt.Errorf("no admin token: pass --token or set %s "+
+			"(`go run ./scripts/local up` prints it; on AWS it is in the secret of the stack output AdminTokenSecretArn)", adminTokenVar)
+	}
+	if c.Token == "" {
+		return nil, fmt.Errorf("no token: pass --token or set %s to the retailer's token "+
+			"(shown once when the retailer is onboarded: `catalogctl onboard R` with the admin token)", tokenVar)
 	}
 	return c, nil
 }
