@@ -18,28 +18,45 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/pgstore"
 )
 
-// Blobs reads chunk objects. s3blob.Store implements it.
+// Blobs reads chunk objects. s3blob.Store and inmem.Blobs implement it.
 type Blobs interface {
-	// Get reads a whole object.
+	// Get reads a whole object; blob.ErrNotFound when it does not exist.
 	Get(ctx context.Context, key string) ([]byte, error)
+}
+
+// Store is what the apply needs of the databases, keyed by retailer.
+// pgstore.Stores and inmem.Store implement it.
+type Store interface {
+	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
+	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
+	// IsLatest reports whether gen is still the retailer's newest arrived generation (I4).
+	IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error)
+	// ChunkCounted reports whether a transaction that wrote chunk seq of gen has committed.
+	ChunkCounted(ctx context.Context, retailerID string, gen int64, seq int) (bool, error)
+	// ApplyChunk writes one chunk of gen in one fenced transaction and
+	// counts it exactly once (I2, I3, I4, I6); a superseded or counted
+	// chunk writes nothing and says so in the result.
+	ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error)
+	// UpdateDirectory brings the product directory in line with a committed
+	// chunk; fenced by generation and idempotent.
+	UpdateDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error
 }
 
 // Handler applies chunks.
 type Handler struct {
-	stores *pgstore.Stores
-	blobs  Blobs
-	log    *slog.Logger
+	store Store
+	blobs Blobs
+	log   *slog.Logger
 	// Observe, when set, is called around each chunk's apply (tests count
 	// chunks in flight with it); it is nil in production.
 	Observe func(msg events.ChunkMessage, start bool)
 }
 
 // New builds the handler.
-func New(stores *pgstore.Stores, blobs Blobs, log *slog.Logger) *Handler {
-	return &Handler{stores: stores, blobs: blobs, log: log}
+func New(store Store, blobs Blobs, log *slog.Logger) *Handler {
+	return &Handler{store: store, blobs: blobs, log: log}
 }
 
 // HandleSQS is the Lambda entry. Messages are applied in order; after the
@@ -76,7 +93,7 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 		defer h.Observe(m, false)
 	}
 	log := h.log.With("retailer_id", m.RetailerID, "generation", m.Generation, "seq", m.Seq)
-	_, shard, err := h.stores.ForRetailer(ctx, m.RetailerID)
+	_, err := h.store.Retailer(ctx, m.RetailerID)
 	if errors.Is(err, catalog.ErrNotFound) {
 		log.WarnContext(ctx, "chunk of an unknown retailer dropped")
 		return nil
@@ -85,14 +102,14 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 		return err
 	}
 	// Cheap check first (I4): a superseded chunk is not even read.
-	latest, err := shard.IsLatest(ctx, m.RetailerID, m.Generation)
+	latest, err := h.store.IsLatest(ctx, m.RetailerID, m.Generation)
 	if err != nil {
 		return err
 	}
 	if !latest {
 		// An earlier delivery may have committed this chunk and stopped before
 		// its directory update: then the chunk is read again to finish that.
-		counted, err := shard.ChunkCounted(ctx, m.RetailerID, m.Generation, m.Seq)
+		counted, err := h.store.ChunkCounted(ctx, m.RetailerID, m.Generation, m.Seq)
 		if err != nil {
 			return err
 		}
@@ -114,17 +131,17 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 	if err != nil {
 		return fmt.Errorf("apply chunk %d: %w", m.Seq, err)
 	}
-	res, err := shard.ApplyChunk(ctx, m.RetailerID, m.Generation, m.Seq, ops)
+	res, err := h.store.ApplyChunk(ctx, m.RetailerID, m.Generation, m.Seq, ops)
 	if err != nil {
 		return err
 	}
-	if err := h.updateDirectory(ctx, shard, m, ops, res.Outcome); err != nil {
+	if err := h.updateDirectory(ctx, m, ops, res.Outcome); err != nil {
 		return err
 	}
 	switch res.Outcome {
-	case pgstore.ChunkSuperseded:
+	case catalog.ChunkSuperseded:
 		log.InfoContext(ctx, "chunk superseded; nothing written")
-	case pgstore.ChunkDuplicate:
+	case catalog.ChunkDuplicate:
 		log.InfoContext(ctx, "chunk applied before; nothing written")
 	default:
 		log.InfoContext(ctx, "chunk applied", "rows", len(ops), "written", res.Written,

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 // updateDirectory brings the product directory (control database) in line
@@ -12,14 +12,14 @@ import (
 // delivery: after an applied chunk, after a duplicate (the process may have
 // stopped between the shard commit and the directory update), and after a
 // superseded chunk only when an earlier delivery committed it. The update is
-// fenced by generation and idempotent (pgstore.Control.UpdateDirectory), so
+// fenced by generation and idempotent (Store.UpdateDirectory), so
 // repeating it is harmless; an error fails the message, which is retried.
-func (h *Handler) updateDirectory(ctx context.Context, shard *pgstore.Shard, m events.ChunkMessage, ops []events.ChunkOp, outcome pgstore.ApplyOutcome) error {
-	if outcome == pgstore.ChunkSuperseded {
-		counted, err := shard.ChunkCounted(ctx, m.RetailerID, m.Generation, m.Seq)
+func (h *Handler) updateDirectory(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp, outcome catalog.ApplyOutcome) error {
+	if outcome == catalog.ChunkSuperseded {
+		counted, err := h.store.ChunkCounted(ctx, m.RetailerID, m.Generation, m.Seq)
 		if err != nil || !counted {
 			return err
 		}
 	}
-	return h.stores.Control.UpdateDirectory(ctx, m.RetailerID, m.Generation, ops)
+	return h.store.UpdateDirectory(ctx, m.RetailerID, m.Generation, ops)
 }

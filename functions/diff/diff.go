@@ -22,21 +22,23 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
-// Blobs reads uploads and indexes and writes indexes and chunks. s3blob.Store implements it.
+// Blobs reads uploads and indexes and writes indexes and chunks.
+// s3blob.Store and inmem.Blobs implement it.
 type Blobs interface {
-	// Open streams an object; with ifMatch, s3blob.ErrChanged when its ETag differs.
-	Open(ctx context.Context, key, ifMatch string) (s3blob.Object, error)
+	// Open streams an object; blob.ErrNotFound when it does not exist; with
+	// ifMatch, blob.ErrChanged when its ETag differs.
+	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 	// Put writes an object.
 	Put(ctx context.Context, key string, body []byte) error
 }
 
-// IndexRetirer is what a Blobs may also do (s3blob.Store does) so that the
+// IndexRetirer is what a Blobs may also do (s3blob.Store and inmem.Blobs do) so that the
 // diff marks the indexes no diff will read again with
 // events.SupersededTagKey, for the bucket's lifecycle rule to expire them.
 // A Blobs without it keeps every index.
@@ -47,22 +49,27 @@ type IndexRetirer interface {
 	Tag(ctx context.Context, key, tagKey, tagValue string) error
 }
 
-// Shard is what the diff needs of the retailer's shard: the fence and the
-// generation's state. *pgstore.Shard implements it; the bench runs the same
-// diff over local files with an in-memory stand-in.
-type Shard interface {
-	BeginDiff(ctx context.Context, retailerID string, gen int64) (pgstore.DiffDecision, error)
-	TakeOver(ctx context.Context, retailerID string, gen int64) (pgstore.DiffDecision, error)
+// Store is what the diff needs of the databases, keyed by retailer: the
+// registry, the fence and the generation's state. pgstore.Stores and
+// inmem.Store implement it.
+type Store interface {
+	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
+	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
+	// BeginDiff records that gen's upload arrived and decides whether to read it.
+	BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error)
+	// TakeOver makes gen, read whole and not held, the retailer's latest and
+	// returns the baseline and the stopped generations (I5);
+	// catalog.ErrSuperseded when a newer generation took over first.
+	TakeOver(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error)
+	// IsLatest reports whether gen is still the retailer's newest arrived generation (I4).
 	IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error)
-	StartApplying(ctx context.Context, retailerID string, gen int64, c pgstore.Counts, chunks int) error
+	// StartApplying records gen's counts and chunk total (zero chunks: applied
+	// at once); catalog.ErrSuperseded when a newer generation arrived.
+	StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error
+	// Reject ends gen with a reason (I7).
 	Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error
-	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c pgstore.Counts) error
-}
-
-// Queue sends chunk messages. sqsqueue.Sender implements it.
-type Queue interface {
-	// Send sends body to queueURL with a FIFO group and deduplication id.
-	Send(ctx context.Context, queueURL, body, groupID, dedupID string) error
+	// Hold parks gen until the retailer confirms it (I8).
+	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error
 }
 
 // Config is what the diff function is told at start.
@@ -102,17 +109,17 @@ func (c *Config) defaults() {
 
 // Handler runs diffs.
 type Handler struct {
-	cfg    Config
-	stores *pgstore.Stores
-	blobs  Blobs
-	queue  Queue
-	log    *slog.Logger
+	cfg   Config
+	store Store
+	blobs Blobs
+	queue queue.Sender
+	log   *slog.Logger
 }
 
 // New builds the handler.
-func New(cfg Config, stores *pgstore.Stores, blobs Blobs, queue Queue, log *slog.Logger) *Handler {
+func New(cfg Config, store Store, blobs Blobs, queue queue.Sender, log *slog.Logger) *Handler {
 	cfg.defaults()
-	return &Handler{cfg: cfg, stores: stores, blobs: blobs, queue: queue, log: log}
+	return &Handler{cfg: cfg, store: store, blobs: blobs, queue: queue, log: log}
 }
 
 // HandleSQS is the Lambda entry: each diff-jobs message holds an S3 event
@@ -150,7 +157,7 @@ func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage
 // unneeded one (duplicate event, superseded) ends quietly.
 func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 	log := h.log.With("retailer_id", job.RetailerID, "generation", job.Generation)
-	retailer, shard, err := h.stores.ForRetailer(ctx, job.RetailerID)
+	retailer, err := h.store.Retailer(ctx, job.RetailerID)
 	if errors.Is(err, catalog.ErrNotFound) {
 		log.WarnContext(ctx, "upload for an unknown retailer ignored", "key", job.Key)
 		return nil
@@ -158,13 +165,7 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 	if err != nil {
 		return err
 	}
-	return h.DiffOn(ctx, job, retailer, shard)
-}
-
-// DiffOn is Diff with the retailer and its shard already looked up.
-func (h *Handler) DiffOn(ctx context.Context, job events.DiffJob, retailer catalog.Retailer, shard Shard) error {
-	log := h.log.With("retailer_id", job.RetailerID, "generation", job.Generation)
-	decision, err := shard.BeginDiff(ctx, job.RetailerID, job.Generation)
+	decision, err := h.store.BeginDiff(ctx, job.RetailerID, job.Generation)
 	if err != nil {
 		return err
 	}
@@ -172,7 +173,7 @@ func (h *Handler) DiffOn(ctx context.Context, job events.DiffJob, retailer catal
 		log.InfoContext(ctx, "diff skipped", "reason", decision.Reason)
 		return nil
 	}
-	r := &run{h: h, log: log, shard: shard, retailer: retailer, job: job, decision: decision}
+	r := &run{h: h, log: log, store: h.store, retailer: retailer, job: job, decision: decision}
 	return r.do(ctx)
 }
 
@@ -180,10 +181,10 @@ func (h *Handler) DiffOn(ctx context.Context, job events.DiffJob, retailer catal
 type run struct {
 	h        *Handler
 	log      *slog.Logger
-	shard    Shard
+	store    Store
 	retailer catalog.Retailer
 	job      events.DiffJob
-	decision pgstore.DiffDecision
+	decision catalog.DiffDecision
 
 	etag     string
 	entries  *catalog.Sorter // the new snapshot's (id, hash, line), sorted
@@ -215,8 +216,8 @@ func (r *run) do(ctx context.Context) error {
 			return err
 		}
 	}
-	takeover, err := r.shard.TakeOver(ctx, r.job.RetailerID, r.job.Generation)
-	if errors.Is(err, pgstore.ErrSuperseded) {
+	takeover, err := r.store.TakeOver(ctx, r.job.RetailerID, r.job.Generation)
+	if errors.Is(err, catalog.ErrSuperseded) {
 		r.log.InfoContext(ctx, "a newer generation took over first; stopping")
 		return nil
 	}
@@ -239,8 +240,8 @@ func (r *run) do(ctx context.Context) error {
 	}
 	ops := plan.Ops()
 	chunks := (ops + r.h.cfg.ChunkRows - 1) / r.h.cfg.ChunkRows
-	if err := r.shard.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, chunks); err != nil {
-		if errors.Is(err, pgstore.ErrSuperseded) {
+	if err := r.store.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, chunks); err != nil {
+		if errors.Is(err, catalog.ErrSuperseded) {
 			r.log.InfoContext(ctx, "superseded before sending chunks")
 			return nil
 		}
@@ -261,17 +262,17 @@ func (r *run) do(ctx context.Context) error {
 	return nil
 }
 
-func countsOf(plan catalog.Plan, products int64) pgstore.Counts {
-	return pgstore.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
+func countsOf(plan catalog.Plan, products int64) catalog.Counts {
+	return catalog.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
 		Unchanged: plan.Unchanged, Products: products}
 }
 
 // hold decides the hold rule (I8) against the baseline of d alone.
-func (r *run) hold(ctx context.Context, d pgstore.DiffDecision) (bool, error) {
+func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 	if d.Baseline == 0 || r.products == 0 {
 		return r.holdPlan(ctx, catalog.Plan{Inserted: r.products}, d.BaselineProducts)
 	}
-	plan, err := r.merge(ctx, pgstore.DiffDecision{Baseline: d.Baseline})
+	plan, err := r.merge(ctx, catalog.DiffDecision{Baseline: d.Baseline})
 	if err != nil {
 		return false, err
 	}
@@ -284,14 +285,14 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, baselineProducts 
 		return false, nil
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted)
-	return true, r.shard.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, r.products))
+	return true, r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, r.products))
 }
 
 // readSnapshot is pass 1: every row's id, hash and line, sorted by id, with
 // the whole-snapshot checks (I7). rejected is true when the snapshot was rejected.
 func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	obj, err := r.h.blobs.Open(ctx, r.job.Key, "")
-	if errors.Is(err, s3blob.ErrNotFound) {
+	if errors.Is(err, blob.ErrNotFound) {
 		return true, r.reject(ctx, &snapshot.Error{Code: "upload_missing", Message: "the uploaded object is gone"})
 	}
 	if err != nil {
@@ -330,7 +331,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		n++
 		if n%r.h.cfg.SupersedeCheckRows == 0 {
 			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
-			if latest, err := r.shard.IsLatest(ctx, r.job.RetailerID, r.job.Generation); err != nil {
+			if latest, err := r.store.IsLatest(ctx, r.job.RetailerID, r.job.Generation); err != nil {
 				return false, err
 			} else if !latest {
 				r.log.InfoContext(ctx, "superseded while reading; stopping")
@@ -373,13 +374,13 @@ func (r *run) rejectOrFail(ctx context.Context, err error) (bool, error) {
 
 func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", se.Message)
-	return r.shard.Reject(ctx, r.job.RetailerID, r.job.Generation, se.Code, se.Message, se.Line)
+	return r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, se.Code, se.Message, se.Line)
 }
 
 // merge compares with the baseline and the stopped generations' indexes,
 // and writes the new generation's index in the same walk. A merge against
 // the same baseline without stopped generations is not done twice.
-func (r *run) merge(ctx context.Context, d pgstore.DiffDecision) (catalog.Plan, error) {
+func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, error) {
 	if r.plan != nil && r.planBase == d.Baseline && len(d.Stopped) == 0 {
 		return *r.plan, nil
 	}
@@ -466,7 +467,7 @@ func (r *run) retireIndexes(ctx context.Context, baseline int64) {
 
 func (r *run) writeIndex(ctx context.Context) error {
 	if r.index == nil {
-		if _, err := r.merge(ctx, pgstore.DiffDecision{}); err != nil {
+		if _, err := r.merge(ctx, catalog.DiffDecision{}); err != nil {
 			return err
 		}
 	}
@@ -576,7 +577,7 @@ func (c *chunker) flush(ctx context.Context) error {
 		return nil
 	}
 	r := c.r
-	latest, err := r.shard.IsLatest(ctx, r.job.RetailerID, r.job.Generation)
+	latest, err := r.store.IsLatest(ctx, r.job.RetailerID, r.job.Generation)
 	if err != nil {
 		return err
 	}

@@ -16,10 +16,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/s3blob"
 )
 
 // memBlobs is an in-memory blob store.
@@ -28,14 +27,14 @@ type memBlobs struct {
 	objects map[string][]byte
 }
 
-func (b *memBlobs) Open(_ context.Context, key, _ string) (s3blob.Object, error) {
+func (b *memBlobs) Open(_ context.Context, key, _ string) (blob.Object, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	data, ok := b.objects[key]
 	if !ok {
-		return s3blob.Object{}, fmt.Errorf("%s: %w", key, s3blob.ErrNotFound)
+		return blob.Object{}, fmt.Errorf("%s: %w", key, blob.ErrNotFound)
 	}
-	return s3blob.Object{Body: io.NopCloser(bytes.NewReader(data)), Size: int64(len(data)), ETag: "e"}, nil
+	return blob.Object{Body: io.NopCloser(bytes.NewReader(data)), Size: int64(len(data)), ETag: "e"}, nil
 }
 
 func (b *memBlobs) Put(_ context.Context, key string, body []byte) error {
@@ -70,21 +69,24 @@ type fakeShard struct {
 	checks    int
 	state     string
 	chunks    int
-	counts    pgstore.Counts
+	counts    catalog.Counts
 	rejected  string
 }
 
-func (s *fakeShard) BeginDiff(context.Context, string, int64) (pgstore.DiffDecision, error) {
-	return pgstore.DiffDecision{Proceed: true, Baseline: s.baseline, BaselineProducts: s.products}, nil
+func (s *fakeShard) Retailer(context.Context, string) (catalog.Retailer, error) {
+	return catalog.Retailer{ID: "r1", Hold: catalog.DefaultHoldPolicy}, nil
 }
-func (s *fakeShard) TakeOver(context.Context, string, int64) (pgstore.DiffDecision, error) {
-	return pgstore.DiffDecision{Proceed: true, Baseline: s.baseline, BaselineProducts: s.products}, nil
+func (s *fakeShard) BeginDiff(context.Context, string, int64) (catalog.DiffDecision, error) {
+	return catalog.DiffDecision{Proceed: true, Baseline: s.baseline, BaselineProducts: s.products}, nil
+}
+func (s *fakeShard) TakeOver(context.Context, string, int64) (catalog.DiffDecision, error) {
+	return catalog.DiffDecision{Proceed: true, Baseline: s.baseline, BaselineProducts: s.products}, nil
 }
 func (s *fakeShard) IsLatest(context.Context, string, int64) (bool, error) {
 	s.checks++
 	return s.latestFor == nil || s.latestFor(s.checks), nil
 }
-func (s *fakeShard) StartApplying(_ context.Context, _ string, _ int64, c pgstore.Counts, chunks int) error {
+func (s *fakeShard) StartApplying(_ context.Context, _ string, _ int64, c catalog.Counts, chunks int) error {
 	s.state, s.chunks, s.counts = "applying", chunks, c
 	return nil
 }
@@ -92,7 +94,7 @@ func (s *fakeShard) Reject(_ context.Context, _ string, _ int64, code, _ string,
 	s.state, s.rejected = "rejected", code
 	return nil
 }
-func (s *fakeShard) Hold(context.Context, string, int64, string, string, pgstore.Counts) error {
+func (s *fakeShard) Hold(context.Context, string, int64, string, string, catalog.Counts) error {
 	s.state = "held"
 	return nil
 }
@@ -106,15 +108,20 @@ func csvOf(n int, price string) []byte {
 	return []byte(b.String())
 }
 
-func newDiff(blobs *memBlobs, q *recQueue, threshold int) *diff.Handler {
-	return diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: threshold,
-		SmallQueueURL: "small", LargeQueueURL: "large"}, nil, blobs, q, slog.New(slog.NewTextHandler(io.Discard, nil)))
+// differ builds diff handlers over one blob store and queue.
+type differ func(shard *fakeShard) *diff.Handler
+
+func newDiff(blobs *memBlobs, q *recQueue, threshold int) differ {
+	return func(shard *fakeShard) *diff.Handler {
+		return diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: threshold,
+			SmallQueueURL: "small", LargeQueueURL: "large"}, shard, blobs, q, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	}
 }
 
-func run(t *testing.T, h *diff.Handler, shard *fakeShard, gen int64) {
+func run(t *testing.T, h differ, shard *fakeShard, gen int64) {
 	t.Helper()
 	job := events.DiffJob{RetailerID: "r1", Generation: gen, Key: events.UploadKey("r1", gen)}
-	require.NoError(t, h.DiffOn(context.Background(), job, catalog.Retailer{ID: "r1", Hold: catalog.DefaultHoldPolicy}, shard))
+	require.NoError(t, h(shard).Diff(context.Background(), job))
 }
 
 // Chunking: ops are cut into chunks of ChunkRows, upserts then deletes, each
@@ -156,7 +163,7 @@ func TestChunking(t *testing.T) {
 	q.sent = nil
 	shard2 := &fakeShard{baseline: 1, products: 12}
 	run(t, h, shard2, 2)
-	require.Equal(t, pgstore.Counts{Updated: 3, Deleted: 2, Unchanged: 7, Products: 10}, shard2.counts)
+	require.Equal(t, catalog.Counts{Updated: 3, Deleted: 2, Unchanged: 7, Products: 10}, shard2.counts)
 	require.Len(t, q.sent, 1)
 	ops, err := events.ReadChunk(bytes.NewReader(blobs.objects[q.sent[0].msg.Key]))
 	require.NoError(t, err)

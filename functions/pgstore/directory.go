@@ -11,9 +11,6 @@ import (
 	"github.com/retailcatalog/catalog/events"
 )
 
-// MaxCandidates is the most retailers a bare product lookup lists.
-const MaxCandidates = 100
-
 // UpdateDirectory brings the product directory (control database) in line
 // with one chunk of gen whose shard transaction has committed: an upsert
 // makes (product_id, retailer) a live entry, a delete a tombstone, both
@@ -50,8 +47,8 @@ func (c *Control) UpdateDirectory(ctx context.Context, retailerID string, gen in
 
 // DirectoryRetailers returns, in order, the retailers (at most limit) whose
 // catalog holds a live product with this id, as the directory on the
-// control writer knows it. The storefront reads it through
-// Stores.ControlReader.Retailers instead.
+// control writer knows it. The storefront reads it through the control
+// database's replicas instead (Stores.DirectoryRetailers).
 func (c *Control) DirectoryRetailers(ctx context.Context, productID string, limit int) ([]string, error) {
 	return directoryRetailers(ctx, c.pool, productID, limit)
 }

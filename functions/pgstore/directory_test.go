@@ -12,7 +12,7 @@ import (
 
 func lookup(t *testing.T, s *pgstore.Stores, productID string) []string {
 	t.Helper()
-	got, err := s.Control.DirectoryRetailers(context.Background(), productID, pgstore.MaxCandidates)
+	got, err := s.Control.DirectoryRetailers(context.Background(), productID, 100)
 	require.NoError(t, err)
 	return got
 }

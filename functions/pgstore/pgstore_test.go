@@ -61,7 +61,7 @@ func startGenerationOf(t *testing.T, sh *pgstore.Shard, retailerID string, chunk
 	require.True(t, d.Proceed, d.Reason)
 	_, err = sh.TakeOver(ctx, retailerID, gen)
 	require.NoError(t, err)
-	require.NoError(t, sh.StartApplying(ctx, retailerID, gen, pgstore.Counts{}, chunks))
+	require.NoError(t, sh.StartApplying(ctx, retailerID, gen, catalog.Counts{}, chunks))
 	return gen
 }
 
@@ -98,12 +98,12 @@ func TestFencingRefusesZombieChunks(t *testing.T) {
 	g8 := startGeneration(t, sh, 1)
 	res, err := sh.ApplyChunk(ctx, "r1", g8, 0, []events.ChunkOp{upsert("a", `{"v": "8"}`), upsert("b", `{"v": "8"}`)})
 	require.NoError(t, err)
-	require.Equal(t, pgstore.ChunkApplied, res.Outcome)
+	require.Equal(t, catalog.ChunkApplied, res.Outcome)
 	require.True(t, res.GenerationApplied)
 
 	res, err = sh.ApplyChunk(ctx, "r1", g7, 0, []events.ChunkOp{upsert("a", `{"v": "7"}`), upsert("c", `{"v": "7"}`), del("b")})
 	require.NoError(t, err)
-	require.Equal(t, pgstore.ChunkSuperseded, res.Outcome)
+	require.Equal(t, catalog.ChunkSuperseded, res.Outcome)
 	require.Equal(t, map[string]string{"a": `{"v": "8"}`, "b": `{"v": "8"}`}, catalogOf(t, sh))
 
 	st, err := sh.Generation(ctx, "r1", g7)
@@ -191,7 +191,7 @@ func TestChunkCountedExactlyOnce(t *testing.T) {
 	sh := newStores(t).Shards[0]
 	g := startGeneration(t, sh, 2)
 	ops := []events.ChunkOp{upsert("a", `{"v": "1"}`)}
-	outcomes := make([]pgstore.ApplyOutcome, 4)
+	outcomes := make([]catalog.ApplyOutcome, 4)
 	var wg sync.WaitGroup
 	for i := range outcomes {
 		wg.Add(1)
@@ -205,10 +205,10 @@ func TestChunkCountedExactlyOnce(t *testing.T) {
 	wg.Wait()
 	applied := 0
 	for _, o := range outcomes {
-		if o == pgstore.ChunkApplied {
+		if o == catalog.ChunkApplied {
 			applied++
 		} else {
-			require.Equal(t, pgstore.ChunkDuplicate, o)
+			require.Equal(t, catalog.ChunkDuplicate, o)
 		}
 	}
 	require.Equal(t, 1, applied)
@@ -250,7 +250,7 @@ func TestOutOfOrderArrivalIsSuperseded(t *testing.T) {
 	require.NotNil(t, st.ReceivedAt)
 
 	// A duplicate event of the finished generation does nothing.
-	require.NoError(t, sh.StartApplying(ctx, "r1", g2, pgstore.Counts{}, 0))
+	require.NoError(t, sh.StartApplying(ctx, "r1", g2, catalog.Counts{}, 0))
 	d, err = sh.BeginDiff(ctx, "r1", g2)
 	require.NoError(t, err)
 	require.False(t, d.Proceed)
@@ -265,7 +265,7 @@ func TestConfirmOnlyHeldLatest(t *testing.T) {
 	require.ErrorIs(t, sh.Confirm(ctx, "r1", g), catalog.ErrConflict, "not held")
 	_, err = sh.BeginDiff(ctx, "r1", g)
 	require.NoError(t, err)
-	require.NoError(t, sh.Hold(ctx, "r1", g, "empty_snapshot", "empty", pgstore.Counts{}))
+	require.NoError(t, sh.Hold(ctx, "r1", g, "empty_snapshot", "empty", catalog.Counts{}))
 	require.NoError(t, sh.Confirm(ctx, "r1", g))
 	d, err := sh.BeginDiff(ctx, "r1", g)
 	require.NoError(t, err)
@@ -290,7 +290,7 @@ func TestChunkMixesNewAndExistingRows(t *testing.T) {
 	res, err := sh.ApplyChunk(ctx, "r1", g2, 0, []events.ChunkOp{
 		upsert("a", `{"v": "2"}`), upsert("b", `{"v": "2"}`), upsert("c", `{"v": "2"}`), upsert("d", `{"v": "2"}`)})
 	require.NoError(t, err)
-	require.Equal(t, pgstore.ChunkApplied, res.Outcome)
+	require.Equal(t, catalog.ChunkApplied, res.Outcome)
 	require.EqualValues(t, 3, res.Written, "a updated, c and d inserted, b fenced")
 	require.Equal(t, map[string]string{"a": `{"v": "2"}`, "b": `{"v": "newer"}`, "c": `{"v": "2"}`, "d": `{"v": "2"}`}, catalogOf(t, sh))
 	var n int

@@ -118,28 +118,16 @@ func (s *Shard) Confirm(ctx context.Context, retailerID string, gen int64) error
 	})
 }
 
-// DiffDecision tells the diff what to do with an upload.
-type DiffDecision struct {
-	Proceed bool   // false: nothing to do (duplicate event, superseded, finished, unknown)
-	Reason  string // why not, for the log
-	// For Proceed:
-	Format           string
-	Confirmed        bool    // a held snapshot the retailer confirmed
-	Baseline         int64   // the applied generation to diff against (0: none)
-	BaselineProducts int64   // its product count
-	Stopped          []int64 // newer generations that may have written rows (I5); set by TakeOver
-}
-
 // BeginDiff records that the upload of gen has arrived and decides whether to
 // read it: an upload older than the newest one that took over is superseded
 // (even when it arrives last); duplicates of finished or held work do
 // nothing. Older generations keep applying while this one is read: only a
 // snapshot that reads whole and is not held takes over (TakeOver), so a bad
 // or held upload never stops good work (I7, I8).
-func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (DiffDecision, error) {
-	var d DiffDecision
+func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	var d catalog.DiffDecision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		d = DiffDecision{}
+		d = catalog.DiffDecision{}
 		var latest, applied, appliedProducts int64
 		err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &applied, &appliedProducts)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -193,11 +181,11 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (Di
 // for every apply transaction in flight) it raises latest_generation to gen,
 // marks every older unfinished generation superseded, and returns the
 // baseline and the stopped generations newer than it whose chunks may have
-// been applied (I5). ErrSuperseded when a newer generation took over first.
-func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (DiffDecision, error) {
-	var d DiffDecision
+// been applied (I5). catalog.ErrSuperseded when a newer generation took over first.
+func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	var d catalog.DiffDecision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		d = DiffDecision{}
+		d = catalog.DiffDecision{}
 		var latest int64
 		if err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &d.Baseline, &d.BaselineProducts); err != nil {
 			return err
@@ -210,7 +198,7 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (Dif
 			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, latest); err != nil {
 				return err
 			}
-			return ErrSuperseded
+			return catalog.ErrSuperseded
 		}
 		if _, err := tx.Exec(ctx, q("raise_fence"), retailerID, gen); err != nil {
 			return err
@@ -226,7 +214,7 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (Dif
 		d.Proceed = err == nil
 		return err
 	})
-	if err != nil && !errors.Is(err, ErrSuperseded) {
+	if err != nil && !errors.Is(err, catalog.ErrSuperseded) {
 		return d, fmt.Errorf("take over %s/%d: %w", retailerID, gen, err)
 	}
 	return d, err
@@ -240,13 +228,8 @@ func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, code, 
 	return nil
 }
 
-// Counts are the diff's figures for a generation.
-type Counts struct {
-	Inserted, Updated, Deleted, Unchanged, Products int64
-}
-
 // Hold parks a generation until the retailer confirms it (I8).
-func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c Counts) error {
+func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
 	if _, err := s.pool.Exec(ctx, q("hold_generation"), retailerID, gen, code, message,
 		c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products); err != nil {
 		return fmt.Errorf("hold %s/%d: %w", retailerID, gen, err)
@@ -254,21 +237,17 @@ func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, me
 	return nil
 }
 
-// ErrSuperseded reports that a newer generation has arrived: the caller stops
-// without writing.
-var ErrSuperseded = errors.New("superseded by a newer generation")
-
 // StartApplying records, under the fence, that gen's index is written and its
 // chunks are about to be sent. With zero chunks the generation is applied at
-// once. ErrSuperseded when a newer generation arrived meanwhile.
-func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64, c Counts, chunks int) error {
+// once. catalog.ErrSuperseded when a newer generation arrived meanwhile.
+func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error {
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var latest int64
 		if err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest); err != nil {
 			return err
 		}
 		if latest != gen {
-			return ErrSuperseded
+			return catalog.ErrSuperseded
 		}
 		tag, err := tx.Exec(ctx, q("start_applying"), retailerID, gen,
 			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, chunks)
@@ -276,14 +255,14 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return ErrSuperseded
+			return catalog.ErrSuperseded
 		}
 		if chunks == 0 {
 			return finishGeneration(ctx, tx, retailerID, gen, c.Products)
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, ErrSuperseded) {
+	if err != nil && !errors.Is(err, catalog.ErrSuperseded) {
 		return fmt.Errorf("start applying %s/%d: %w", retailerID, gen, err)
 	}
 	return err
@@ -306,39 +285,22 @@ func (s *Shard) IsLatest(ctx context.Context, retailerID string, gen int64) (boo
 	return latest <= gen, nil
 }
 
-// ApplyOutcome says what ApplyChunk did.
-type ApplyOutcome int
-
-// Outcomes of ApplyChunk.
-const (
-	ChunkApplied    ApplyOutcome = iota // the chunk's rows were written and counted
-	ChunkDuplicate                      // the chunk was counted before: nothing written
-	ChunkSuperseded                     // a newer generation arrived: nothing written (I4)
-)
-
-// ApplyResult is what one chunk did.
-type ApplyResult struct {
-	Outcome           ApplyOutcome
-	Written           int64 // rows actually written (upserted or deleted)
-	GenerationApplied bool  // this chunk was the generation's last
-}
-
 // ApplyChunk writes one chunk of gen in one transaction: the fence check
 // (I2, I4), the chunk count (exactly once), the fenced upserts and deletes,
 // the outbox rows and, for the last chunk, the generation's completion and the
 // new baseline.
-func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (ApplyResult, error) {
-	var res ApplyResult
+func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	var res catalog.ApplyResult
 	ids, attrs, hashes, deletes, err := splitOps(ops)
 	if err != nil {
 		return res, fmt.Errorf("apply chunk %d of %s/%d: %w", seq, retailerID, gen, err)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		res = ApplyResult{}
+		res = catalog.ApplyResult{}
 		var latest int64
 		err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && latest > gen) {
-			res.Outcome = ChunkSuperseded
+			res.Outcome = catalog.ChunkSuperseded
 			return nil
 		}
 		if err != nil {
@@ -349,7 +311,7 @@ func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			res.Outcome = ChunkDuplicate
+			res.Outcome = catalog.ChunkDuplicate
 			return nil
 		}
 		if len(ids) > 0 {
@@ -383,7 +345,7 @@ func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 		return nil
 	})
 	if errors.Is(err, errRollbackSuperseded) {
-		return ApplyResult{Outcome: ChunkSuperseded}, nil
+		return catalog.ApplyResult{Outcome: catalog.ChunkSuperseded}, nil
 	}
 	if err != nil {
 		return res, fmt.Errorf("apply chunk %d of %s/%d: %w", seq, retailerID, gen, err)
@@ -505,20 +467,13 @@ func splitOps(ops []events.ChunkOp) (ids, attrs []string, hashes [][]byte, delet
 	return ids, attrs, hashes, deletes, nil
 }
 
-// UnfinishedGeneration is a generation whose work a lost message would leave stuck.
-type UnfinishedGeneration struct {
-	RetailerID string
-	Generation int64
-	ObjectKey  string
-}
-
 // Unfinished lists generations still diffing or applying, or confirmed holds.
-func (s *Shard) Unfinished(ctx context.Context) ([]UnfinishedGeneration, error) {
+func (s *Shard) Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error) {
 	rows, err := s.pool.Query(ctx, q("unfinished_generations"))
 	if err != nil {
 		return nil, fmt.Errorf("list unfinished generations: %w", err)
 	}
-	return pgx.CollectRows(rows, pgx.RowToStructByPos[UnfinishedGeneration])
+	return pgx.CollectRows(rows, pgx.RowToStructByPos[catalog.UnfinishedGeneration])
 }
 
 // Product returns a live product; catalog.ErrNotFound when absent or deleted.

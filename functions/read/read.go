@@ -1,7 +1,7 @@
 // Package read serves the storefront routes: one product, a retailer's
 // products page by page, a product by its bare id through the product
-// directory, and the health check. Reads go to the shards' read replicas
-// (pgstore.ReaderSet), falling back to the writers.
+// directory, and the health check. Reads go to the shards' read replicas,
+// falling back to the writers (pgstore.Stores implements Store so).
 package read
 
 import (
@@ -16,7 +16,6 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
-	"github.com/retailcatalog/catalog/functions/pgstore"
 )
 
 // Cache-Control of the storefront's answers, for a CDN in front. Snapshots
@@ -34,12 +33,33 @@ const (
 	maxLimit     = 1000
 )
 
+// Store is what the storefront reads, keyed by retailer. pgstore.Stores
+// (through the read replicas) and inmem.Store implement it.
+type Store interface {
+	// Product returns a live product; catalog.ErrNotFound when absent or
+	// deleted (or the retailer is unknown). With fresh it reads the
+	// writer: for a client that has seen newer data than a replica had.
+	Product(ctx context.Context, retailerID, productID string, fresh bool) (catalog.Product, error)
+	// Products returns up to limit live products with product_id > after,
+	// in byte order; fresh as for Product.
+	Products(ctx context.Context, retailerID, after string, limit int, fresh bool) ([]catalog.Product, error)
+	// Replicated reports whether the retailer's reads may come from a
+	// replica, that is whether a fresh read may see more.
+	Replicated(ctx context.Context, retailerID string) (bool, error)
+	// DirectoryRetailers returns, in order, at most limit retailers whose
+	// catalog holds a live product with this id.
+	DirectoryRetailers(ctx context.Context, productID string, limit int) ([]string, error)
+}
+
+// MaxCandidates is the most retailers a bare product lookup lists.
+const MaxCandidates = 100
+
 // Handler serves the storefront routes.
 type Handler struct {
-	stores *pgstore.Stores
-	log    *slog.Logger
-	ready  func(context.Context) error
-	mux    *http.ServeMux
+	store Store
+	log   *slog.Logger
+	ready func(context.Context) error
+	mux   *http.ServeMux
 }
 
 // routes are the handler's routes: method and pattern.
@@ -51,8 +71,8 @@ var routes = []string{
 }
 
 // New builds the handler; ready reports whether the stack can serve (nil: always).
-func New(stores *pgstore.Stores, log *slog.Logger, ready func(context.Context) error) *Handler {
-	h := &Handler{stores: stores, log: log, ready: ready, mux: http.NewServeMux()}
+func New(store Store, log *slog.Logger, ready func(context.Context) error) *Handler {
+	h := &Handler{store: store, log: log, ready: ready, mux: http.NewServeMux()}
 	h.Register(h.mux)
 	h.mux.HandleFunc("/", httpapi.NotFound) // the contract's error shape (behind Lambda)
 	return h
@@ -144,15 +164,10 @@ func (h *Handler) product(w http.ResponseWriter, r *http.Request) {
 // served by a fresher replica before), the writer answers instead, so a
 // client never sees a product go back in time.
 func (h *Handler) serveProduct(w http.ResponseWriter, r *http.Request, retailerID, productID string) {
-	rs, err := h.stores.ReadersFor(r.Context(), retailerID)
-	if err != nil {
-		h.fail(w, r, retailerID, err)
-		return
-	}
-	p, err := rs.Product(r.Context(), pgstore.AnyReader, retailerID, productID)
-	if seen := httpapi.NewestETagVersion(r); seen > 0 && rs.Replicas() > 0 &&
+	p, err := h.store.Product(r.Context(), retailerID, productID, false)
+	if seen := httpapi.NewestETagVersion(r); seen > 0 && h.replicated(r.Context(), retailerID) &&
 		(errors.Is(err, catalog.ErrNotFound) || (err == nil && p.Generation < seen)) {
-		p, err = rs.Product(r.Context(), pgstore.WriterOnly, retailerID, productID)
+		p, err = h.store.Product(r.Context(), retailerID, productID, true)
 	}
 	if err != nil {
 		h.fail(w, r, retailerID, err)
@@ -187,17 +202,12 @@ func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	rs, err := h.stores.ReadersFor(r.Context(), retailerID)
-	if err != nil {
-		h.fail(w, r, retailerID, err)
-		return
-	}
 	// One more than asked tells whether this is the last page. Keyset
 	// pagination (product_id > after) is stable under ingestion: a product
 	// that exists throughout is on exactly one page, whatever changes around it.
-	rows, err := rs.Products(r.Context(), pgstore.AnyReader, retailerID, after, limit+1)
-	if seen := httpapi.NewestETagVersion(r); err == nil && seen > pageVersion(rows, limit) && rs.Replicas() > 0 {
-		rows, err = rs.Products(r.Context(), pgstore.WriterOnly, retailerID, after, limit+1)
+	rows, err := h.store.Products(r.Context(), retailerID, after, limit+1, false)
+	if seen := httpapi.NewestETagVersion(r); err == nil && seen > pageVersion(rows, limit) && h.replicated(r.Context(), retailerID) {
+		rows, err = h.store.Products(r.Context(), retailerID, after, limit+1, true)
 	}
 	if err != nil {
 		h.fail(w, r, retailerID, err)
@@ -207,6 +217,13 @@ func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
 	*buf = append(appendPage((*buf)[:0], rows, limit), '\n')
 	httpapi.WriteVersionedBody(w, r, cacheControl, pageVersion(rows, limit), *buf)
 	bodies.Put(buf)
+}
+
+// replicated reports whether a fresh read of the retailer may see more (an
+// error reads as no: the first read's answer stands).
+func (h *Handler) replicated(ctx context.Context, retailerID string) bool {
+	ok, err := h.store.Replicated(ctx, retailerID)
+	return err == nil && ok
 }
 
 // pageVersion is the newest generation among a page's products.
@@ -223,14 +240,14 @@ func pageVersion(rows []catalog.Product, limit int) int64 {
 
 // productByID answers GET /v1/products/{product_id} through the product
 // directory: the product when one retailer uses the id, 300 with the
-// candidates (at most pgstore.MaxCandidates) when several do, 404 when none.
+// candidates (at most MaxCandidates) when several do, 404 when none.
 func (h *Handler) productByID(w http.ResponseWriter, r *http.Request) {
 	productID := r.PathValue("product_id")
 	if err := validateProductID(productID); err != nil {
 		h.fail(w, r, "", err)
 		return
 	}
-	retailers, err := h.stores.ControlReaders.DirectoryRetailers(r.Context(), productID, pgstore.MaxCandidates)
+	retailers, err := h.store.DirectoryRetailers(r.Context(), productID, MaxCandidates)
 	if err != nil {
 		h.fail(w, r, "", err)
 		return

@@ -1,5 +1,6 @@
 // Package s3blob is the blob store adapter over Amazon S3 (or any
-// S3-compatible server such as the local gofakes3 stand-in).
+// S3-compatible server such as the local gofakes3 stand-in). Its types and
+// errors are package blob's; blobtest is the contract it keeps.
 package s3blob
 
 import (
@@ -17,13 +18,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+
+	"github.com/retailcatalog/catalog/functions/blob"
 )
-
-// ErrNotFound reports a missing object.
-var ErrNotFound = errors.New("object not found")
-
-// ErrChanged reports that an object changed between two reads (its ETag differs).
-var ErrChanged = errors.New("object changed")
 
 // Options configure the S3 client. Endpoint empty means real AWS (or
 // AWS_ENDPOINT_URL_S3, which the SDK honours by itself).
@@ -74,28 +71,21 @@ func New(client *s3.Client, bucket string) *Store {
 // Bucket is the bucket name.
 func (s *Store) Bucket() string { return s.bucket }
 
-// Object is an open object: its body, size and version tag.
-type Object struct {
-	Body io.ReadCloser
-	Size int64
-	ETag string
-}
-
-// Open streams an object. With ifMatch set, ErrChanged when the object's
-// ETag differs. ErrNotFound when it does not exist.
-func (s *Store) Open(ctx context.Context, key, ifMatch string) (Object, error) {
+// Open streams an object. With ifMatch set, blob.ErrChanged when the object's
+// ETag differs. blob.ErrNotFound when it does not exist.
+func (s *Store) Open(ctx context.Context, key, ifMatch string) (blob.Object, error) {
 	in := &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}
 	if ifMatch != "" {
 		in.IfMatch = aws.String(ifMatch)
 	}
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
-		return Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, classify(err))
+		return blob.Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, classify(err))
 	}
-	obj := Object{Body: out.Body, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	obj := blob.Object{Body: out.Body, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
 	if ifMatch != "" && obj.ETag != "" && obj.ETag != ifMatch {
 		out.Body.Close()
-		return Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, ErrChanged)
+		return blob.Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, blob.ErrChanged)
 	}
 	return obj, nil
 }
@@ -125,7 +115,7 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 	return nil
 }
 
-// Size returns an object's size; ErrNotFound when it does not exist.
+// Size returns an object's size; blob.ErrNotFound when it does not exist.
 func (s *Store) Size(ctx context.Context, key string) (int64, error) {
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
@@ -173,20 +163,12 @@ func (s *Store) Tags(ctx context.Context, key string) (map[string]string, error)
 	return tags, nil
 }
 
-// PresignedRequest is a request a client can make without credentials.
-type PresignedRequest struct {
-	Method  string
-	URL     string
-	Headers map[string]string
-	Expires time.Time
-}
-
 // PresignPut returns a presigned PUT for key valid for ttl.
-func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration) (PresignedRequest, error) {
+func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error) {
 	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key},
 		s3.WithPresignExpires(ttl))
 	if err != nil {
-		return PresignedRequest{}, fmt.Errorf("presign put s3://%s/%s: %w", s.bucket, key, err)
+		return blob.PresignedRequest{}, fmt.Errorf("presign put s3://%s/%s: %w", s.bucket, key, err)
 	}
 	headers := map[string]string{}
 	for name, values := range req.SignedHeader {
@@ -195,7 +177,7 @@ func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration) (
 		}
 		headers[name] = values[0]
 	}
-	return PresignedRequest{Method: req.Method, URL: req.URL, Headers: headers, Expires: time.Now().Add(ttl).UTC()}, nil
+	return blob.PresignedRequest{Method: req.Method, URL: req.URL, Headers: headers, Expires: time.Now().Add(ttl).UTC()}, nil
 }
 
 // EnsureBucket creates the bucket when it does not exist (local stack only).
@@ -217,15 +199,15 @@ func classify(err error) error {
 	var nsk *types.NoSuchKey
 	var nf *types.NotFound
 	if errors.As(err, &nsk) || errors.As(err, &nf) {
-		return fmt.Errorf("%w: %v", ErrNotFound, err)
+		return fmt.Errorf("%w: %v", blob.ErrNotFound, err)
 	}
 	var apiErr smithy.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode() {
 		case "NoSuchKey", "NotFound":
-			return fmt.Errorf("%w: %v", ErrNotFound, err)
+			return fmt.Errorf("%w: %v", blob.ErrNotFound, err)
 		case "PreconditionFailed":
-			return fmt.Errorf("%w: %v", ErrChanged, err)
+			return fmt.Errorf("%w: %v", blob.ErrChanged, err)
 		}
 	}
 	return err

@@ -9,7 +9,6 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/base64"
-	"hash/fnv"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,24 +16,42 @@ import (
 	"time"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
-// Presigner presigns uploads. s3blob.Store implements it.
+// Presigner presigns uploads. s3blob.Store and inmem.Blobs implement it.
 type Presigner interface {
 	// PresignPut returns a request that PUTs key without credentials until ttl passes.
-	PresignPut(ctx context.Context, key string, ttl time.Duration) (s3blob.PresignedRequest, error)
+	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
+	// Bucket names the bucket the uploads go to (in the S3 events of a confirmation).
 	Bucket() string
 }
 
-// Queue sends a message to a queue. sqsqueue.Sender implements it.
-type Queue interface {
-	// Send sends body to queueURL (groupID and dedupID empty for a standard queue).
-	Send(ctx context.Context, queueURL, body, groupID, dedupID string) error
+// Store is what the upload routes need of the databases: the retailer
+// registry and, keyed by retailer, its generations. pgstore.Stores and
+// inmem.Store implement it.
+type Store interface {
+	// ShardCount is the number of shards retailers are placed on.
+	ShardCount() int
+	// CreateRetailer registers a retailer; catalog.ErrConflict when it exists.
+	CreateRetailer(ctx context.Context, r catalog.Retailer) error
+	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
+	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
+	// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
+	RetailerByTokenHash(ctx context.Context, hash []byte) (string, error)
+	// ReserveGeneration reserves the retailer's next generation, awaiting its upload until expires.
+	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error)
+	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
+	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
+	// Generations lists a retailer's generations, newest first.
+	Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error)
+	// Confirm marks a held generation confirmed; catalog.ErrConflict when it
+	// is not held or no longer the latest.
+	Confirm(ctx context.Context, retailerID string, gen int64) error
 }
 
 // Config is what the upload function is told at start.
@@ -48,37 +65,41 @@ type Config struct {
 // Handler serves the admin and retailer routes.
 type Handler struct {
 	cfg    Config
-	stores *pgstore.Stores
+	store  Store
 	blobs  Presigner
-	queue  Queue
+	queue  queue.Sender
 	log    *slog.Logger
 	mux    *http.ServeMux
+	routes []string
 }
 
 // New builds the handler.
-func New(cfg Config, stores *pgstore.Stores, blobs Presigner, queue Queue, log *slog.Logger) *Handler {
+func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog.Logger) *Handler {
 	if cfg.UploadTTL <= 0 {
-		cfg.UploadTTL = 15 * time.Minute
+		cfg.UploadTTL = DefaultUploadTTL
 	}
-	h := &Handler{cfg: cfg, stores: stores, blobs: blobs, queue: queue, log: log, mux: http.NewServeMux()}
-	h.mux.HandleFunc("POST /v1/admin/retailers", h.createRetailer)
-	h.mux.HandleFunc("POST /v1/retailers/{retailer_id}/snapshots", h.reserve)
-	h.mux.HandleFunc("GET /v1/retailers/{retailer_id}/snapshots", h.list)
-	h.mux.HandleFunc("GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status)
-	h.mux.HandleFunc("POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm)
+	h := &Handler{cfg: cfg, store: store, blobs: blobs, queue: queue, log: log, mux: http.NewServeMux()}
+	for _, r := range []struct {
+		pattern string
+		handle  http.HandlerFunc
+	}{
+		{"POST /v1/admin/retailers", h.createRetailer},
+		{"POST /v1/retailers/{retailer_id}/snapshots", h.reserve},
+		{"GET /v1/retailers/{retailer_id}/snapshots", h.list},
+		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
+		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
+	} {
+		h.mux.HandleFunc(r.pattern, r.handle)
+		h.routes = append(h.routes, r.pattern)
+	}
 	return h
 }
 
+// DefaultUploadTTL is how long a presigned PUT stays valid unless configured.
+const DefaultUploadTTL = 15 * time.Minute
+
 // Routes lists the method and pattern of every route served.
-func (h *Handler) Routes() []string {
-	return []string{
-		"POST /v1/admin/retailers",
-		"POST /v1/retailers/{retailer_id}/snapshots",
-		"GET /v1/retailers/{retailer_id}/snapshots",
-		"GET /v1/retailers/{retailer_id}/snapshots/{generation}",
-		"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm",
-	}
-}
+func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }
 
 // ServeHTTP routes a request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
@@ -110,7 +131,7 @@ func (h *Handler) authAdmin(r *http.Request) error {
 	if h.isAdmin(token) {
 		return nil
 	}
-	id, err := h.stores.Control.RetailerByTokenHash(r.Context(), HashToken(token))
+	id, err := h.store.RetailerByTokenHash(r.Context(), HashToken(token))
 	if err != nil {
 		return err
 	}
@@ -123,28 +144,28 @@ func (h *Handler) authAdmin(r *http.Request) error {
 // authRetailer checks the path's retailer_id and that the token is that
 // retailer's (or the admin's): a bad id 400, none or a wrong token 401,
 // another retailer's token 403.
-func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, *pgstore.Shard, error) {
+func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
 	id := r.PathValue("retailer_id")
 	if err := catalog.ValidateRetailerID(id); err != nil {
-		return catalog.Retailer{}, nil, err
+		return catalog.Retailer{}, err
 	}
 	token := bearer(r)
 	if token == "" {
-		return catalog.Retailer{}, nil, catalog.Errorf(catalog.ErrUnauthorized, "missing_token", "an Authorization: Bearer token is required")
+		return catalog.Retailer{}, catalog.Errorf(catalog.ErrUnauthorized, "missing_token", "an Authorization: Bearer token is required")
 	}
 	if !h.isAdmin(token) {
-		owner, err := h.stores.Control.RetailerByTokenHash(r.Context(), HashToken(token))
+		owner, err := h.store.RetailerByTokenHash(r.Context(), HashToken(token))
 		if err != nil {
-			return catalog.Retailer{}, nil, err
+			return catalog.Retailer{}, err
 		}
 		if owner == "" {
-			return catalog.Retailer{}, nil, catalog.Errorf(catalog.ErrUnauthorized, "invalid_token", "the token is not valid")
+			return catalog.Retailer{}, catalog.Errorf(catalog.ErrUnauthorized, "invalid_token", "the token is not valid")
 		}
 		if owner != id {
-			return catalog.Retailer{}, nil, catalog.Errorf(catalog.ErrForbidden, "forbidden", "this token belongs to another retailer")
+			return catalog.Retailer{}, catalog.Errorf(catalog.ErrForbidden, "forbidden", "this token belongs to another retailer")
 		}
 	}
-	return h.stores.ForRetailer(r.Context(), id)
+	return h.store.Retailer(r.Context(), id)
 }
 
 type createRetailerRequest struct {
@@ -155,13 +176,6 @@ type createRetailerResponse struct {
 	RetailerID string `json:"retailer_id"`
 	Token      string `json:"token"`
 	Shard      int    `json:"shard"`
-}
-
-// ShardFor places a retailer on a shard by a stable hash of its id.
-func ShardFor(retailerID string, shards int) int {
-	h := fnv.New32a()
-	h.Write([]byte(retailerID))
-	return int(h.Sum32() % uint32(shards))
 }
 
 func (h *Handler) createRetailer(w http.ResponseWriter, r *http.Request) {
@@ -181,8 +195,8 @@ func (h *Handler) createRetailer(w http.ResponseWriter, r *http.Request) {
 	raw := make([]byte, 32)
 	rand.Read(raw)
 	token := "rt_" + base64.RawURLEncoding.EncodeToString(raw)
-	shard := ShardFor(req.RetailerID, len(h.stores.Shards))
-	err := h.stores.Control.CreateRetailer(r.Context(), catalog.Retailer{ID: req.RetailerID, Shard: shard, TokenHash: HashToken(token)})
+	shard := catalog.ShardFor(req.RetailerID, h.store.ShardCount())
+	err := h.store.CreateRetailer(r.Context(), catalog.Retailer{ID: req.RetailerID, Shard: shard, TokenHash: HashToken(token)})
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -210,7 +224,7 @@ type reserveResponse struct {
 }
 
 func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
-	retailer, shard, err := h.authRetailer(r)
+	retailer, err := h.authRetailer(r)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -226,7 +240,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	expires := time.Now().Add(h.cfg.UploadTTL)
-	gen, err := shard.ReserveGeneration(r.Context(), retailer.ID, string(format), expires)
+	gen, err := h.store.ReserveGeneration(r.Context(), retailer.ID, string(format), expires)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -252,12 +266,12 @@ func parseGeneration(r *http.Request) (int64, error) {
 }
 
 func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
-	retailer, shard, err := h.authRetailer(r)
+	retailer, err := h.authRetailer(r)
 	if err == nil {
 		var gen int64
 		if gen, err = parseGeneration(r); err == nil {
 			var st catalog.GenerationStatus
-			if st, err = shard.Generation(r.Context(), retailer.ID, gen); err == nil {
+			if st, err = h.store.Generation(r.Context(), retailer.ID, gen); err == nil {
 				httpapi.WriteJSON(w, http.StatusOK, StatusJSON(st))
 				return
 			}
@@ -271,7 +285,7 @@ type listResponse struct {
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	retailer, shard, err := h.authRetailer(r)
+	retailer, err := h.authRetailer(r)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -285,7 +299,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	gens, err := shard.Generations(r.Context(), retailer.ID, limit)
+	gens, err := h.store.Generations(r.Context(), retailer.ID, limit)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -298,7 +312,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
-	retailer, shard, err := h.authRetailer(r)
+	retailer, err := h.authRetailer(r)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -308,7 +322,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if err := shard.Confirm(r.Context(), retailer.ID, gen); err != nil {
+	if err := h.store.Confirm(r.Context(), retailer.ID, gen); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
@@ -319,7 +333,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.InfoContext(r.Context(), "held generation confirmed", "retailer_id", retailer.ID, "generation", gen)
-	st, err := shard.Generation(r.Context(), retailer.ID, gen)
+	st, err := h.store.Generation(r.Context(), retailer.ID, gen)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return

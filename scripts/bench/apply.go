@@ -18,10 +18,10 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/s3blob"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 )
 
@@ -34,18 +34,18 @@ type memBlobs struct {
 	objs map[string][]byte
 }
 
-func (m *memBlobs) Open(ctx context.Context, key, ifMatch string) (s3blob.Object, error) {
+func (m *memBlobs) Open(ctx context.Context, key, ifMatch string) (blob.Object, error) {
 	m.mu.Lock()
 	b, ok := m.objs[key]
 	m.mu.Unlock()
 	if !ok {
-		return s3blob.Object{}, fmt.Errorf("open %s: %w", key, s3blob.ErrNotFound)
+		return blob.Object{}, fmt.Errorf("open %s: %w", key, blob.ErrNotFound)
 	}
 	etag := fmt.Sprintf("%d", len(b))
 	if ifMatch != "" && ifMatch != etag {
-		return s3blob.Object{}, s3blob.ErrChanged
+		return blob.Object{}, blob.ErrChanged
 	}
-	return s3blob.Object{Body: io.NopCloser(bytes.NewReader(b)), Size: int64(len(b)), ETag: etag}, nil
+	return blob.Object{Body: io.NopCloser(bytes.NewReader(b)), Size: int64(len(b)), ETag: etag}, nil
 }
 
 func (m *memBlobs) Put(ctx context.Context, key string, body []byte) error {
@@ -60,7 +60,7 @@ func (m *memBlobs) Get(ctx context.Context, key string) ([]byte, error) {
 	defer m.mu.Unlock()
 	b, ok := m.objs[key]
 	if !ok {
-		return nil, s3blob.ErrNotFound
+		return nil, blob.ErrNotFound
 	}
 	return b, nil
 }

@@ -9,9 +9,8 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/s3blob"
 )
 
 // fileBlobs is a diff.Blobs over a local directory: the diff reads the
@@ -31,25 +30,25 @@ func (b *fileBlobs) path(key string) string {
 }
 
 // Open opens a file; the ETag is its size and modification time.
-func (b *fileBlobs) Open(ctx context.Context, key, ifMatch string) (s3blob.Object, error) {
+func (b *fileBlobs) Open(ctx context.Context, key, ifMatch string) (blob.Object, error) {
 	f, err := os.Open(b.path(key))
 	if errors.Is(err, fs.ErrNotExist) {
-		return s3blob.Object{}, fmt.Errorf("open %s: %w", key, s3blob.ErrNotFound)
+		return blob.Object{}, fmt.Errorf("open %s: %w", key, blob.ErrNotFound)
 	}
 	if err != nil {
-		return s3blob.Object{}, err
+		return blob.Object{}, err
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return s3blob.Object{}, err
+		return blob.Object{}, err
 	}
 	etag := fmt.Sprintf("%d-%d", st.Size(), st.ModTime().UnixNano())
 	if ifMatch != "" && ifMatch != etag {
 		f.Close()
-		return s3blob.Object{}, fmt.Errorf("open %s: %w", key, s3blob.ErrChanged)
+		return blob.Object{}, fmt.Errorf("open %s: %w", key, blob.ErrChanged)
 	}
-	return s3blob.Object{Body: f, Size: st.Size(), ETag: etag}, nil
+	return blob.Object{Body: f, Size: st.Size(), ETag: etag}, nil
 }
 
 // Put writes a file.
@@ -78,24 +77,28 @@ func (q *discardQueue) Send(ctx context.Context, queueURL, body, groupID, dedupI
 // generation proceeds against a given baseline and stays the latest.
 type benchShard struct {
 	baseline, baselineProducts int64
-	counts                     pgstore.Counts
+	counts                     catalog.Counts
 	chunks                     int
 	failure                    error
 }
 
-func (s *benchShard) BeginDiff(ctx context.Context, retailerID string, gen int64) (pgstore.DiffDecision, error) {
-	return pgstore.DiffDecision{Proceed: true, Format: "csv", Baseline: s.baseline, BaselineProducts: s.baselineProducts}, nil
+func (s *benchShard) Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error) {
+	return benchRetailer, nil
 }
 
-func (s *benchShard) TakeOver(ctx context.Context, retailerID string, gen int64) (pgstore.DiffDecision, error) {
-	return pgstore.DiffDecision{Proceed: true, Format: "csv", Baseline: s.baseline, BaselineProducts: s.baselineProducts}, nil
+func (s *benchShard) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	return catalog.DiffDecision{Proceed: true, Format: "csv", Baseline: s.baseline, BaselineProducts: s.baselineProducts}, nil
+}
+
+func (s *benchShard) TakeOver(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	return catalog.DiffDecision{Proceed: true, Format: "csv", Baseline: s.baseline, BaselineProducts: s.baselineProducts}, nil
 }
 
 func (s *benchShard) IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error) {
 	return true, nil
 }
 
-func (s *benchShard) StartApplying(ctx context.Context, retailerID string, gen int64, c pgstore.Counts, chunks int) error {
+func (s *benchShard) StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error {
 	s.counts, s.chunks = c, chunks
 	return nil
 }
@@ -105,7 +108,7 @@ func (s *benchShard) Reject(ctx context.Context, retailerID string, gen int64, c
 	return nil
 }
 
-func (s *benchShard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c pgstore.Counts) error {
+func (s *benchShard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
 	s.failure = fmt.Errorf("snapshot held: %s: %s", code, message)
 	return nil
 }

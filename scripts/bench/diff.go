@@ -213,7 +213,7 @@ func diffChild(ctx context.Context, args []string) error {
 	shard := &benchShard{baseline: *baseline, baselineProducts: *baselineProducts}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	h := diff.New(diff.Config{ChunkRows: 5000, InflightCap: 20, LargeThreshold: 100000,
-		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, nil, blobs, queue, log)
+		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, shard, blobs, queue, log)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -224,7 +224,7 @@ func diffChild(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	err := h.DiffOn(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen}, benchRetailer, shard)
+	err := h.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen})
 	elapsed := time.Since(start)
 	if err != nil {
 		return err

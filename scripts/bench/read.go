@@ -50,9 +50,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/read"
-	"github.com/retailcatalog/catalog/functions/upload"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
@@ -269,7 +269,7 @@ func loadReadCatalog(ctx context.Context, st *stack.Stack, o readOptions) ([]rea
 	var retailers []readRetailer
 	for i := 0; len(retailers) < o.retailers; i++ {
 		id := fmt.Sprintf("bench-%03d", i)
-		shard := upload.ShardFor(id, o.shards)
+		shard := catalog.ShardFor(id, o.shards)
 		if perShard[shard] >= (o.retailers+o.shards-1)/o.shards {
 			continue
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
@@ -20,7 +20,7 @@ import (
 // directory returns the retailers the product directory lists for a product id.
 func (e *env) directory(productID string) []string {
 	e.t.Helper()
-	got, err := e.st.Stores.Control.DirectoryRetailers(context.Background(), productID, pgstore.MaxCandidates)
+	got, err := e.st.Stores.Control.DirectoryRetailers(context.Background(), productID, 100)
 	require.NoError(e.t, err)
 	return got
 }
@@ -40,7 +40,7 @@ func (e *env) chunkOps(msg lambdaevents.SQSMessage) (events.ChunkMessage, []even
 // commitOnly writes a held chunk to its shard the way the apply function
 // does, and stops there: a crash between the shard commit and the directory
 // update.
-func (e *env) commitOnly(msg lambdaevents.SQSMessage) pgstore.ApplyResult {
+func (e *env) commitOnly(msg lambdaevents.SQSMessage) catalog.ApplyResult {
 	e.t.Helper()
 	m, ops := e.chunkOps(msg)
 	res, err := e.st.Stores.Shards[e.shardOf(m.RetailerID)].ApplyChunk(context.Background(), m.RetailerID, m.Generation, m.Seq, ops)
@@ -99,7 +99,7 @@ func TestDirectoryUpdateFailureRetried(t *testing.T) {
 func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 	t.Parallel()
 	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
 	e.onboard("r1")
 	q.hold = func(m events.ChunkMessage) bool { return m.Generation == 1 }
 	c1 := fixtures.Generate("p", 25)
@@ -108,7 +108,7 @@ func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 	require.Eventually(t, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.held) == 3 }, 30*time.Second, 20*time.Millisecond)
 	msgs := q.take()
 	for _, m := range msgs {
-		require.Equal(t, pgstore.ChunkApplied, e.commitOnly(m).Outcome)
+		require.Equal(t, catalog.ChunkApplied, e.commitOnly(m).Outcome)
 	}
 	require.Equal(t, "applied", e.status("r1", gen1).State)
 	require.Empty(t, e.directory("p-00001"), "the crash left the directory behind the shard")
@@ -156,7 +156,7 @@ func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 func TestDirectoryZombieAfterDelete(t *testing.T) {
 	t.Parallel()
 	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
 	e.onboard("r1")
 	c1 := fixtures.Generate("p", 15)
 	require.Equal(t, "applied", e.upload("r1", c1.CSV(nil)).State)
@@ -188,7 +188,7 @@ func TestDirectoryZombieAfterDelete(t *testing.T) {
 	}
 	require.NotEmpty(t, zombie.Body)
 	require.NotEmpty(t, never.Body)
-	require.Equal(t, pgstore.ChunkApplied, e.commitOnly(zombie).Outcome)
+	require.Equal(t, catalog.ChunkApplied, e.commitOnly(zombie).Outcome)
 	require.Equal(t, "applying", e.status("r1", gen2).State)
 
 	// Generation 3 deletes p-00003 and repairs what 2 wrote.

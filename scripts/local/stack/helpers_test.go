@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -143,10 +143,10 @@ func (e *env) sendS3Event(retailer string, gen int64) {
 	require.NoError(e.t, e.st.ResendDiffJob(context.Background(), events.UploadKey(retailer, gen)))
 }
 
-// capturedQueue is a diff.Queue that holds back the messages for which hold
+// capturedQueue is a queue.Sender that holds back the messages for which hold
 // says so (as if the worker that sent them stalled), and sends the rest.
 type capturedQueue struct {
-	next diff.Queue
+	next queue.Sender
 	hold func(events.ChunkMessage) bool
 	mu   sync.Mutex
 	held []lambdaevents.SQSMessage

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -79,7 +79,7 @@ func TestI1DuplicateS3Event(t *testing.T) {
 func TestI2ZombieApplyRefused(t *testing.T) {
 	t.Parallel()
 	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
 	e.onboard("r1")
 	base := fixtures.Generate("p", 30)
 	s := e.upload("r1", base.CSV(nil))
@@ -122,7 +122,7 @@ func TestI2ZombieApplyRefused(t *testing.T) {
 func TestI5StoppedGenerationsRepaired(t *testing.T) {
 	t.Parallel()
 	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
 	e.onboard("r1")
 	g6 := fixtures.Generate("p", 40)
 	require.Equal(t, "applied", e.upload("r1", g6.CSV(nil)).State)
@@ -196,7 +196,7 @@ func TestI1OutOfOrderUploads(t *testing.T) {
 // flakyQueue fails the first send of chunk failSeq: a crash between writing
 // the chunk object and sending its message.
 type flakyQueue struct {
-	next    diff.Queue
+	next    queue.Sender
 	failSeq int
 	failed  atomic.Bool
 }
@@ -215,7 +215,7 @@ func TestI1CrashBetweenChunkWriteAndSend(t *testing.T) {
 	t.Parallel()
 	q := &flakyQueue{failSeq: 2}
 	e := newEnv(t, stack.Options{ChunkRows: 10,
-		WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
+		WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
 	e.onboard("r1")
 	want := fixtures.Generate("p", 55)
 	s := e.upload("r1", want.CSV(nil))
@@ -253,7 +253,7 @@ func TestI1CrashBetweenCommitAndDelete(t *testing.T) {
 func TestI1ChunkDeliveredTwice(t *testing.T) {
 	t.Parallel()
 	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next diff.Queue) diff.Queue { q.next = next; return q }})
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
 	e.onboard("r1")
 	q.hold = func(events.ChunkMessage) bool { return true }
 	want := fixtures.Generate("p", 30)

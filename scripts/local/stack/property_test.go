@@ -15,7 +15,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -55,7 +55,7 @@ func (f *faults) allow(key string) bool {
 
 // faultyQueue fails some chunk sends: the diff crashed after writing the chunk object.
 type faultyQueue struct {
-	next   diff.Queue
+	next   queue.Sender
 	rng    *lockedRand
 	faults faults
 }
@@ -101,7 +101,7 @@ func runProperty(t *testing.T, seed uint64) {
 	}
 	e := newEnv(t, stack.Options{
 		ChunkRows: 7, HandlerTimeout: 4 * time.Second, VisibilityTimeout: 4 * time.Second,
-		WrapDiffQueue: func(next diff.Queue) diff.Queue { return &faultyQueue{next: next, rng: rng} },
+		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, rng: rng} },
 		WrapApply: func(next eventsource.Handler) eventsource.Handler {
 			return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)

@@ -30,6 +30,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/read"
 	"github.com/retailcatalog/catalog/functions/s3blob"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
@@ -86,7 +87,7 @@ type Options struct {
 
 	// Test seams: wrap what the diff writes and sends, observe applies.
 	WrapDiffBlobs func(diff.Blobs) diff.Blobs
-	WrapDiffQueue func(diff.Queue) diff.Queue
+	WrapDiffQueue func(queue.Sender) queue.Sender
 	WrapApply     func(eventsource.Handler) eventsource.Handler
 	ApplyObserve  func(msg events.ChunkMessage, start bool)
 	// NoPollers starts no event-source pollers (tests drive handlers by hand).
@@ -304,7 +305,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if o.WrapDiffBlobs != nil {
 		diffBlobs = o.WrapDiffBlobs(diffBlobs)
 	}
-	var diffQueue diff.Queue = sender
+	var diffQueue queue.Sender = sender
 	if o.WrapDiffQueue != nil {
 		diffQueue = o.WrapDiffQueue(diffQueue)
 	}

@@ -1,0 +1,72 @@
+package catalog
+
+import (
+	"errors"
+	"hash/fnv"
+)
+
+// ErrSuperseded reports that a newer generation has arrived: the caller
+// stops without writing.
+var ErrSuperseded = errors.New("superseded by a newer generation")
+
+// DiffDecision tells the diff what to do with an upload.
+type DiffDecision struct {
+	Proceed bool   // false: nothing to do (duplicate event, superseded, finished, unknown)
+	Reason  string // why not, for the log
+	// For Proceed:
+	Format           string
+	Confirmed        bool    // a held snapshot the retailer confirmed
+	Baseline         int64   // the applied generation to diff against (0: none)
+	BaselineProducts int64   // its product count
+	Stopped          []int64 // newer generations that may have written rows (I5); set by TakeOver
+}
+
+// Counts are the diff's figures for a generation.
+type Counts struct {
+	Inserted, Updated, Deleted, Unchanged, Products int64
+}
+
+// ApplyOutcome says what applying one chunk did.
+type ApplyOutcome int
+
+// Outcomes of applying a chunk.
+const (
+	ChunkApplied    ApplyOutcome = iota // the chunk's rows were written and counted
+	ChunkDuplicate                      // the chunk was counted before: nothing written
+	ChunkSuperseded                     // a newer generation arrived: nothing written (I4)
+)
+
+// String names an outcome for logs and test failures.
+func (o ApplyOutcome) String() string {
+	switch o {
+	case ChunkApplied:
+		return "applied"
+	case ChunkDuplicate:
+		return "duplicate"
+	case ChunkSuperseded:
+		return "superseded"
+	}
+	return "unknown"
+}
+
+// ApplyResult is what one chunk did.
+type ApplyResult struct {
+	Outcome           ApplyOutcome
+	Written           int64 // rows actually written (upserted or deleted)
+	GenerationApplied bool  // this chunk was the generation's last
+}
+
+// UnfinishedGeneration is a generation whose work a lost message would leave
+// stuck: still diffing or applying, or a confirmed hold.
+type UnfinishedGeneration struct {
+	RetailerID string
+	Generation int64
+	ObjectKey  string
+}
+
+// ShardFor places a retailer on one of shards by a stable hash of its id.
+func ShardFor(retailerID string, shards int) int {
+	h := fnv.New32a()
+	h.Write([]byte(retailerID))
+	return int(h.Sum32() % uint32(shards))
+}

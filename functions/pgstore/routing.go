@@ -1,0 +1,215 @@
+package pgstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+)
+
+// The methods below are what the handlers ask of the databases, keyed by
+// retailer: each finds the retailer's shard (ForRetailer, cached) and runs
+// the shard's or the control database's method of the same name. A
+// retailer the registry does not know is catalog.ErrNotFound. Handlers
+// declare the part they use as an interface of their own; Stores
+// implements all of them, and so does the in-memory store of package inmem.
+
+func (s *Stores) shardOf(ctx context.Context, retailerID string) (*Shard, error) {
+	_, sh, err := s.ForRetailer(ctx, retailerID)
+	return sh, err
+}
+
+// Retailer returns a registered retailer (cached for the life of the
+// process: a retailer never moves shard); catalog.ErrNotFound when unknown.
+func (s *Stores) Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error) {
+	r, _, err := s.ForRetailer(ctx, retailerID)
+	return r, err
+}
+
+// ShardCount is the number of shards retailers are placed on.
+func (s *Stores) ShardCount() int { return len(s.Shards) }
+
+// CreateRetailer registers a retailer; catalog.ErrConflict when it exists.
+func (s *Stores) CreateRetailer(ctx context.Context, r catalog.Retailer) error {
+	return s.Control.CreateRetailer(ctx, r)
+}
+
+// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
+func (s *Stores) RetailerByTokenHash(ctx context.Context, hash []byte) (string, error) {
+	return s.Control.RetailerByTokenHash(ctx, hash)
+}
+
+// UpdateDirectory is Control.UpdateDirectory.
+func (s *Stores) UpdateDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error {
+	return s.Control.UpdateDirectory(ctx, retailerID, gen, ops)
+}
+
+// ReserveGeneration is Shard.ReserveGeneration on the retailer's shard.
+func (s *Stores) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	return sh.ReserveGeneration(ctx, retailerID, format, expires)
+}
+
+// Generation is Shard.Generation on the retailer's shard.
+func (s *Stores) Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return catalog.GenerationStatus{}, err
+	}
+	return sh.Generation(ctx, retailerID, gen)
+}
+
+// Generations is Shard.Generations on the retailer's shard.
+func (s *Stores) Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return nil, err
+	}
+	return sh.Generations(ctx, retailerID, limit)
+}
+
+// Confirm is Shard.Confirm on the retailer's shard.
+func (s *Stores) Confirm(ctx context.Context, retailerID string, gen int64) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.Confirm(ctx, retailerID, gen)
+}
+
+// BeginDiff is Shard.BeginDiff on the retailer's shard.
+func (s *Stores) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return catalog.DiffDecision{}, err
+	}
+	return sh.BeginDiff(ctx, retailerID, gen)
+}
+
+// TakeOver is Shard.TakeOver on the retailer's shard.
+func (s *Stores) TakeOver(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return catalog.DiffDecision{}, err
+	}
+	return sh.TakeOver(ctx, retailerID, gen)
+}
+
+// Reject is Shard.Reject on the retailer's shard.
+func (s *Stores) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.Reject(ctx, retailerID, gen, code, message, line)
+}
+
+// Hold is Shard.Hold on the retailer's shard.
+func (s *Stores) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.Hold(ctx, retailerID, gen, code, message, c)
+}
+
+// StartApplying is Shard.StartApplying on the retailer's shard.
+func (s *Stores) StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.StartApplying(ctx, retailerID, gen, c, chunks)
+}
+
+// IsLatest is Shard.IsLatest on the retailer's shard.
+func (s *Stores) IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return false, err
+	}
+	return sh.IsLatest(ctx, retailerID, gen)
+}
+
+// ApplyChunk is Shard.ApplyChunk on the retailer's shard.
+func (s *Stores) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return catalog.ApplyResult{}, err
+	}
+	return sh.ApplyChunk(ctx, retailerID, gen, seq, ops)
+}
+
+// ChunkCounted is Shard.ChunkCounted on the retailer's shard.
+func (s *Stores) ChunkCounted(ctx context.Context, retailerID string, gen int64, seq int) (bool, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return false, err
+	}
+	return sh.ChunkCounted(ctx, retailerID, gen, seq)
+}
+
+// Unfinished lists, over every shard, the generations still diffing or
+// applying and the confirmed holds.
+func (s *Stores) Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error) {
+	var out []catalog.UnfinishedGeneration
+	for _, sh := range s.Shards {
+		list, err := sh.Unfinished(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list...)
+	}
+	return out, nil
+}
+
+// The storefront's reads, through the read replicas (ReaderSet).
+
+func source(fresh bool) Source {
+	if fresh {
+		return WriterOnly
+	}
+	return AnyReader
+}
+
+// Product returns a live product from a replica of the retailer's shard
+// within the staleness bound (or its writer); with fresh, from the writer.
+// catalog.ErrNotFound when absent or deleted.
+func (s *Stores) Product(ctx context.Context, retailerID, productID string, fresh bool) (catalog.Product, error) {
+	rs, err := s.ReadersFor(ctx, retailerID)
+	if err != nil {
+		return catalog.Product{}, err
+	}
+	return rs.Product(ctx, source(fresh), retailerID, productID)
+}
+
+// Products returns up to limit live products with product_id > after, in
+// byte order, read like Product.
+func (s *Stores) Products(ctx context.Context, retailerID, after string, limit int, fresh bool) ([]catalog.Product, error) {
+	rs, err := s.ReadersFor(ctx, retailerID)
+	if err != nil {
+		return nil, err
+	}
+	return rs.Products(ctx, source(fresh), retailerID, after, limit)
+}
+
+// Replicated reports whether the retailer's reads may come from a replica,
+// that is whether a fresh read can see more than another.
+func (s *Stores) Replicated(ctx context.Context, retailerID string) (bool, error) {
+	rs, err := s.ReadersFor(ctx, retailerID)
+	if err != nil {
+		return false, err
+	}
+	return rs.Replicas() > 0, nil
+}
+
+// DirectoryRetailers returns, in order, the retailers (at most limit) whose
+// catalog holds a live product with this id, read through the control
+// database's replicas.
+func (s *Stores) DirectoryRetailers(ctx context.Context, productID string, limit int) ([]string, error) {
+	return s.ControlReaders.DirectoryRetailers(ctx, productID, limit)
+}
