@@ -1,0 +1,213 @@
+// Package blobtest is the contract of a blob store: one suite that every
+// implementation (s3blob.Store on the S3 stand-in, inmem.Blobs) must pass,
+// so that what the handlers assume of one holds of the other.
+package blobtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retailcatalog/catalog/functions/blob"
+)
+
+// Store is every blob store operation the handlers use (each handler
+// declares the part it needs).
+type Store interface {
+	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
+	Get(ctx context.Context, key string) ([]byte, error)
+	Put(ctx context.Context, key string, body []byte) error
+	Size(ctx context.Context, key string) (int64, error)
+	List(ctx context.Context, prefix string) ([]string, error)
+	Tag(ctx context.Context, key, tagKey, tagValue string) error
+	Tags(ctx context.Context, key string) (map[string]string, error)
+	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
+	Bucket() string
+}
+
+var prefixes atomic.Int64
+
+// Run runs the suite; newStore returns a store for one test (tests may
+// share one store: each writes under keys of its own).
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Store, prefix string)
+	}{
+		{"PutThenGet", testPutThenGet},
+		{"MissingIsNotFound", testMissingIsNotFound},
+		{"OverwriteChangesETag", testOverwriteChangesETag},
+		{"EmptyObject", testEmptyObject},
+		{"ListUnderPrefixInKeyOrder", testList},
+		{"TagsReplaceTags", testTags},
+		{"PresignPut", testPresign},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			prefix := fmt.Sprintf("blobtest/%d-%d/", time.Now().UnixNano(), prefixes.Add(1))
+			tc.fn(t, newStore(t), prefix)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func check(t *testing.T, err error, what string) {
+	t.Helper()
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+}
+
+func read(t *testing.T, obj blob.Object) []byte {
+	t.Helper()
+	defer obj.Body.Close()
+	b, err := io.ReadAll(obj.Body)
+	check(t, err, "read body")
+	return b
+}
+
+// An object reads back as written, whole or streamed, with its size and a version tag.
+func testPutThenGet(t *testing.T, s Store, prefix string) {
+	key, body := prefix+"a/object", []byte("product_id,price\np1,1\n")
+	check(t, s.Put(ctx(t), key, body), "put")
+	got, err := s.Get(ctx(t), key)
+	check(t, err, "get")
+	if !bytes.Equal(got, body) {
+		t.Fatalf("get = %q, want %q", got, body)
+	}
+	obj, err := s.Open(ctx(t), key, "")
+	check(t, err, "open")
+	if obj.ETag == "" || obj.Size != int64(len(body)) {
+		t.Fatalf("open: etag %q size %d, want a tag and size %d", obj.ETag, obj.Size, len(body))
+	}
+	if b := read(t, obj); !bytes.Equal(b, body) {
+		t.Fatalf("open body = %q, want %q", b, body)
+	}
+	obj, err = s.Open(ctx(t), key, obj.ETag)
+	check(t, err, "open with its own etag")
+	read(t, obj)
+	size, err := s.Size(ctx(t), key)
+	check(t, err, "size")
+	if size != int64(len(body)) {
+		t.Fatalf("size = %d, want %d", size, len(body))
+	}
+}
+
+// Every read of a missing object is blob.ErrNotFound.
+func testMissingIsNotFound(t *testing.T, s Store, prefix string) {
+	key := prefix + "missing"
+	if _, err := s.Open(ctx(t), key, ""); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("open: %v, want blob.ErrNotFound", err)
+	}
+	if _, err := s.Get(ctx(t), key); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("get: %v, want blob.ErrNotFound", err)
+	}
+	if _, err := s.Size(ctx(t), key); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("size: %v, want blob.ErrNotFound", err)
+	}
+	if _, err := s.Tags(ctx(t), key); !errors.Is(err, blob.ErrNotFound) {
+		t.Fatalf("tags: %v, want blob.ErrNotFound", err)
+	}
+}
+
+// A rewritten object has a new tag; asking for the old version is blob.ErrChanged.
+func testOverwriteChangesETag(t *testing.T, s Store, prefix string) {
+	key := prefix + "upload"
+	check(t, s.Put(ctx(t), key, []byte("first")), "put")
+	first, err := s.Open(ctx(t), key, "")
+	check(t, err, "open")
+	read(t, first)
+	check(t, s.Put(ctx(t), key, []byte("second, longer")), "overwrite")
+	got, err := s.Get(ctx(t), key)
+	check(t, err, "get")
+	if string(got) != "second, longer" {
+		t.Fatalf("get after overwrite = %q", got)
+	}
+	if _, err := s.Open(ctx(t), key, first.ETag); !errors.Is(err, blob.ErrChanged) {
+		t.Fatalf("open with the old etag: %v, want blob.ErrChanged", err)
+	}
+}
+
+// An empty object exists, with size 0.
+func testEmptyObject(t *testing.T, s Store, prefix string) {
+	key := prefix + "empty"
+	check(t, s.Put(ctx(t), key, nil), "put")
+	got, err := s.Get(ctx(t), key)
+	check(t, err, "get")
+	if len(got) != 0 {
+		t.Fatalf("get = %q, want empty", got)
+	}
+	size, err := s.Size(ctx(t), key)
+	check(t, err, "size")
+	if size != 0 {
+		t.Fatalf("size = %d, want 0", size)
+	}
+}
+
+// List returns exactly the keys under the prefix, in key order.
+func testList(t *testing.T, s Store, prefix string) {
+	for _, k := range []string{"idx/3", "idx/10", "idx/1", "other/1", "idxx"} {
+		check(t, s.Put(ctx(t), prefix+k, []byte(k)), "put "+k)
+	}
+	got, err := s.List(ctx(t), prefix+"idx/")
+	check(t, err, "list")
+	want := []string{prefix + "idx/1", prefix + "idx/10", prefix + "idx/3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("list = %v, want %v", got, want)
+	}
+	got, err = s.List(ctx(t), prefix+"none/")
+	check(t, err, "list of an empty prefix")
+	if len(got) != 0 {
+		t.Fatalf("list of an empty prefix = %v", got)
+	}
+}
+
+// Tag sets an object's tags to one tag; the object itself is unchanged.
+func testTags(t *testing.T, s Store, prefix string) {
+	key := prefix + "index"
+	check(t, s.Put(ctx(t), key, []byte("index")), "put")
+	tags, err := s.Tags(ctx(t), key)
+	check(t, err, "tags")
+	if len(tags) != 0 {
+		t.Fatalf("tags of a new object = %v", tags)
+	}
+	check(t, s.Tag(ctx(t), key, "a", "1"), "tag")
+	check(t, s.Tag(ctx(t), key, "catalog-superseded", "true"), "tag again")
+	tags, err = s.Tags(ctx(t), key)
+	check(t, err, "tags")
+	if fmt.Sprint(tags) != "map[catalog-superseded:true]" {
+		t.Fatalf("tags = %v, want only catalog-superseded=true", tags)
+	}
+	got, err := s.Get(ctx(t), key)
+	check(t, err, "get")
+	if string(got) != "index" {
+		t.Fatalf("tagging changed the object: %q", got)
+	}
+}
+
+// A presigned PUT names the method, a URL and when it expires.
+func testPresign(t *testing.T, s Store, prefix string) {
+	before := time.Now()
+	req, err := s.PresignPut(ctx(t), prefix+"upload", 10*time.Minute)
+	check(t, err, "presign")
+	if req.Method != "PUT" || req.URL == "" || req.Headers == nil {
+		t.Fatalf("presigned request %+v: want PUT, a URL and headers", req)
+	}
+	if req.Expires.Before(before.Add(9*time.Minute)) || req.Expires.After(time.Now().Add(11*time.Minute)) {
+		t.Fatalf("expires %v, want about 10 minutes from now", req.Expires)
+	}
+	if s.Bucket() == "" {
+		t.Fatal("no bucket name")
+	}
+}

@@ -1,0 +1,606 @@
+package inmem
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+)
+
+// Store is the control database and the shards in memory: the retailer
+// registry, each retailer's generations, fence and catalog (with
+// tombstones), the chunks counted and the product directory. It keeps the
+// rules of pgstore's SQL (fencing, exactly-once chunk counts, no
+// resurrection, only changed rows written), as the storetest suite checks
+// for both, and implements every handler's Store. One mutex makes each
+// method one transaction.
+type Store struct {
+	// Shards is how many shards retailers are placed on [1]; a retailer's
+	// shard is only recorded, every retailer lives in this one Store.
+	Shards int
+	// Now is the clock [time.Now].
+	Now func() time.Time
+
+	mu        sync.Mutex
+	retailers map[string]catalog.Retailer
+	state     map[string]*retailerState // created by a retailer's first reservation
+	directory map[string]map[string]dirEntry
+}
+
+type retailerState struct {
+	reserved, latest, applied, appliedProducts int64
+	gens                                       map[int64]*generation
+	products                                   map[string]*productRow
+	chunks                                     map[[2]int64]bool // (generation, seq) counted
+}
+
+type generation struct {
+	catalog.GenerationStatus
+	indexWritten bool
+}
+
+type productRow struct {
+	attributes []byte
+	hash       []byte
+	generation int64
+	deleted    bool
+	updatedAt  time.Time
+}
+
+type dirEntry struct {
+	generation int64
+	deleted    bool
+}
+
+// NewStore returns an empty store of one shard.
+func NewStore() *Store { return &Store{} }
+
+func (s *Store) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
+func retailerNotFound(id string) error {
+	return catalog.Errorf(catalog.ErrNotFound, "retailer_not_found", "retailer %q not found", id)
+}
+
+func generationNotFound(id string, gen int64) error {
+	return catalog.Errorf(catalog.ErrNotFound, "generation_not_found", "retailer %q has no generation %d", id, gen)
+}
+
+// ShardCount is the number of shards retailers are placed on.
+func (s *Store) ShardCount() int { return max(s.Shards, 1) }
+
+// CreateRetailer registers a retailer; catalog.ErrConflict when it exists.
+// A zero hold policy takes catalog.DefaultHoldPolicy, as the database's defaults do.
+func (s *Store) CreateRetailer(ctx context.Context, r catalog.Retailer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.retailers[r.ID]; ok {
+		return catalog.Errorf(catalog.ErrConflict, "retailer_exists", "retailer %q already exists", r.ID)
+	}
+	if r.Hold == (catalog.HoldPolicy{}) {
+		r.Hold = catalog.DefaultHoldPolicy
+	}
+	r.TokenHash = bytes.Clone(r.TokenHash)
+	r.CreatedAt = s.now()
+	if s.retailers == nil {
+		s.retailers = map[string]catalog.Retailer{}
+	}
+	s.retailers[r.ID] = r
+	return nil
+}
+
+// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
+func (s *Store) Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.retailers[retailerID]
+	if !ok {
+		return r, retailerNotFound(retailerID)
+	}
+	return r, nil
+}
+
+// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
+func (s *Store) RetailerByTokenHash(ctx context.Context, hash []byte) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for id, r := range s.retailers {
+		if bytes.Equal(r.TokenHash, hash) {
+			return id, nil
+		}
+	}
+	return "", nil
+}
+
+// registered returns the retailer's state (nil before its first
+// reservation), or catalog.ErrNotFound when the registry does not know it.
+func (s *Store) registered(retailerID string) (*retailerState, error) {
+	if _, ok := s.retailers[retailerID]; !ok {
+		return nil, retailerNotFound(retailerID)
+	}
+	return s.state[retailerID], nil
+}
+
+// withState runs fn on a registered retailer's state; noState is the error
+// when the retailer has reserved nothing yet (no fence row).
+func (s *Store) withState(retailerID string, noState error, fn func(st *retailerState) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.registered(retailerID)
+	if err != nil {
+		return err
+	}
+	if st == nil {
+		return noState
+	}
+	return fn(st)
+}
+
+func noFence(op, retailerID string) error {
+	return fmt.Errorf("%s %s: retailer has no reserved generation", op, retailerID)
+}
+
+// ReserveGeneration reserves the retailer's next generation, in increasing
+// order, awaiting its upload until expires.
+func (s *Store) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.registered(retailerID)
+	if err != nil {
+		return 0, err
+	}
+	if st == nil {
+		st = &retailerState{gens: map[int64]*generation{}, products: map[string]*productRow{}, chunks: map[[2]int64]bool{}}
+		if s.state == nil {
+			s.state = map[string]*retailerState{}
+		}
+		s.state[retailerID] = st
+	}
+	st.reserved++
+	gen := st.reserved
+	st.gens[gen] = &generation{GenerationStatus: catalog.GenerationStatus{
+		RetailerID: retailerID, Generation: gen, State: catalog.StateAwaitingUpload, Format: format,
+		ObjectKey: events.UploadKey(retailerID, gen), UploadExpires: expires, CreatedAt: s.now()}}
+	return gen, nil
+}
+
+func (g *generation) status() catalog.GenerationStatus {
+	st := g.GenerationStatus
+	st.ReceivedAt, st.AppliedAt, st.SupersededBy = clonePtr(st.ReceivedAt), clonePtr(st.AppliedAt), clonePtr(st.SupersededBy)
+	return st
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
+}
+
+// Generation returns one generation's status; catalog.ErrNotFound when it was never reserved.
+func (s *Store) Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error) {
+	var out catalog.GenerationStatus
+	err := s.withState(retailerID, generationNotFound(retailerID, gen), func(st *retailerState) error {
+		g, ok := st.gens[gen]
+		if !ok {
+			return generationNotFound(retailerID, gen)
+		}
+		out = g.status()
+		return nil
+	})
+	return out, err
+}
+
+// Generations lists a retailer's generations, newest first, at most limit.
+func (s *Store) Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error) {
+	out := []catalog.GenerationStatus{}
+	err := s.withState(retailerID, nil, func(st *retailerState) error {
+		for g := st.reserved; g >= 1 && len(out) < limit; g-- {
+			if gg, ok := st.gens[g]; ok {
+				out = append(out, gg.status())
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Confirm marks a held generation confirmed: catalog.ErrConflict when it is
+// not held or a newer generation has arrived.
+func (s *Store) Confirm(ctx context.Context, retailerID string, gen int64) error {
+	return s.withState(retailerID, generationNotFound(retailerID, gen), func(st *retailerState) error {
+		g, ok := st.gens[gen]
+		if !ok {
+			return generationNotFound(retailerID, gen)
+		}
+		if g.State != catalog.StateHeld {
+			return catalog.Errorf(catalog.ErrConflict, "not_held", "generation %d is %s, not held", gen, g.State)
+		}
+		var newer int64
+		for n, other := range st.gens {
+			if n > gen && other.State != catalog.StateAwaitingUpload && other.State != catalog.StateRejected {
+				newer = max(newer, n)
+			}
+		}
+		if st.latest > gen || newer > 0 {
+			return catalog.Errorf(catalog.ErrConflict, "not_latest", "generation %d is no longer the latest: generation %d arrived", gen, max(st.latest, newer))
+		}
+		g.Confirmed = true
+		return nil
+	})
+}
+
+// markSuperseded ends gen as superseded by latest (nothing when finished).
+func (s *Store) markSuperseded(g *generation, latest int64) {
+	switch g.State {
+	case catalog.StateApplied, catalog.StateSuperseded, catalog.StateRejected:
+		return
+	}
+	g.State = catalog.StateSuperseded
+	g.SupersededBy = nil
+	if latest != g.Generation {
+		g.SupersededBy = &latest
+	}
+	if g.ReceivedAt == nil {
+		now := s.now()
+		g.ReceivedAt = &now
+	}
+}
+
+// BeginDiff records that gen's upload arrived and decides whether to read
+// it, as pgstore.Shard.BeginDiff does.
+func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	var d catalog.DiffDecision
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.registered(retailerID)
+	if err != nil {
+		return d, err
+	}
+	if st == nil {
+		d.Reason = "retailer has no reserved generation on this shard"
+		return d, nil
+	}
+	g, ok := st.gens[gen]
+	if !ok {
+		d.Reason = "generation was never reserved"
+		return d, nil
+	}
+	d.Confirmed = g.Confirmed
+	switch {
+	case g.State.Terminal():
+		d.Reason = "generation is " + string(g.State)
+		return d, nil
+	case g.State == catalog.StateHeld && !g.Confirmed:
+		d.Reason = "generation is held, awaiting confirmation"
+		return d, nil
+	}
+	if st.latest > gen {
+		s.markSuperseded(g, st.latest)
+		d.Reason = fmt.Sprintf("superseded by generation %d", st.latest)
+		return d, nil
+	}
+	switch g.State {
+	case catalog.StateAwaitingUpload, catalog.StateReceived, catalog.StateDiffing, catalog.StateHeld:
+		g.State = catalog.StateDiffing
+		if g.ReceivedAt == nil {
+			now := s.now()
+			g.ReceivedAt = &now
+		}
+		g.ErrorCode, g.ErrorMessage, g.ErrorLine = "", "", 0
+	}
+	d.Format = g.Format
+	d.Proceed, d.Baseline, d.BaselineProducts = true, st.applied, st.appliedProducts
+	return d, nil
+}
+
+// TakeOver makes gen the retailer's latest, supersedes every older
+// unfinished generation and returns the baseline and the stopped
+// generations (I5); catalog.ErrSuperseded when a newer generation took over first.
+func (s *Store) TakeOver(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+	var d catalog.DiffDecision
+	err := s.withState(retailerID, noFence("take over", retailerID), func(st *retailerState) error {
+		g, ok := st.gens[gen]
+		if !ok {
+			return fmt.Errorf("take over %s/%d: generation was never reserved", retailerID, gen)
+		}
+		d.Baseline, d.BaselineProducts, d.Confirmed = st.applied, st.appliedProducts, g.Confirmed
+		if st.latest > gen || (g.State != catalog.StateDiffing && g.State != catalog.StateApplying) {
+			s.markSuperseded(g, st.latest)
+			return catalog.ErrSuperseded
+		}
+		st.latest = max(st.latest, gen)
+		for n, older := range st.gens {
+			if n < gen {
+				switch older.State {
+				case catalog.StateReceived, catalog.StateDiffing, catalog.StateApplying, catalog.StateHeld:
+					older.State = catalog.StateSuperseded
+					by := gen
+					older.SupersededBy = &by
+				}
+			}
+		}
+		for n := d.Baseline + 1; n < gen; n++ {
+			if older, ok := st.gens[n]; ok && older.indexWritten {
+				d.Stopped = append(d.Stopped, n)
+			}
+		}
+		d.Proceed = true
+		return nil
+	})
+	return d, err
+}
+
+// Reject ends a generation being diffed with a reason (I7).
+func (s *Store) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
+	return s.withState(retailerID, nil, func(st *retailerState) error {
+		if g, ok := st.gens[gen]; ok && g.State == catalog.StateDiffing {
+			g.State, g.ErrorCode, g.ErrorMessage, g.ErrorLine = catalog.StateRejected, code, message, line
+		}
+		return nil
+	})
+}
+
+// Hold parks a generation being diffed until the retailer confirms it (I8).
+func (s *Store) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
+	return s.withState(retailerID, nil, func(st *retailerState) error {
+		if g, ok := st.gens[gen]; ok && g.State == catalog.StateDiffing {
+			g.State, g.ErrorCode, g.ErrorMessage, g.ErrorLine = catalog.StateHeld, code, message, 0
+			g.setCounts(c)
+		}
+		return nil
+	})
+}
+
+func (g *generation) setCounts(c catalog.Counts) {
+	g.Inserted, g.Updated, g.Deleted, g.Unchanged, g.Products = c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products
+}
+
+// StartApplying records that gen's index is written and its chunks are
+// about to be sent; with zero chunks gen is applied at once.
+// catalog.ErrSuperseded when a newer generation arrived meanwhile.
+func (s *Store) StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error {
+	return s.withState(retailerID, noFence("start applying", retailerID), func(st *retailerState) error {
+		g, ok := st.gens[gen]
+		if st.latest != gen || !ok || (g.State != catalog.StateDiffing && g.State != catalog.StateApplying) {
+			return catalog.ErrSuperseded
+		}
+		g.State, g.indexWritten, g.ChunksTotal = catalog.StateApplying, true, chunks
+		g.setCounts(c)
+		g.ErrorCode, g.ErrorMessage, g.ErrorLine = "", "", 0
+		if chunks == 0 {
+			s.finish(st, g)
+		}
+		return nil
+	})
+}
+
+// finish marks an applying generation applied and makes it the baseline.
+func (s *Store) finish(st *retailerState, g *generation) {
+	if g.State != catalog.StateApplying {
+		return
+	}
+	now := s.now()
+	g.State, g.AppliedAt = catalog.StateApplied, &now
+	if st.applied < g.Generation {
+		st.applied, st.appliedProducts = g.Generation, g.Products
+	}
+}
+
+// IsLatest reports whether gen is still the retailer's newest arrived generation.
+func (s *Store) IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error) {
+	var latest bool
+	err := s.withState(retailerID, noFence("latest generation of", retailerID), func(st *retailerState) error {
+		latest = st.latest <= gen
+		return nil
+	})
+	return latest, err
+}
+
+// ApplyChunk writes one chunk of gen at once: the fence (I2, I4), the chunk
+// count (exactly once), the fenced upserts and tombstones (I3) that skip
+// unchanged rows (I6) and, for the last chunk, the generation's completion.
+func (s *Store) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	var res catalog.ApplyResult
+	hashes := make([][]byte, len(ops))
+	for i, op := range ops {
+		if op.Op != events.OpUpsert {
+			continue
+		}
+		h, err := hex.DecodeString(op.Hash)
+		if err != nil {
+			return res, fmt.Errorf("apply chunk %d of %s/%d: product %q: content hash %q is not hex", seq, retailerID, gen, op.ProductID, op.Hash)
+		}
+		hashes[i] = h
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.registered(retailerID); err != nil {
+		return res, err
+	}
+	st := s.state[retailerID]
+	if st == nil || st.latest > gen {
+		res.Outcome = catalog.ChunkSuperseded
+		return res, nil
+	}
+	key := [2]int64{gen, int64(seq)}
+	if st.chunks[key] {
+		res.Outcome = catalog.ChunkDuplicate
+		return res, nil
+	}
+	g, ok := st.gens[gen]
+	if !ok || g.State != catalog.StateApplying {
+		res.Outcome = catalog.ChunkSuperseded // the generation is not applying: nothing written
+		return res, nil
+	}
+	st.chunks[key] = true
+	now := s.now()
+	for i, op := range ops {
+		row, exists := st.products[op.ProductID]
+		switch op.Op {
+		case events.OpUpsert:
+			if exists && (row.generation >= gen || (!row.deleted && bytes.Equal(row.hash, hashes[i]))) {
+				continue
+			}
+			st.products[op.ProductID] = &productRow{attributes: bytes.Clone(op.Attributes), hash: hashes[i], generation: gen, updatedAt: now}
+			res.Written++
+		case events.OpDelete:
+			if !exists || row.generation >= gen || row.deleted {
+				continue
+			}
+			st.products[op.ProductID] = &productRow{generation: gen, deleted: true, updatedAt: now}
+			res.Written++
+		}
+	}
+	g.ChunksApplied++
+	if g.ChunksApplied >= g.ChunksTotal {
+		res.GenerationApplied = true
+		s.finish(st, g)
+	}
+	return res, nil
+}
+
+// ChunkCounted reports whether chunk seq of gen has been counted.
+func (s *Store) ChunkCounted(ctx context.Context, retailerID string, gen int64, seq int) (bool, error) {
+	var counted bool
+	err := s.withState(retailerID, nil, func(st *retailerState) error {
+		counted = st.chunks[[2]int64{gen, int64(seq)}]
+		return nil
+	})
+	return counted, err
+}
+
+// UpdateDirectory brings the product directory in line with a committed
+// chunk of gen: fenced by generation (an entry of gen or newer is never
+// changed), so it is idempotent and order-proof.
+func (s *Store) UpdateDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	last := map[string]bool{}
+	for _, op := range ops {
+		last[op.ProductID] = op.Op == events.OpDelete
+	}
+	if s.directory == nil {
+		s.directory = map[string]map[string]dirEntry{}
+	}
+	for id, deleted := range last {
+		byRetailer := s.directory[id]
+		if byRetailer == nil {
+			byRetailer = map[string]dirEntry{}
+			s.directory[id] = byRetailer
+		}
+		if e, ok := byRetailer[retailerID]; ok && e.generation >= gen {
+			continue
+		}
+		byRetailer[retailerID] = dirEntry{generation: gen, deleted: deleted}
+	}
+	return nil
+}
+
+// DirectoryRetailers returns, in order, at most limit retailers whose
+// catalog holds a live product with this id.
+func (s *Store) DirectoryRetailers(ctx context.Context, productID string, limit int) ([]string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := []string{}
+	for id, e := range s.directory[productID] {
+		if !e.deleted {
+			out = append(out, id)
+		}
+	}
+	sort.Strings(out)
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// Unfinished lists the generations still diffing or applying and the
+// confirmed holds, by retailer and generation.
+func (s *Store) Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []catalog.UnfinishedGeneration
+	for id, st := range s.state {
+		for _, g := range st.gens {
+			switch {
+			case g.State == catalog.StateReceived, g.State == catalog.StateDiffing, g.State == catalog.StateApplying,
+				g.State == catalog.StateHeld && g.Confirmed:
+				out = append(out, catalog.UnfinishedGeneration{RetailerID: id, Generation: g.Generation, ObjectKey: g.ObjectKey})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].RetailerID != out[j].RetailerID {
+			return out[i].RetailerID < out[j].RetailerID
+		}
+		return out[i].Generation < out[j].Generation
+	})
+	return out, nil
+}
+
+func (r *productRow) product(retailerID, productID string) catalog.Product {
+	return catalog.Product{RetailerID: retailerID, ProductID: productID, Attributes: bytes.Clone(r.attributes),
+		Generation: r.generation, UpdatedAt: r.updatedAt}
+}
+
+// Product returns a live product; catalog.ErrNotFound when absent or
+// deleted. There are no replicas: fresh changes nothing.
+func (s *Store) Product(ctx context.Context, retailerID, productID string, fresh bool) (catalog.Product, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.registered(retailerID); err != nil {
+		return catalog.Product{}, err
+	}
+	if st := s.state[retailerID]; st != nil {
+		if row, ok := st.products[productID]; ok && !row.deleted {
+			return row.product(retailerID, productID), nil
+		}
+	}
+	return catalog.Product{}, catalog.Errorf(catalog.ErrNotFound, "product_not_found", "retailer %q has no product %q", retailerID, productID)
+}
+
+// Products returns up to limit live products with product_id > after, in byte order.
+func (s *Store) Products(ctx context.Context, retailerID, after string, limit int, fresh bool) ([]catalog.Product, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.registered(retailerID); err != nil {
+		return nil, err
+	}
+	out := []catalog.Product{}
+	st := s.state[retailerID]
+	if st == nil {
+		return out, nil
+	}
+	ids := make([]string, 0, len(st.products))
+	for id, row := range st.products {
+		if !row.deleted && strings.Compare(id, after) > 0 {
+			ids = append(ids, id)
+		}
+	}
+	sort.Strings(ids)
+	for _, id := range ids[:min(limit, len(ids))] {
+		out = append(out, st.products[id].product(retailerID, id))
+	}
+	return out, nil
+}
+
+// Replicated is false: the store has no replicas.
+func (s *Store) Replicated(ctx context.Context, retailerID string) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, err := s.registered(retailerID)
+	return false, err
+}
