@@ -5,6 +5,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/blob/blobtest"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/queue/queuetest"
 )
 
 func TestBlobsContract(t *testing.T) {
@@ -15,4 +16,19 @@ func TestBlobsContract(t *testing.T) {
 func TestDirBlobsContract(t *testing.T) {
 	t.Parallel()
 	blobtest.Run(t, func(t *testing.T) blobtest.Store { return &inmem.Blobs{Dir: t.TempDir()} })
+}
+
+func TestQueueContract(t *testing.T) {
+	t.Parallel()
+	queuetest.Run(t, func(t *testing.T) queuetest.Harness {
+		q := inmem.NewQueue()
+		return queuetest.Harness{Sender: q, StandardURL: "inmem://diff-jobs", FIFOURL: "inmem://apply-small.fifo",
+			Receive: func(t *testing.T, queueURL string, want int) []queuetest.Message {
+				var out []queuetest.Message
+				for _, m := range q.Take(queueURL) {
+					out = append(out, queuetest.Message{Body: m.Body, GroupID: m.GroupID})
+				}
+				return out
+			}}
+	})
 }
