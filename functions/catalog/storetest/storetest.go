@@ -1,0 +1,505 @@
+// Package storetest is the contract of a catalog store, the control and
+// shard databases as the handlers see them: one suite that every
+// implementation (pgstore.Stores on PostgreSQL, inmem.Store) must pass. It
+// pins down the rules the pipeline's correctness rests on: generations in
+// order, the fence (I2, I4), no resurrection (I3), the repair set of
+// stopped generations (I5), only changed rows written (I6), holds (I8),
+// chunks counted exactly once, and the product directory.
+package storetest
+
+import (
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/read"
+	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/functions/upload"
+)
+
+// Store is everything the handlers ask of the databases (each declares
+// the part it uses), plus the list of unfinished work the stack resumes.
+type Store interface {
+	diff.Store
+	apply.Store
+	upload.Store
+	read.Store
+	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
+}
+
+var ids atomic.Int64
+
+// Run runs the suite. newStore returns the store of one test; tests may
+// share a store, as each uses retailer and product ids of its own.
+func Run(t *testing.T, newStore func(t *testing.T) Store) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s Store, id func(string) string)
+	}{
+		{"Registry", testRegistry},
+		{"GenerationsReservedInOrder", testGenerationsInOrder},
+		{"DiffApplyLifecycle", testLifecycle},
+		{"ChunkCountedExactlyOnce", testChunkOnce},
+		{"FenceStopsOlderGenerations", testFence},
+		{"NoResurrection", testNoResurrection},
+		{"OnlyChangedRowsWritten", testOnlyChanges},
+		{"StoppedGenerationsAreRepaired", testStopped},
+		{"OutOfOrderArrivalIsSuperseded", testOutOfOrder},
+		{"RejectHoldConfirm", testRejectHoldConfirm},
+		{"ConfirmOnlyTheLatest", testConfirmLatest},
+		{"ZeroChunksApplyAtOnce", testZeroChunks},
+		{"StartApplyingWhenSuperseded", testStartApplyingSuperseded},
+		{"ProductsInByteOrder", testProducts},
+		{"DirectoryFencedByGeneration", testDirectory},
+		{"UnfinishedWork", testUnfinished},
+		{"UnknownRetailer", testUnknownRetailer},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			n := ids.Add(1)
+			nonce := time.Now().UnixNano() % 1e9
+			id := func(name string) string { return fmt.Sprintf("st%d-%d-%s", nonce, n, name) }
+			tc.fn(t, newStore(t), id)
+		})
+	}
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// Upsert is a chunk op writing attrs (a JSON object) to id, with its hash.
+func Upsert(id, attrs string) events.ChunkOp {
+	h := snapshot.HashAttributes([]byte(attrs))
+	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
+}
+
+// Delete is a chunk op deleting id.
+func Delete(id string) events.ChunkOp { return events.ChunkOp{Op: events.OpDelete, ProductID: id} }
+
+func onboard(t *testing.T, s Store, retailerID string) {
+	t.Helper()
+	require.NoError(t, s.CreateRetailer(ctx(t), catalog.Retailer{ID: retailerID, Shard: 0, TokenHash: []byte("token of " + retailerID)}))
+}
+
+func reserve(t *testing.T, s Store, retailerID string) int64 {
+	t.Helper()
+	gen, err := s.ReserveGeneration(ctx(t), retailerID, "csv", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	return gen
+}
+
+// arrive reserves a generation and begins its diff, which must proceed.
+func arrive(t *testing.T, s Store, retailerID string) (int64, catalog.DiffDecision) {
+	t.Helper()
+	gen := reserve(t, s, retailerID)
+	d, err := s.BeginDiff(ctx(t), retailerID, gen)
+	require.NoError(t, err)
+	require.True(t, d.Proceed, d.Reason)
+	return gen, d
+}
+
+// start makes a new generation the latest and starts applying it in chunks.
+func start(t *testing.T, s Store, retailerID string, chunks int, c catalog.Counts) int64 {
+	t.Helper()
+	gen, _ := arrive(t, s, retailerID)
+	_, err := s.TakeOver(ctx(t), retailerID, gen)
+	require.NoError(t, err)
+	require.NoError(t, s.StartApplying(ctx(t), retailerID, gen, c, chunks))
+	return gen
+}
+
+func applyChunk(t *testing.T, s Store, retailerID string, gen int64, seq int, ops ...events.ChunkOp) catalog.ApplyResult {
+	t.Helper()
+	res, err := s.ApplyChunk(ctx(t), retailerID, gen, seq, ops)
+	require.NoError(t, err)
+	return res
+}
+
+// catalogOf is the retailer's live catalog: product id -> attributes,
+// compared as JSON values (a database may store them normalized).
+func catalogOf(t *testing.T, s Store, retailerID string) map[string]any {
+	t.Helper()
+	products, err := s.Products(ctx(t), retailerID, "", 1000, true)
+	require.NoError(t, err)
+	out := map[string]any{}
+	for _, p := range products {
+		var v any
+		require.NoError(t, json.Unmarshal(p.Attributes, &v), "attributes of %s", p.ProductID)
+		out[p.ProductID] = v
+	}
+	return out
+}
+
+func jsonOf(t *testing.T, s string) any {
+	var v any
+	require.NoError(t, json.Unmarshal([]byte(s), &v))
+	return v
+}
+
+func status(t *testing.T, s Store, retailerID string, gen int64) catalog.GenerationStatus {
+	t.Helper()
+	st, err := s.Generation(ctx(t), retailerID, gen)
+	require.NoError(t, err)
+	return st
+}
+
+func testRegistry(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	err := s.CreateRetailer(ctx(t), catalog.Retailer{ID: r, TokenHash: []byte("other")})
+	require.ErrorIs(t, err, catalog.ErrConflict, "a second registration")
+	got, err := s.Retailer(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, r, got.ID)
+	require.Equal(t, catalog.DefaultHoldPolicy, got.Hold, "the default hold policy")
+	owner, err := s.RetailerByTokenHash(ctx(t), []byte("token of "+r))
+	require.NoError(t, err)
+	require.Equal(t, r, owner)
+	owner, err = s.RetailerByTokenHash(ctx(t), []byte("no such token "+r))
+	require.NoError(t, err)
+	require.Empty(t, owner)
+	require.GreaterOrEqual(t, s.ShardCount(), 1)
+}
+
+func testGenerationsInOrder(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	list, err := s.Generations(ctx(t), r, 10)
+	require.NoError(t, err)
+	require.Empty(t, list)
+	for want := int64(1); want <= 3; want++ {
+		require.Equal(t, want, reserve(t, s, r))
+	}
+	st := status(t, s, r, 2)
+	require.Equal(t, catalog.StateAwaitingUpload, st.State)
+	require.Equal(t, events.UploadKey(r, 2), st.ObjectKey)
+	require.Equal(t, "csv", st.Format)
+	list, err = s.Generations(ctx(t), r, 2)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, []int64{3, 2}, []int64{list[0].Generation, list[1].Generation}, "newest first")
+	_, err = s.Generation(ctx(t), r, 9)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
+
+func testLifecycle(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	gen, d := arrive(t, s, r)
+	require.Equal(t, catalog.DiffDecision{Proceed: true, Format: "csv"}, d, "a first upload: no baseline")
+	st := status(t, s, r, gen)
+	require.Equal(t, catalog.StateDiffing, st.State)
+	require.NotNil(t, st.ReceivedAt)
+	taken, err := s.TakeOver(ctx(t), r, gen)
+	require.NoError(t, err)
+	require.True(t, taken.Proceed)
+	require.Empty(t, taken.Stopped)
+	counts := catalog.Counts{Inserted: 3, Products: 3}
+	require.NoError(t, s.StartApplying(ctx(t), r, gen, counts, 2))
+	require.Equal(t, catalog.StateApplying, status(t, s, r, gen).State)
+	latest, err := s.IsLatest(ctx(t), r, gen)
+	require.NoError(t, err)
+	require.True(t, latest)
+
+	res := applyChunk(t, s, r, gen, 0, Upsert("a", `{"price":"1"}`), Upsert("b", `{"price":"2"}`))
+	require.Equal(t, catalog.ApplyResult{Outcome: catalog.ChunkApplied, Written: 2}, res)
+	res = applyChunk(t, s, r, gen, 1, Upsert("c", `{"price":"3"}`))
+	require.Equal(t, catalog.ApplyResult{Outcome: catalog.ChunkApplied, Written: 1, GenerationApplied: true}, res)
+	st = status(t, s, r, gen)
+	require.Equal(t, catalog.StateApplied, st.State)
+	require.NotNil(t, st.AppliedAt)
+	require.Equal(t, 2, st.ChunksApplied)
+	require.Equal(t, 2, st.ChunksTotal)
+	require.EqualValues(t, 3, st.Inserted)
+	require.EqualValues(t, 3, st.Products)
+	require.Equal(t, map[string]any{"a": jsonOf(t, `{"price":"1"}`), "b": jsonOf(t, `{"price":"2"}`), "c": jsonOf(t, `{"price":"3"}`)}, catalogOf(t, s, r))
+	p, err := s.Product(ctx(t), r, "b", false)
+	require.NoError(t, err)
+	require.Equal(t, gen, p.Generation)
+	require.Equal(t, jsonOf(t, `{"price":"2"}`), jsonOf(t, string(p.Attributes)))
+
+	d, err = s.BeginDiff(ctx(t), r, gen)
+	require.NoError(t, err)
+	require.False(t, d.Proceed, "a duplicate event of an applied generation does nothing")
+	next, d := arrive(t, s, r)
+	require.Equal(t, gen, d.Baseline, "the applied generation is the next one's baseline")
+	require.EqualValues(t, 3, d.BaselineProducts)
+	require.Equal(t, gen+1, next)
+}
+
+func testChunkOnce(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	gen := start(t, s, r, 2, catalog.Counts{})
+	counted, err := s.ChunkCounted(ctx(t), r, gen, 0)
+	require.NoError(t, err)
+	require.False(t, counted)
+	require.Equal(t, catalog.ChunkApplied, applyChunk(t, s, r, gen, 0, Upsert("a", `{}`)).Outcome)
+	res := applyChunk(t, s, r, gen, 0, Upsert("a", `{"changed":true}`))
+	require.Equal(t, catalog.ApplyResult{Outcome: catalog.ChunkDuplicate}, res, "a redelivered chunk writes nothing")
+	counted, err = s.ChunkCounted(ctx(t), r, gen, 0)
+	require.NoError(t, err)
+	require.True(t, counted)
+	st := status(t, s, r, gen)
+	require.Equal(t, 1, st.ChunksApplied)
+	require.Equal(t, catalog.StateApplying, st.State)
+	require.Equal(t, map[string]any{"a": map[string]any{}}, catalogOf(t, s, r))
+}
+
+func testFence(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := start(t, s, r, 2, catalog.Counts{})
+	require.Equal(t, catalog.ChunkApplied, applyChunk(t, s, r, g1, 0, Upsert("x", `{"v":1}`)).Outcome)
+	g2 := start(t, s, r, 1, catalog.Counts{})
+	st := status(t, s, r, g1)
+	require.Equal(t, catalog.StateSuperseded, st.State, "taking over stops the older generation")
+	require.Equal(t, &g2, st.SupersededBy)
+	latest, err := s.IsLatest(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.False(t, latest)
+	res := applyChunk(t, s, r, g1, 1, Upsert("x", `{"v":"zombie"}`), Upsert("y", `{}`))
+	require.Equal(t, catalog.ApplyResult{Outcome: catalog.ChunkSuperseded}, res, "a zombie chunk writes nothing (I2, I4)")
+	counted, err := s.ChunkCounted(ctx(t), r, g1, 1)
+	require.NoError(t, err)
+	require.False(t, counted)
+	require.Equal(t, map[string]any{"x": jsonOf(t, `{"v":1}`)}, catalogOf(t, s, r))
+	_, err = s.TakeOver(ctx(t), r, g1)
+	require.ErrorIs(t, err, catalog.ErrSuperseded)
+}
+
+func testNoResurrection(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := start(t, s, r, 1, catalog.Counts{Products: 1})
+	applyChunk(t, s, r, g1, 0, Upsert("x", `{"v":1}`))
+	g2 := start(t, s, r, 1, catalog.Counts{})
+	res := applyChunk(t, s, r, g2, 0, Delete("x"), Delete("never-there"))
+	require.Equal(t, catalog.ApplyResult{Outcome: catalog.ChunkApplied, Written: 1, GenerationApplied: true}, res)
+	_, err := s.Product(ctx(t), r, "x", true)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	res = applyChunk(t, s, r, g1, 1, Upsert("x", `{"v":1}`))
+	require.Equal(t, catalog.ChunkSuperseded, res.Outcome, "a late write of an older generation")
+	_, err = s.Product(ctx(t), r, "x", true)
+	require.ErrorIs(t, err, catalog.ErrNotFound, "a deleted product stays deleted (I3)")
+	g3 := start(t, s, r, 1, catalog.Counts{})
+	res = applyChunk(t, s, r, g3, 0, Upsert("x", `{"v":3}`))
+	require.EqualValues(t, 1, res.Written, "a newer generation brings it back")
+	require.Equal(t, map[string]any{"x": jsonOf(t, `{"v":3}`)}, catalogOf(t, s, r))
+}
+
+func testOnlyChanges(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := start(t, s, r, 1, catalog.Counts{})
+	applyChunk(t, s, r, g1, 0, Upsert("same", `{"v":1}`), Upsert("changed", `{"v":1}`), Upsert("gone", `{}`))
+	g2 := start(t, s, r, 1, catalog.Counts{})
+	res := applyChunk(t, s, r, g2, 0, Upsert("same", `{"v":1}`), Upsert("changed", `{"v":2}`), Delete("gone"), Delete("gone"))
+	require.EqualValues(t, 2, res.Written, "an unchanged row is not written (I6)")
+	p, err := s.Product(ctx(t), r, "same", true)
+	require.NoError(t, err)
+	require.Equal(t, g1, p.Generation, "the unchanged row keeps its generation")
+	p, err = s.Product(ctx(t), r, "changed", true)
+	require.NoError(t, err)
+	require.Equal(t, g2, p.Generation)
+}
+
+func testStopped(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := start(t, s, r, 1, catalog.Counts{Products: 1})
+	applyChunk(t, s, r, g1, 0, Upsert("x", `{"v":"a"}`))
+	g2 := start(t, s, r, 2, catalog.Counts{})
+	applyChunk(t, s, r, g2, 0, Upsert("x", `{"v":"b"}`))
+	g3, d := arrive(t, s, r)
+	require.Equal(t, g1, d.Baseline)
+	require.Empty(t, d.Stopped, "BeginDiff does not stop anything yet")
+	require.Equal(t, catalog.StateApplying, status(t, s, r, g2).State, "older work goes on while the new upload is read")
+	taken, err := s.TakeOver(ctx(t), r, g3)
+	require.NoError(t, err)
+	require.Equal(t, g1, taken.Baseline)
+	require.Equal(t, []int64{g2}, taken.Stopped, "a generation stopped half way is in the repair set (I5)")
+	require.Equal(t, catalog.StateSuperseded, status(t, s, r, g2).State)
+}
+
+func testOutOfOrder(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := reserve(t, s, r)
+	g2 := reserve(t, s, r)
+	d, err := s.BeginDiff(ctx(t), r, g2)
+	require.NoError(t, err)
+	require.True(t, d.Proceed)
+	_, err = s.TakeOver(ctx(t), r, g2)
+	require.NoError(t, err)
+	d, err = s.BeginDiff(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.False(t, d.Proceed, "an older upload arriving last")
+	st := status(t, s, r, g1)
+	require.Equal(t, catalog.StateSuperseded, st.State)
+	require.Equal(t, &g2, st.SupersededBy)
+	require.NotNil(t, st.ReceivedAt)
+}
+
+func testRejectHoldConfirm(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1, _ := arrive(t, s, r)
+	require.NoError(t, s.Reject(ctx(t), r, g1, "duplicate_product_id", "p1 twice", 7))
+	st := status(t, s, r, g1)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, "duplicate_product_id", st.ErrorCode)
+	require.Equal(t, 7, st.ErrorLine)
+	d, err := s.BeginDiff(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.False(t, d.Proceed, "a rejected generation stays rejected")
+
+	g2, _ := arrive(t, s, r)
+	counts := catalog.Counts{Deleted: 80, Unchanged: 20, Products: 20}
+	require.NoError(t, s.Hold(ctx(t), r, g2, "mass_delete", "80 of 100", counts))
+	st = status(t, s, r, g2)
+	require.Equal(t, catalog.StateHeld, st.State)
+	require.Equal(t, "mass_delete", st.ErrorCode)
+	require.EqualValues(t, 80, st.Deleted)
+	d, err = s.BeginDiff(ctx(t), r, g2)
+	require.NoError(t, err)
+	require.False(t, d.Proceed, "a held generation waits for its confirmation")
+	require.ErrorIs(t, s.Confirm(ctx(t), r, g1), catalog.ErrConflict, "only a held generation is confirmed")
+	require.NoError(t, s.Confirm(ctx(t), r, g2))
+	d, err = s.BeginDiff(ctx(t), r, g2)
+	require.NoError(t, err)
+	require.True(t, d.Proceed)
+	require.True(t, d.Confirmed)
+	require.Equal(t, catalog.StateDiffing, status(t, s, r, g2).State)
+	require.ErrorIs(t, s.Confirm(ctx(t), r, 99), catalog.ErrNotFound)
+}
+
+func testConfirmLatest(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1, _ := arrive(t, s, r)
+	require.NoError(t, s.Hold(ctx(t), r, g1, "empty_snapshot", "empty", catalog.Counts{}))
+	reserve(t, s, r) // reserved, not arrived: the hold may still be confirmed
+	require.NoError(t, s.Confirm(ctx(t), r, g1))
+	arrive(t, s, r)
+	require.ErrorIs(t, s.Confirm(ctx(t), r, g1), catalog.ErrConflict, "a newer upload arrived")
+}
+
+func testZeroChunks(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := start(t, s, r, 0, catalog.Counts{Unchanged: 5, Products: 5})
+	st := status(t, s, r, g1)
+	require.Equal(t, catalog.StateApplied, st.State, "nothing to send: applied at once")
+	_, d := arrive(t, s, r)
+	require.Equal(t, g1, d.Baseline)
+	require.EqualValues(t, 5, d.BaselineProducts)
+}
+
+func testStartApplyingSuperseded(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1, _ := arrive(t, s, r)
+	start(t, s, r, 1, catalog.Counts{})
+	require.ErrorIs(t, s.StartApplying(ctx(t), r, g1, catalog.Counts{}, 1), catalog.ErrSuperseded)
+	require.Equal(t, catalog.StateSuperseded, status(t, s, r, g1).State)
+}
+
+func testProducts(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g := start(t, s, r, 1, catalog.Counts{})
+	applyChunk(t, s, r, g, 0, Upsert("b", `{}`), Upsert("a", `{}`), Upsert("B", `{}`), Upsert("a/b c", `{}`), Upsert("é", `{}`))
+	g2 := start(t, s, r, 1, catalog.Counts{})
+	applyChunk(t, s, r, g2, 0, Delete("b"))
+	var got []string
+	after := ""
+	for {
+		page, err := s.Products(ctx(t), r, after, 2, false)
+		require.NoError(t, err)
+		if len(page) == 0 {
+			break
+		}
+		require.LessOrEqual(t, len(page), 2)
+		for _, p := range page {
+			got = append(got, p.ProductID)
+			after = p.ProductID
+		}
+	}
+	require.Equal(t, []string{"B", "a", "a/b c", "é"}, got, "live products in byte order")
+	_, err := s.Product(ctx(t), r, "b", false)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = s.Replicated(ctx(t), r)
+	require.NoError(t, err)
+}
+
+func testDirectory(t *testing.T, s Store, id func(string) string) {
+	r1, r2, p := id("r1"), id("r2"), id("p")
+	lookup := func(limit int) []string {
+		t.Helper()
+		got, err := s.DirectoryRetailers(ctx(t), p, limit)
+		require.NoError(t, err)
+		return got
+	}
+	require.Empty(t, lookup(10))
+	require.NoError(t, s.UpdateDirectory(ctx(t), r2, 2, []events.ChunkOp{Upsert(p, `{}`)}))
+	require.NoError(t, s.UpdateDirectory(ctx(t), r2, 1, []events.ChunkOp{Delete(p)}))
+	require.Equal(t, []string{r2}, lookup(10), "an older generation's delete changes nothing")
+	require.NoError(t, s.UpdateDirectory(ctx(t), r1, 1, []events.ChunkOp{Upsert(p, `{}`)}))
+	require.Equal(t, []string{r1, r2}, lookup(10), "retailers in order")
+	require.Equal(t, []string{r1}, lookup(1))
+	require.NoError(t, s.UpdateDirectory(ctx(t), r1, 2, []events.ChunkOp{Upsert(p, `{}`), Delete(p)}))
+	require.Equal(t, []string{r2}, lookup(10), "the last op of a chunk wins")
+	require.NoError(t, s.UpdateDirectory(ctx(t), r1, 1, []events.ChunkOp{Upsert(p, `{}`)}))
+	require.Equal(t, []string{r2}, lookup(10), "a tombstone stays until a newer generation")
+}
+
+func testUnfinished(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	held, _ := arrive(t, s, r)
+	require.NoError(t, s.Hold(ctx(t), r, held, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, s.Confirm(ctx(t), r, held))
+	applying := start(t, s, r, 2, catalog.Counts{})
+	diffing, _ := arrive(t, s, r)
+	reserve(t, s, r) // awaiting its upload: nothing to resume
+	all, err := s.Unfinished(ctx(t))
+	require.NoError(t, err)
+	var mine []int64
+	for _, u := range all {
+		if u.RetailerID == r {
+			mine = append(mine, u.Generation)
+			require.Equal(t, events.UploadKey(r, u.Generation), u.ObjectKey)
+		}
+	}
+	require.Equal(t, []int64{applying, diffing}, mine, "the held one was superseded by the take-over")
+	_ = held
+}
+
+func testUnknownRetailer(t *testing.T, s Store, id func(string) string) {
+	r := id("nobody")
+	_, err := s.Retailer(ctx(t), r)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(time.Hour))
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = s.Product(ctx(t), r, "x", false)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = s.Products(ctx(t), r, "", 10, false)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = s.BeginDiff(ctx(t), r, 1)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
