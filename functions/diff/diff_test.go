@@ -10,93 +10,91 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/blob"
+	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/inmem"
 )
 
-// memBlobs is an in-memory blob store.
-type memBlobs struct {
-	mu      sync.Mutex
-	objects map[string][]byte
+// fixture is a diff handler on the in-memory stand-ins, with retailer r1
+// registered.
+type fixture struct {
+	t     *testing.T
+	store *inmem.Store
+	blobs *inmem.Blobs
+	queue *inmem.Queue
+	h     *diff.Handler
 }
 
-func (b *memBlobs) Open(_ context.Context, key, _ string) (blob.Object, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	data, ok := b.objects[key]
-	if !ok {
-		return blob.Object{}, fmt.Errorf("%s: %w", key, blob.ErrNotFound)
-	}
-	return blob.Object{Body: io.NopCloser(bytes.NewReader(data)), Size: int64(len(data)), ETag: "e"}, nil
+func newFixture(t *testing.T, largeThreshold int) *fixture {
+	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue()}
+	f.h = diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: largeThreshold,
+		SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, f.queue, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
+	return f
 }
 
-func (b *memBlobs) Put(_ context.Context, key string, body []byte) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.objects[key] = append([]byte(nil), body...)
-	return nil
+// upload reserves the next generation and puts its file.
+func (f *fixture) upload(data []byte) int64 {
+	f.t.Helper()
+	gen, err := f.store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour))
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.blobs.Put(context.Background(), events.UploadKey("r1", gen), data))
+	return gen
 }
 
-// sent is one message the diff sent.
+func (f *fixture) diff(gen int64) {
+	f.t.Helper()
+	require.NoError(f.t, f.h.Diff(context.Background(), events.DiffJob{RetailerID: "r1", Generation: gen, Key: events.UploadKey("r1", gen)}))
+}
+
+func (f *fixture) status(gen int64) catalog.GenerationStatus {
+	f.t.Helper()
+	st, err := f.store.Generation(context.Background(), "r1", gen)
+	require.NoError(f.t, err)
+	return st
+}
+
+// sent is one chunk message the diff sent.
 type sent struct {
 	queue, group, dedup string
 	msg                 events.ChunkMessage
 }
 
-type recQueue struct{ sent []sent }
-
-func (q *recQueue) Send(_ context.Context, queueURL, body, groupID, dedupID string) error {
-	var m events.ChunkMessage
-	if err := json.Unmarshal([]byte(body), &m); err != nil {
-		return err
+// take removes the chunk messages sent so far, in order.
+func (f *fixture) take() []sent {
+	f.t.Helper()
+	var out []sent
+	for _, q := range []string{"small", "large"} {
+		for _, m := range f.queue.Take(q) {
+			var msg events.ChunkMessage
+			require.NoError(f.t, json.Unmarshal([]byte(m.Body), &msg))
+			out = append(out, sent{m.QueueURL, m.GroupID, m.DedupID, msg})
+		}
 	}
-	q.sent = append(q.sent, sent{queueURL, groupID, dedupID, m})
-	return nil
+	return out
 }
 
-// fakeShard is a shard whose generation is the latest until latestFor says otherwise.
-type fakeShard struct {
-	baseline  int64
-	products  int64
-	latestFor func(checks int) bool
-	checks    int
-	state     string
-	chunks    int
-	counts    catalog.Counts
-	rejected  string
+// applyAll applies chunk messages with the apply handler on the same stand-ins.
+func (f *fixture) applyAll(msgs []sent) {
+	f.t.Helper()
+	a := apply.New(f.store, f.blobs, slog.New(slog.DiscardHandler))
+	for _, s := range msgs {
+		require.NoError(f.t, a.Apply(context.Background(), s.msg))
+	}
 }
 
-func (s *fakeShard) Retailer(context.Context, string) (catalog.Retailer, error) {
-	return catalog.Retailer{ID: "r1", Hold: catalog.DefaultHoldPolicy}, nil
-}
-func (s *fakeShard) BeginDiff(context.Context, string, int64) (catalog.DiffDecision, error) {
-	return catalog.DiffDecision{Proceed: true, Baseline: s.baseline, BaselineProducts: s.products}, nil
-}
-func (s *fakeShard) TakeOver(context.Context, string, int64) (catalog.DiffDecision, error) {
-	return catalog.DiffDecision{Proceed: true, Baseline: s.baseline, BaselineProducts: s.products}, nil
-}
-func (s *fakeShard) IsLatest(context.Context, string, int64) (bool, error) {
-	s.checks++
-	return s.latestFor == nil || s.latestFor(s.checks), nil
-}
-func (s *fakeShard) StartApplying(_ context.Context, _ string, _ int64, c catalog.Counts, chunks int) error {
-	s.state, s.chunks, s.counts = "applying", chunks, c
-	return nil
-}
-func (s *fakeShard) Reject(_ context.Context, _ string, _ int64, code, _ string, _ int) error {
-	s.state, s.rejected = "rejected", code
-	return nil
-}
-func (s *fakeShard) Hold(context.Context, string, int64, string, string, catalog.Counts) error {
-	s.state = "held"
-	return nil
+func (f *fixture) object(key string) []byte {
+	f.t.Helper()
+	b, err := f.blobs.Get(context.Background(), key)
+	require.NoError(f.t, err)
+	return b
 }
 
 func csvOf(n int, price string) []byte {
@@ -108,50 +106,35 @@ func csvOf(n int, price string) []byte {
 	return []byte(b.String())
 }
 
-// differ builds diff handlers over one blob store and queue.
-type differ func(shard *fakeShard) *diff.Handler
-
-func newDiff(blobs *memBlobs, q *recQueue, threshold int) differ {
-	return func(shard *fakeShard) *diff.Handler {
-		return diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: threshold,
-			SmallQueueURL: "small", LargeQueueURL: "large"}, shard, blobs, q, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	}
-}
-
-func run(t *testing.T, h differ, shard *fakeShard, gen int64) {
-	t.Helper()
-	job := events.DiffJob{RetailerID: "r1", Generation: gen, Key: events.UploadKey("r1", gen)}
-	require.NoError(t, h(shard).Diff(context.Background(), job))
-}
-
 // Chunking: ops are cut into chunks of ChunkRows, upserts then deletes, each
 // chunk object checksummed in its message, FIFO group {retailer}#{seq mod
 // cap}, dedup id {retailer}:{gen}:{seq}; a re-run sends the same chunks.
 func TestChunking(t *testing.T) {
 	t.Parallel()
-	blobs := &memBlobs{objects: map[string][]byte{}}
-	q := &recQueue{}
-	h := newDiff(blobs, q, 1000)
-	blobs.objects[events.UploadKey("r1", 1)] = csvOf(12, "1")
-	shard := &fakeShard{}
-	run(t, h, shard, 1)
-	require.Equal(t, 3, shard.chunks)
-	require.EqualValues(t, 12, shard.counts.Inserted)
-	require.Len(t, q.sent, 3)
-	for seq, s := range q.sent {
+	f := newFixture(t, 1000)
+	g1 := f.upload(csvOf(12, "1"))
+	f.diff(g1)
+	st := f.status(g1)
+	require.Equal(t, 3, st.ChunksTotal)
+	require.EqualValues(t, 12, st.Inserted)
+	first := f.take()
+	require.Len(t, first, 3)
+	for seq, s := range first {
 		require.Equal(t, "small", s.queue)
 		require.Equal(t, fmt.Sprintf("r1#%d", seq), s.group)
 		require.Equal(t, fmt.Sprintf("r1:1:%d", seq), s.dedup)
 		require.Equal(t, seq, s.msg.Seq)
 		require.Equal(t, 3, s.msg.Total)
-		body := blobs.objects[s.msg.Key]
+		body := f.object(s.msg.Key)
 		sum := sha256.Sum256(body)
 		require.Equal(t, hex.EncodeToString(sum[:]), s.msg.SHA256)
 		ops, err := events.ReadChunk(bytes.NewReader(body))
 		require.NoError(t, err)
 		require.Len(t, ops, s.msg.Rows)
 	}
-	require.Equal(t, []int{5, 5, 2}, []int{q.sent[0].msg.Rows, q.sent[1].msg.Rows, q.sent[2].msg.Rows})
+	require.Equal(t, []int{5, 5, 2}, []int{first[0].msg.Rows, first[1].msg.Rows, first[2].msg.Rows})
+	f.applyAll(first)
+	require.Equal(t, catalog.StateApplied, f.status(g1).State)
 
 	// Generation 2 against baseline 1: 3 updates, 2 deletes -> one chunk, deletes last.
 	next := strings.Replace(string(csvOf(12, "1")), "p011,1\n", "p011,2\n", 1)
@@ -159,13 +142,14 @@ func TestChunking(t *testing.T) {
 	next = strings.Replace(next, "p000,1\n", "p000,2\n", 1)
 	next = strings.Replace(next, "p007,1\n", "", 1)
 	next = strings.Replace(next, "p008,1\n", "", 1)
-	blobs.objects[events.UploadKey("r1", 2)] = []byte(next)
-	q.sent = nil
-	shard2 := &fakeShard{baseline: 1, products: 12}
-	run(t, h, shard2, 2)
-	require.Equal(t, catalog.Counts{Updated: 3, Deleted: 2, Unchanged: 7, Products: 10}, shard2.counts)
-	require.Len(t, q.sent, 1)
-	ops, err := events.ReadChunk(bytes.NewReader(blobs.objects[q.sent[0].msg.Key]))
+	g2 := f.upload([]byte(next))
+	f.diff(g2)
+	st = f.status(g2)
+	require.Equal(t, catalog.Counts{Updated: 3, Deleted: 2, Unchanged: 7, Products: 10},
+		catalog.Counts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged, Products: st.Products})
+	second := f.take()
+	require.Len(t, second, 1)
+	ops, err := events.ReadChunk(bytes.NewReader(f.object(second[0].msg.Key)))
 	require.NoError(t, err)
 	var kinds []string
 	for _, op := range ops {
@@ -174,49 +158,89 @@ func TestChunking(t *testing.T) {
 	require.Equal(t, []string{"upsert:p011", "upsert:p005", "upsert:p000", "delete:p007", "delete:p008"}, kinds,
 		"upserts in file order, then deletes in id order")
 
-	// A re-run writes byte-identical chunks and the same messages.
-	first := blobs.objects[q.sent[0].msg.Key]
-	firstMsg := q.sent[0]
-	q.sent = nil
-	run(t, h, &fakeShard{baseline: 1, products: 12}, 2)
-	require.Equal(t, []sent{firstMsg}, q.sent)
-	require.Equal(t, first, blobs.objects[q.sent[0].msg.Key])
+	// A re-run (a redelivered diff job) writes byte-identical chunks and
+	// sends the same messages.
+	chunk := f.object(second[0].msg.Key)
+	f.diff(g2)
+	require.Equal(t, second, f.take())
+	require.Equal(t, chunk, f.object(second[0].msg.Key))
+	f.applyAll(second)
+	require.Equal(t, catalog.StateApplied, f.status(g2).State)
 }
 
 // The large queue takes snapshots with at least LargeThreshold changed rows.
 func TestQueueBySize(t *testing.T) {
 	t.Parallel()
-	blobs := &memBlobs{objects: map[string][]byte{events.UploadKey("r1", 1): csvOf(12, "1")}}
-	q := &recQueue{}
-	run(t, newDiff(blobs, q, 12), &fakeShard{}, 1)
-	require.Len(t, q.sent, 3)
-	for _, s := range q.sent {
+	f := newFixture(t, 12)
+	f.diff(f.upload(csvOf(12, "1")))
+	msgs := f.take()
+	require.Len(t, msgs, 3)
+	for _, s := range msgs {
 		require.Equal(t, "large", s.queue)
 	}
+}
+
+// supersedingQueue makes a newer generation take over once the diff has
+// sent after messages.
+type supersedingQueue struct {
+	*inmem.Queue
+	store *inmem.Store
+	after int
+	sends int
+}
+
+func (q *supersedingQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
+	if err := q.Queue.Send(ctx, queueURL, body, groupID, dedupID); err != nil {
+		return err
+	}
+	if q.sends++; q.sends == q.after {
+		gen, err := q.store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour))
+		if err != nil {
+			return err
+		}
+		if _, err := q.store.BeginDiff(ctx, "r1", gen); err != nil {
+			return err
+		}
+		_, err = q.store.TakeOver(ctx, "r1", gen)
+		return err
+	}
+	return nil
 }
 
 // I4 in the diff: superseded between chunks, it stops sending.
 func TestStopsWhenSupersededBetweenChunks(t *testing.T) {
 	t.Parallel()
-	blobs := &memBlobs{objects: map[string][]byte{events.UploadKey("r1", 1): csvOf(12, "1")}}
-	q := &recQueue{}
-	var sentBefore int
-	shard := &fakeShard{}
-	shard.latestFor = func(int) bool {
-		sentBefore = len(q.sent)
-		return sentBefore < 1
-	}
-	run(t, newDiff(blobs, q, 1000), shard, 1)
-	require.Len(t, q.sent, 1, "one chunk sent, then the generation was superseded")
+	f := newFixture(t, 1000)
+	q := &supersedingQueue{Queue: f.queue, store: f.store, after: 1}
+	h := diff.New(diff.Config{ChunkRows: 5, SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, q, slog.New(slog.DiscardHandler))
+	g1 := f.upload(csvOf(12, "1"))
+	require.NoError(t, h.Diff(context.Background(), events.DiffJob{RetailerID: "r1", Generation: g1, Key: events.UploadKey("r1", g1)}))
+	require.Len(t, f.take(), 1, "one chunk sent, then the generation was superseded")
+	require.Equal(t, catalog.StateSuperseded, f.status(g1).State)
 }
 
 // I7: a duplicate id is rejected with both lines, and nothing is sent.
 func TestRejectsDuplicateIDs(t *testing.T) {
 	t.Parallel()
-	blobs := &memBlobs{objects: map[string][]byte{events.UploadKey("r1", 1): []byte("product_id,price\na,1\nb,1\na,2\n")}}
-	q := &recQueue{}
-	shard := &fakeShard{}
-	run(t, newDiff(blobs, q, 1000), shard, 1)
-	require.Equal(t, "duplicate_product_id", shard.rejected)
-	require.Empty(t, q.sent)
+	f := newFixture(t, 1000)
+	g := f.upload([]byte("product_id,price\na,1\nb,1\na,2\n"))
+	f.diff(g)
+	st := f.status(g)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, "duplicate_product_id", st.ErrorCode)
+	require.Empty(t, f.take())
+}
+
+// An upload of a retailer the registry does not know is dropped, and a
+// missing upload rejects its generation.
+func TestUnknownRetailerAndMissingUpload(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	require.NoError(t, f.h.Diff(context.Background(), events.DiffJob{RetailerID: "nobody", Generation: 1, Key: events.UploadKey("nobody", 1)}))
+	gen, err := f.store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	f.diff(gen)
+	st := f.status(gen)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, "upload_missing", st.ErrorCode)
 }

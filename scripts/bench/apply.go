@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,77 +19,14 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
-	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 )
 
 func init() { benches["apply"] = benchApply }
-
-// memBlobs is an in-memory blob store: the diff writes chunk objects into
-// it and the apply reads them back.
-type memBlobs struct {
-	mu   sync.Mutex
-	objs map[string][]byte
-}
-
-func (m *memBlobs) Open(ctx context.Context, key, ifMatch string) (blob.Object, error) {
-	m.mu.Lock()
-	b, ok := m.objs[key]
-	m.mu.Unlock()
-	if !ok {
-		return blob.Object{}, fmt.Errorf("open %s: %w", key, blob.ErrNotFound)
-	}
-	etag := fmt.Sprintf("%d", len(b))
-	if ifMatch != "" && ifMatch != etag {
-		return blob.Object{}, blob.ErrChanged
-	}
-	return blob.Object{Body: io.NopCloser(bytes.NewReader(b)), Size: int64(len(b)), ETag: etag}, nil
-}
-
-func (m *memBlobs) Put(ctx context.Context, key string, body []byte) error {
-	m.mu.Lock()
-	m.objs[key] = bytes.Clone(body)
-	m.mu.Unlock()
-	return nil
-}
-
-func (m *memBlobs) Get(ctx context.Context, key string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.objs[key]
-	if !ok {
-		return nil, blob.ErrNotFound
-	}
-	return b, nil
-}
-
-// captureQueue keeps the chunk messages the diff sends.
-type captureQueue struct {
-	mu   sync.Mutex
-	msgs []events.ChunkMessage
-}
-
-func (q *captureQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	var m events.ChunkMessage
-	if err := json.Unmarshal([]byte(body), &m); err != nil {
-		return err
-	}
-	q.mu.Lock()
-	q.msgs = append(q.msgs, m)
-	q.mu.Unlock()
-	return nil
-}
-
-func (q *captureQueue) take() []events.ChunkMessage {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	out := q.msgs
-	q.msgs = nil
-	return out
-}
 
 // startPostgres starts a private PostgreSQL server in dir (loopback only).
 func startPostgres(ctx context.Context, dir string) (*pgserver.Server, error) {
@@ -145,8 +83,8 @@ func benchApply(ctx context.Context, args []string) error {
 
 	fmt.Fprintf(os.Stderr, "apply: generating %d-row snapshots\n", *rows)
 	p := genPair(*rows, *seed)
-	blobs := &memBlobs{objs: map[string][]byte{}}
-	queue := &captureQueue{}
+	blobs := inmem.NewBlobs()
+	queue := inmem.NewQueue()
 	var logOut io.Writer = io.Discard
 	if os.Getenv("BENCH_LOG") != "" {
 		logOut = os.Stderr
@@ -174,7 +112,8 @@ func benchApply(ctx context.Context, args []string) error {
 		if err := dh.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: gen}); err != nil {
 			return 0, nil, err
 		}
-		return gen, queue.take(), nil
+		msgs, err := chunkMessages(queue.TakeAll())
+		return gen, msgs, err
 	}
 	// applyAll applies the chunks with workers at once, as the event source does.
 	applyAll := func(msgs []events.ChunkMessage) (time.Duration, error) {
@@ -261,9 +200,21 @@ func benchApply(ctx context.Context, args []string) error {
 	return nil
 }
 
+// chunkMessages decodes the chunk messages the diff sent, in order of seq.
+func chunkMessages(sent []inmem.Message) ([]events.ChunkMessage, error) {
+	out := make([]events.ChunkMessage, len(sent))
+	for i, m := range sent {
+		if err := json.Unmarshal([]byte(m.Body), &out[i]); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b events.ChunkMessage) int { return a.Seq - b.Seq })
+	return out, nil
+}
+
 // copyReference COPYs the rows of the chunks into a fresh copy of the
 // products table and returns how long the COPY took.
-func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *memBlobs, msgs []events.ChunkMessage, table string, checkpoint func() error) (time.Duration, error) {
+func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []events.ChunkMessage, table string, checkpoint func() error) (time.Duration, error) {
 	var rows [][]any
 	now := time.Now()
 	for _, m := range msgs {

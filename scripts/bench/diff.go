@@ -17,6 +17,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/inmem"
 )
 
 func init() {
@@ -208,12 +209,16 @@ func diffChild(ctx context.Context, args []string) error {
 		return err
 	}
 	key := events.UploadKey(benchRetailer.ID, *gen)
-	blobs := &fileBlobs{root: *blobsDir, alias: map[string]string{key: *file}}
-	queue := &discardQueue{}
-	shard := &benchShard{baseline: *baseline, baselineProducts: *baselineProducts}
+	blobs := &inmem.Blobs{Dir: *blobsDir}
+	blobs.Link(key, *file)
+	queue := inmem.NewQueue()
+	store, err := benchStore(ctx, *gen, *baseline, *baselineProducts)
+	if err != nil {
+		return err
+	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
 	h := diff.New(diff.Config{ChunkRows: 5000, InflightCap: 20, LargeThreshold: 100000,
-		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, shard, blobs, queue, log)
+		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, store, blobs, queue, log)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
 		if err != nil {
@@ -224,17 +229,17 @@ func diffChild(ctx context.Context, args []string) error {
 		defer pprof.StopCPUProfile()
 	}
 	start := time.Now()
-	err := h.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen})
+	err = h.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen})
 	elapsed := time.Since(start)
 	if err != nil {
 		return err
 	}
-	if shard.failure != nil {
-		return shard.failure
+	c, err := diffOutcome(ctx, store, *gen)
+	if err != nil {
+		return err
 	}
-	c := shard.counts
 	return json.NewEncoder(os.Stdout).Encode(diffResult{ElapsedNS: elapsed.Nanoseconds(), Inserted: c.Inserted, Updated: c.Updated,
-		Deleted: c.Deleted, Unchanged: c.Unchanged, Chunks: shard.chunks, Sent: queue.sent, PeakRSS: selfHWM()})
+		Deleted: c.Deleted, Unchanged: c.Unchanged, Chunks: c.ChunksTotal, Sent: queue.Sent(), PeakRSS: selfHWM()})
 }
 
 func median(ms []measured) measured {
