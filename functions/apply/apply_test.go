@@ -1,0 +1,194 @@
+package apply_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/catalog/storetest"
+	"github.com/retailcatalog/catalog/functions/inmem"
+)
+
+// fixture is the apply handler on the in-memory stand-ins, retailer r1
+// registered.
+type fixture struct {
+	t     *testing.T
+	store *inmem.Store
+	blobs *inmem.Blobs
+	h     *apply.Handler
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs()}
+	f.h = apply.New(f.store, f.blobs, slog.New(slog.DiscardHandler))
+	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
+	return f
+}
+
+// start makes a new generation of r1 the latest, applying chunks chunks.
+func (f *fixture) start(chunks int) int64 {
+	f.t.Helper()
+	ctx := context.Background()
+	gen, err := f.store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour))
+	require.NoError(f.t, err)
+	_, err = f.store.BeginDiff(ctx, "r1", gen)
+	require.NoError(f.t, err)
+	_, err = f.store.TakeOver(ctx, "r1", gen)
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.store.StartApplying(ctx, "r1", gen, catalog.Counts{}, chunks))
+	return gen
+}
+
+// chunk writes a chunk object as the diff does and returns its message.
+func (f *fixture) chunk(gen int64, seq, total int, ops ...events.ChunkOp) events.ChunkMessage {
+	f.t.Helper()
+	var body []byte
+	for _, op := range ops {
+		if op.Op == events.OpDelete {
+			body = events.AppendDeleteLine(body, op.ProductID)
+		} else {
+			body = events.AppendUpsertLine(body, []byte(op.ProductID), mustHash(f.t, op.Hash), op.Attributes)
+		}
+	}
+	key := events.ChunkKey("r1", gen, seq)
+	require.NoError(f.t, f.blobs.Put(context.Background(), key, body))
+	sum := sha256.Sum256(body)
+	return events.ChunkMessage{RetailerID: "r1", Generation: gen, Seq: seq, Total: total, Rows: len(ops), Key: key, SHA256: hex.EncodeToString(sum[:])}
+}
+
+func mustHash(t *testing.T, h string) [16]byte {
+	b, err := hex.DecodeString(h)
+	require.NoError(t, err)
+	require.Len(t, b, 16)
+	var out [16]byte
+	copy(out[:], b)
+	return out
+}
+
+func sqsEvent(t *testing.T, msgs ...events.ChunkMessage) lambdaevents.SQSEvent {
+	var ev lambdaevents.SQSEvent
+	for i, m := range msgs {
+		body, err := json.Marshal(m)
+		require.NoError(t, err)
+		ev.Records = append(ev.Records, lambdaevents.SQSMessage{MessageId: string(rune('a' + i)), Body: string(body)})
+	}
+	return ev
+}
+
+func (f *fixture) product(id string) (catalog.Product, error) {
+	return f.store.Product(context.Background(), "r1", id, true)
+}
+
+func (f *fixture) directory(id string) []string {
+	f.t.Helper()
+	got, err := f.store.DirectoryRetailers(context.Background(), id, 10)
+	require.NoError(f.t, err)
+	return got
+}
+
+// A batch applies each chunk's rows, counts it once, finishes the
+// generation with its last chunk and keeps the product directory in line.
+func TestAppliesBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gen := f.start(2)
+	m0 := f.chunk(gen, 0, 2, storetest.Upsert("a", `{"price":"1"}`), storetest.Upsert("b", `{"price":"2"}`))
+	m1 := f.chunk(gen, 1, 2, storetest.Upsert("c", `{"price":"3"}`))
+	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1, m0))
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures, "a redelivered chunk in the batch is acknowledged")
+	st, err := f.store.Generation(context.Background(), "r1", gen)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateApplied, st.State)
+	require.Equal(t, 2, st.ChunksApplied)
+	p, err := f.product("c")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"price":"3"}`, string(p.Attributes))
+	require.Equal(t, []string{"r1"}, f.directory("a"))
+}
+
+// After the first failure, that message and every later one of the batch
+// are reported (FIFO order within a group holds); earlier ones are not redone.
+func TestFailureReportsTheRestOfTheBatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gen := f.start(3)
+	m0 := f.chunk(gen, 0, 3, storetest.Upsert("a", `{}`))
+	m1 := f.chunk(gen, 1, 3, storetest.Upsert("b", `{}`))
+	m1.SHA256 = "00" + m1.SHA256[2:] // the object does not match its message
+	m2 := f.chunk(gen, 2, 3, storetest.Upsert("c", `{}`))
+	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1, m2))
+	require.NoError(t, err)
+	var failed []string
+	for _, it := range resp.BatchItemFailures {
+		failed = append(failed, it.ItemIdentifier)
+	}
+	require.Equal(t, []string{"b", "c"}, failed)
+	_, err = f.product("a")
+	require.NoError(t, err)
+	_, err = f.product("c")
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
+
+// A superseded chunk is acknowledged without reading or writing anything
+// (I4); a chunk of an unknown retailer is dropped.
+func TestSupersededAndUnknownAreAcknowledged(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	old := f.start(2)
+	stale := f.chunk(old, 0, 2, storetest.Upsert("zombie", `{}`))
+	f.start(1)
+	require.NoError(t, f.blobs.Put(context.Background(), stale.Key, []byte("not even read")))
+	require.NoError(t, f.h.Apply(context.Background(), stale))
+	_, err := f.product("zombie")
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	require.Empty(t, f.directory("zombie"))
+
+	unknown := stale
+	unknown.RetailerID = "nobody"
+	require.NoError(t, f.h.Apply(context.Background(), unknown))
+}
+
+// A chunk whose transaction committed before the process stopped (so its
+// directory update was lost) gets the update when it is redelivered, even
+// after a newer generation took over.
+func TestRedeliveryFinishesTheDirectory(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gen := f.start(2)
+	m := f.chunk(gen, 0, 2, storetest.Upsert("p", `{}`))
+	ops, err := events.ReadChunk(bytesOf(t, f, m.Key))
+	require.NoError(t, err)
+	_, err = f.store.ApplyChunk(context.Background(), "r1", gen, 0, ops) // committed; the directory update never ran
+	require.NoError(t, err)
+	require.Empty(t, f.directory("p"))
+	f.start(1)
+	require.NoError(t, f.h.Apply(context.Background(), m))
+	require.Equal(t, []string{"r1"}, f.directory("p"))
+}
+
+// A message that is not a chunk message fails.
+func TestNotAChunkMessage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	resp, err := f.h.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{{MessageId: "x", Body: "{"}}})
+	require.NoError(t, err)
+	require.Len(t, resp.BatchItemFailures, 1)
+}
+
+func bytesOf(t *testing.T, f *fixture, key string) *bytes.Reader {
+	b, err := f.blobs.Get(context.Background(), key)
+	require.NoError(t, err)
+	return bytes.NewReader(b)
+}

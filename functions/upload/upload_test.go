@@ -1,0 +1,160 @@
+package upload_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/upload"
+)
+
+const admin = "admin-token"
+
+// fixture is the upload routes on the in-memory stand-ins.
+type fixture struct {
+	t     *testing.T
+	store *inmem.Store
+	queue *inmem.Queue
+	h     *upload.Handler
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, store: &inmem.Store{Shards: 4}, queue: inmem.NewQueue()}
+	f.h = upload.New(upload.Config{AdminToken: admin, DiffQueueURL: "diff-jobs", Region: "us-east-1"},
+		f.store, inmem.NewBlobs(), f.queue, slog.New(slog.DiscardHandler))
+	return f
+}
+
+// call makes a request and decodes a JSON answer into out (when not nil).
+func (f *fixture) call(method, path, token, body string, out any) int {
+	f.t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	if out != nil {
+		require.NoError(f.t, json.Unmarshal(w.Body.Bytes(), out), "body %s", w.Body)
+	}
+	return w.Code
+}
+
+type errorBody struct {
+	Error struct{ Code string } `json:"error"`
+}
+
+func (f *fixture) onboard(id string) string {
+	f.t.Helper()
+	var created struct {
+		RetailerID string `json:"retailer_id"`
+		Token      string `json:"token"`
+		Shard      int    `json:"shard"`
+	}
+	require.Equal(f.t, http.StatusCreated, f.call("POST", "/v1/admin/retailers", admin, `{"retailer_id":"`+id+`"}`, &created))
+	require.Equal(f.t, id, created.RetailerID)
+	require.Equal(f.t, catalog.ShardFor(id, 4), created.Shard)
+	require.True(f.t, strings.HasPrefix(created.Token, "rt_"))
+	return created.Token
+}
+
+func TestOnboardingAndTokens(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	var e errorBody
+	require.Equal(t, http.StatusConflict, f.call("POST", "/v1/admin/retailers", admin, `{"retailer_id":"r1"}`, &e))
+	require.Equal(t, "retailer_exists", e.Error.Code)
+	require.Equal(t, http.StatusUnauthorized, f.call("POST", "/v1/admin/retailers", "", `{"retailer_id":"r2"}`, nil))
+	require.Equal(t, http.StatusUnauthorized, f.call("POST", "/v1/admin/retailers", "wrong", `{"retailer_id":"r2"}`, nil))
+	require.Equal(t, http.StatusForbidden, f.call("POST", "/v1/admin/retailers", token, `{"retailer_id":"r2"}`, nil), "a retailer's token on an admin route")
+	require.Equal(t, http.StatusBadRequest, f.call("POST", "/v1/admin/retailers", admin, `{"retailer_id":"bad id"}`, nil))
+	r, err := f.store.Retailer(context.Background(), "r1")
+	require.NoError(t, err)
+	require.Equal(t, upload.HashToken(token), r.TokenHash, "only the token's hash is stored")
+}
+
+func TestReserveAndStatus(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	other := f.onboard("r2")
+	var slot struct {
+		RetailerID string `json:"retailer_id"`
+		Generation int64
+		Upload     upload.UploadSlot
+	}
+	require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, `{"format":"jsonl"}`, &slot))
+	require.Equal(t, int64(1), slot.Generation)
+	require.Equal(t, "PUT", slot.Upload.Method)
+	require.Contains(t, slot.Upload.URL, events.UploadKey("r1", 1))
+	require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, "", &slot))
+	require.Equal(t, int64(2), slot.Generation, "generations in increasing order")
+	require.Equal(t, http.StatusBadRequest, f.call("POST", "/v1/retailers/r1/snapshots", token, `{"format":"xml"}`, nil))
+	require.Equal(t, http.StatusForbidden, f.call("POST", "/v1/retailers/r1/snapshots", other, "", nil), "another retailer's token")
+	require.Equal(t, http.StatusNotFound, f.call("POST", "/v1/retailers/r9/snapshots", admin, "", nil))
+
+	var st upload.Status
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots/1", token, "", &st))
+	require.Equal(t, "awaiting_upload", st.State)
+	require.Nil(t, st.Error)
+	require.Equal(t, http.StatusNotFound, f.call("GET", "/v1/retailers/r1/snapshots/7", token, "", nil))
+	require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots/x", token, "", nil))
+	var list struct{ Items []upload.Status }
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots?limit=1", token, "", &list))
+	require.Len(t, list.Items, 1)
+	require.Equal(t, int64(2), list.Items[0].Generation, "newest first")
+	require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots?limit=0", token, "", nil))
+}
+
+// Confirming a held snapshot sends its diff job again, as S3 would.
+func TestConfirmResendsTheDiffJob(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	ctx := context.Background()
+	require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, "", nil))
+	var e errorBody
+	require.Equal(t, http.StatusConflict, f.call("POST", "/v1/retailers/r1/snapshots/1/confirm", token, "", &e))
+	require.Equal(t, "not_held", e.Error.Code)
+	_, err := f.store.BeginDiff(ctx, "r1", 1)
+	require.NoError(t, err)
+	require.NoError(t, f.store.Hold(ctx, "r1", 1, "empty_snapshot", "empty", catalog.Counts{}))
+
+	var st upload.Status
+	require.Equal(t, http.StatusOK, f.call("POST", "/v1/retailers/r1/snapshots/1/confirm", token, "", &st))
+	require.Equal(t, "held", st.State)
+	msgs := f.queue.Take("diff-jobs")
+	require.Len(t, msgs, 1)
+	var ev lambdaevents.S3Event
+	require.NoError(t, json.Unmarshal([]byte(msgs[0].Body), &ev))
+	jobs, err := events.DiffJobsFromS3Event(ev)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "inmem", jobs[0].Bucket)
+	require.Equal(t, events.UploadKey("r1", 1), jobs[0].Key)
+	require.Equal(t, int64(1), jobs[0].Generation)
+}
+
+// Every route is served, and nothing else.
+func TestRoutes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	require.Len(t, f.h.Routes(), 5)
+	req := httptest.NewRequest("GET", "/v1/nothing", nil)
+	w := httptest.NewRecorder()
+	f.h.ServeHTTP(w, req)
+	io.Copy(io.Discard, w.Body)
+	require.Equal(t, http.StatusNotFound, w.Code)
+}
