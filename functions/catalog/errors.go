@@ -13,8 +13,6 @@ var (
 	ErrNotFound     = errors.New("not found")    // no such retailer, generation or product
 	ErrConflict     = errors.New("conflict")     // exists already, or not in the required state
 	ErrTooLarge     = errors.New("too large")    // over a size limit
-	ErrRateLimited  = errors.New("rate limited") // too many requests
-	ErrAmbiguous    = errors.New("multiple")     // several candidates
 )
 
 // Error is a domain error with a stable snake_case code and a message for people.

@@ -125,12 +125,6 @@ func commonPrefix(a, b []byte) int {
 	return i
 }
 
-// IndexIterator yields index entries in increasing product_id order; Next
-// returns io.EOF after the last one.
-type IndexIterator interface {
-	Next() (IndexEntry, error)
-}
-
 // IndexReader reads an index written by IndexWriter.
 type IndexReader struct {
 	r     io.Reader

@@ -45,7 +45,6 @@ type Config struct {
 	AdminToken         string        // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
 	AdminTokenSecret   string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
 	DBMaxConns         int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
-	ChangeTopicARN     string        // CATALOG_CHANGE_TOPIC_ARN
 	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
 
 	secrets *secrets
@@ -63,7 +62,6 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		ApplyLargeQueueURL: getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
 		AdminToken:         getenv("CATALOG_ADMIN_TOKEN"),
 		AdminTokenSecret:   getenv("CATALOG_ADMIN_TOKEN_SECRET"),
-		ChangeTopicARN:     getenv("CATALOG_CHANGE_TOPIC_ARN"),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {

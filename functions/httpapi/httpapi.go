@@ -29,8 +29,6 @@ var statusByKind = []struct {
 	{catalog.ErrNotFound, http.StatusNotFound},
 	{catalog.ErrConflict, http.StatusConflict},
 	{catalog.ErrTooLarge, http.StatusRequestEntityTooLarge},
-	{catalog.ErrRateLimited, http.StatusTooManyRequests},
-	{catalog.ErrAmbiguous, http.StatusMultipleChoices},
 }
 
 // ErrorBody is the contract's error shape.

@@ -46,7 +46,6 @@ func TestWriteErrorMapsKindsToStatuses(t *testing.T) {
 	for kind, status := range map[error]int{
 		catalog.ErrInvalid: 400, catalog.ErrUnauthorized: 401, catalog.ErrForbidden: 403,
 		catalog.ErrNotFound: 404, catalog.ErrConflict: 409, catalog.ErrTooLarge: 413,
-		catalog.ErrRateLimited: 429, catalog.ErrAmbiguous: 300,
 	} {
 		rec := httptest.NewRecorder()
 		httpapi.WriteError(rec, httptest.NewRequest("GET", "/", nil), log, catalog.Errorf(kind, "some_code", "msg"))

@@ -110,8 +110,9 @@ func TestConcurrentLookupsShareQueries(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"r": 1, "i": 1}`, string(p.Attributes))
 	// The lookups decode the wire themselves: the same row as pgx reads it.
-	fromPgx, err := sh.Product(ctx, "r1", "p001")
-	require.NoError(t, err)
+	var fromPgx catalog.Product
+	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT generation, updated_at FROM products WHERE retailer_id = 'r1' AND product_id = 'p001'`).
+		Scan(&fromPgx.Generation, &fromPgx.UpdatedAt))
 	require.Equal(t, fromPgx.Generation, p.Generation)
 	require.True(t, fromPgx.UpdatedAt.Equal(p.UpdatedAt), "updated_at %s, pgx reads %s", p.UpdatedAt, fromPgx.UpdatedAt)
 	require.False(t, p.UpdatedAt.Before(time.Now().Add(-time.Hour)))

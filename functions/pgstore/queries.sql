@@ -171,19 +171,6 @@ SELECT retailer_id, generation, object_key FROM generations
 WHERE state IN ('received', 'diffing', 'applying') OR (state = 'held' AND confirmed)
 ORDER BY retailer_id, generation;
 
--- name: get_product
-SELECT retailer_id, product_id, attributes, generation, updated_at
-FROM products WHERE retailer_id = $1 AND product_id = $2 AND NOT deleted;
-
--- name: list_products
-SELECT retailer_id, product_id, attributes, generation, updated_at
-FROM products WHERE retailer_id = $1 AND product_id > $2 AND NOT deleted
-ORDER BY product_id LIMIT $3;
-
--- name: catalog_hashes
-SELECT product_id, content_hash FROM products
-WHERE retailer_id = $1 AND NOT deleted ORDER BY product_id;
-
 -- name: retailer_by_token
 SELECT retailer_id FROM retailers WHERE token_hash = $1;
 

@@ -12,10 +12,10 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
 // Cache-Control of the storefront's answers, for a CDN in front. Snapshots
@@ -120,13 +120,8 @@ type Candidates struct {
 }
 
 func validateProductID(id string) error {
-	if len(id) == 0 || len(id) > 256 || !utf8.ValidString(id) {
-		return catalog.Errorf(catalog.ErrInvalid, "invalid_product_id", "product_id must be 1-256 bytes of UTF-8")
-	}
-	for _, r := range id {
-		if r < 0x20 || (r >= 0x7f && r <= 0x9f) {
-			return catalog.Errorf(catalog.ErrInvalid, "invalid_product_id", "product_id must not contain control characters")
-		}
+	if !snapshot.ValidProductID(id) {
+		return catalog.Errorf(catalog.ErrInvalid, "invalid_product_id", "product_id must be 1-%d bytes of UTF-8 without control characters", snapshot.MaxProductIDBytes)
 	}
 	return nil
 }
