@@ -102,21 +102,21 @@ type Model struct {
 	Prices  string     `json:"prices"`
 	Figures []string   `json:"figures"`
 
-	Load       ModelLoad           `json:"load"`
-	Database   ModelDatabase       `json:"database"`
-	Functions  []ModelFunction     `json:"functions"`
-	Drain      ModelDrain          `json:"drain"`
-	Queues     []ModelQueueLimit   `json:"queues"`
-	Largest    ModelLargest        `json:"largest_retailer"`
-	Monthly    []ModelCost         `json:"monthly"`
-	MonthlyUSD float64             `json:"monthly_usd"`
-	Summary    ModelSummary        `json:"summary"`
-	ReadPaths  []ModelReadPath     `json:"read_paths"`
-	Stack      ModelStackDefaults  `json:"stack"`
-	Quotas     []ModelQuota        `json:"quotas"`
-	Notes      []string            `json:"notes"`
-	figures    *Figures            `json:"-"`
-	byService  map[string]float64  `json:"-"`
+	Load       ModelLoad          `json:"load"`
+	Database   ModelDatabase      `json:"database"`
+	Functions  []ModelFunction    `json:"functions"`
+	Drain      ModelDrain         `json:"drain"`
+	Queues     []ModelQueueLimit  `json:"queues"`
+	Largest    ModelLargest       `json:"largest_retailer"`
+	Monthly    []ModelCost        `json:"monthly"`
+	MonthlyUSD float64            `json:"monthly_usd"`
+	Summary    ModelSummary       `json:"summary"`
+	ReadPaths  []ModelReadPath    `json:"read_paths"`
+	Stack      ModelStackDefaults `json:"stack"`
+	Quotas     []ModelQuota       `json:"quotas"`
+	Notes      []string           `json:"notes"`
+	figures    *Figures           `json:"-"`
+	byService  map[string]float64 `json:"-"`
 }
 
 // ModelLoad is the daily and peak work.
@@ -243,11 +243,11 @@ type ModelSummary struct {
 
 // ModelReadPath is one way to serve the storefront, priced per month.
 type ModelReadPath struct {
-	Name     string      `json:"name"`
-	Lines    []ModelCost `json:"lines"`
-	USD      float64     `json:"usd"`
-	DBReadACU float64    `json:"database_read_acu"`
-	Tradeoff string      `json:"tradeoff"`
+	Name      string      `json:"name"`
+	Lines     []ModelCost `json:"lines"`
+	USD       float64     `json:"usd"`
+	DBReadACU float64     `json:"database_read_acu"`
+	Tradeoff  string      `json:"tradeoff"`
 }
 
 // ModelStackDefaults are the stack parameters the model implies.
@@ -500,8 +500,8 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	add(ServiceSQS, fmt.Sprintf("FIFO: %.3g requests (send, receive, delete a chunk; idle polling)", fifoReqs), t.Monthly(PriceSQSFIFO, fifoReqs))
 	add(ServiceSNS, fmt.Sprintf("%.3g publishes (a chunk's changes, a snapshot's lifecycle)", events), t.Monthly(PriceSNSPublish, events))
 
-	classA := L.UploadsPerMonth*4 + L.ChunksPerMonth      // file, index, tag, parquet; chunk objects
-	classB := L.UploadsPerMonth*4 + 2*L.ChunksPerMonth    // 2 passes over the file, baseline index, heads; chunk GET by apply and by analytics
+	classA := L.UploadsPerMonth*4 + L.ChunksPerMonth   // file, index, tag, parquet; chunk objects
+	classB := L.UploadsPerMonth*4 + 2*L.ChunksPerMonth // 2 passes over the file, baseline index, heads; chunk GET by apply and by analytics
 	uploadsGB := L.BytesPerDay * float64(in.UploadRetentionDays) / bytesPerGB
 	chunksGB := L.ChangedPerDay * in.RowBytes * f.V(FigChunkRetentionDays) / bytesPerGB
 	indexGB := L.RowsPerDay * f.V(FigIndexBytesPerProduct) * 4 / bytesPerGB
@@ -617,7 +617,9 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 		return n*readS*gb*t.Unit(PriceLambdaGBSecond) + n*t.Unit(PriceLambdaRequest)
 	}
 	lambdaLogs := func(n float64) float64 { return n * f.V(FigLogBytesPerRead) / bytesPerGB * t.Unit(PriceLogsIngestGB) }
-	accessLogs := func(n float64) float64 { return n * f.V(FigLogBytesPerAPIAccess) / bytesPerGB * t.Unit(PriceLogsIngestGB) }
+	accessLogs := func(n float64) float64 {
+		return n * f.V(FigLogBytesPerAPIAccess) / bytesPerGB * t.Unit(PriceLogsIngestGB)
+	}
 	dto := t.Monthly(PriceDataTransferOutGB, respGB)
 	path := func(name, tradeoff string, dbACU float64, lines ...ModelCost) ModelReadPath {
 		rp := ModelReadPath{Name: name, Lines: lines, DBReadACU: dbACU, Tradeoff: tradeoff}
@@ -639,7 +641,7 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 	alb := func(gbPerLCU float64) ModelCost {
 		n := lcu(gbPerLCU)
 		return mc("ALB", fmt.Sprintf("1 ALB + %.0f LCU (largest dimension: %.0f GB/h processed at %g GB/h an LCU)", n, gbPerHour, gbPerLCU),
-			t.MonthHours * (t.Unit(PriceALBHour) + n*t.Unit(PriceALBLCUHour)))
+			t.MonthHours*(t.Unit(PriceALBHour)+n*t.Unit(PriceALBLCUHour)))
 	}
 
 	h := in.CDNHitRatio
@@ -650,15 +652,15 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 		path("API Gateway HTTP API + Lambda (the design)", "no servers, scales per request; the request price dominates the whole system's bill", dbACU,
 			mc(ServiceAPIGateway, fmt.Sprintf("%.3g requests (tiered)", reads), t.Monthly(PriceAPIRequest, reads)),
 			mc(ServiceLambda, fmt.Sprintf("%.3g invocations x %g ms x %g GB", reads, f.V(FigReadBilledMs), gb), lambda(reads)),
-			mc(ServiceLogs, "report + access log lines", lambdaLogs(reads) + accessLogs(reads)),
+			mc(ServiceLogs, "report + access log lines", lambdaLogs(reads)+accessLogs(reads)),
 			mc(ServiceDataTransfer, fmt.Sprintf("%.0f TB out", respGB/1024), dto)),
 		path(fmt.Sprintf("CloudFront (%.0f%% hits) in front of API Gateway + Lambda", 100*h),
 			"CloudFront's HTTPS request price equals the HTTP API's, so at list price it saves the misses' Lambda, logs and database reads, not the request bill; needs cache rules (ETag revalidation, TTLs) and accepts staleness up to the TTL", dbACU*(1-h),
-			mc("CloudFront", fmt.Sprintf("%.3g HTTPS requests", reads), reads * t.Unit(PriceCloudFrontRequest)),
+			mc("CloudFront", fmt.Sprintf("%.3g HTTPS requests", reads), reads*t.Unit(PriceCloudFrontRequest)),
 			mc("CloudFront", fmt.Sprintf("%.0f TB out (tiered)", respGB/1024), t.Monthly(PriceCloudFrontDataOutGB, respGB)),
 			mc(ServiceAPIGateway, fmt.Sprintf("%.3g misses", misses), t.Monthly(PriceAPIRequest, misses)),
 			mc(ServiceLambda, fmt.Sprintf("%.3g misses", misses), lambda(misses)),
-			mc(ServiceLogs, "misses' log lines", lambdaLogs(misses) + accessLogs(misses))),
+			mc(ServiceLogs, "misses' log lines", lambdaLogs(misses)+accessLogs(misses))),
 		path("ALB in front of the same Lambda", "no per-request API price; loses API Gateway's per-route throttling and usage plans (WAF can rate-limit), 1 MB Lambda response limit for ALB targets", dbACU,
 			alb(f.V(FigALBGBHourPerLCULambda)),
 			mc(ServiceLambda, fmt.Sprintf("%.3g invocations", reads), lambda(reads)),
@@ -668,7 +670,7 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 			fmt.Sprintf("the cheapest at a steady %.0f QPS (%.1f vCPU at %.0f us of CPU a request, %.0f%% planned); always-on, scales in minutes not milliseconds, one more thing to patch and deploy; the same handler code serves it (net/http)", qps, vcpu, f.V(FigReadAPICPUus), 100*f.V(FigContainerCPUTarget)), dbACU,
 			alb(f.V(FigALBGBHourPerLCU)),
 			mc("Fargate", fmt.Sprintf("%d tasks x (2 vCPU + 4 GB) x %g h", tasks, t.MonthHours),
-				float64(tasks) * t.MonthHours * (2*t.Unit(PriceFargateARMVCPUHour) + 4*t.Unit(PriceFargateARMGBHour))),
+				float64(tasks)*t.MonthHours*(2*t.Unit(PriceFargateARMVCPUHour)+4*t.Unit(PriceFargateARMGBHour))),
 			mc(ServiceDataTransfer, fmt.Sprintf("%.0f TB out", respGB/1024), dto)),
 	}
 }
