@@ -100,7 +100,11 @@ const (
 	reservedDBConnections = 20
 )
 
-// DefaultParams returns the defaults written in cdk.json.
+// DefaultParams returns the defaults written in cdk.json. The storefront's
+// throttle and read environments follow `catalogctl model` at DESIGN 1's
+// scale (22,000 reads/s: apiRateLimit = that + 10% rounded up, reserved
+// read concurrency = that rate x the p99 duration); TestDefaultsFollowTheModel
+// keeps them so.
 func DefaultParams() Params {
 	return Params{
 		Shards:                  2,
@@ -110,14 +114,14 @@ func DefaultParams() Params {
 		ApplyLargeConcurrency:   20,
 		InflightCap:             20,
 		DiffMaxConcurrency:      10,
-		ReadReservedConcurrency: 100,
+		ReadReservedConcurrency: 250,
 		ReadMemoryMB:            1024,
 		MinACU:                  0.5,
 		MaxACU:                  16,
 		RDSProxy:                true,
 		MaxUploadBytes:          maxSinglePutBytes,
 		UploadRetentionDays:     14,
-		APIRateLimit:            10000,
+		APIRateLimit:            25000,
 		APIBurstLimit:           5000,
 	}
 }

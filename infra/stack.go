@@ -112,6 +112,7 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	out("ShardClusterEndpoints", strings.Join(shardEndpoints, ","), "Shard cluster writer endpoints, shard 0 first")
 	out("DashboardName", *mon.dashboard.DashboardName(), "CloudWatch dashboard")
 
+	addCostTags(stack)
 	addNagSuppressions(nagRefs{
 		stack:       stack,
 		bucketID:    *stack.GetLogicalId(store.bucket.Node().DefaultChild().(awscdk.CfnElement)),

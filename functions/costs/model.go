@@ -597,7 +597,14 @@ func oneLeader(m *Model, in ModelInput) string {
 	var parts []string
 	parts = append(parts, fmt.Sprintf("storage: %.0f GB of rows against at most %.0f GiB of memory at %g ACU (%.0f%% cached at best), so fenced upserts and storefront misses become storage reads, and a restore, clone or full vacuum of one %.1f TB table takes hours",
 		D.StoredGB, D.OneLeaderMemGB, m.figures.V(FigAuroraMaxACU), math.Min(100, 100*D.OneLeaderMemGB*1.074/D.StoredGB), D.StoredGB/1000))
-	parts = append(parts, fmt.Sprintf("writes: the diff leaves %.0f changed rows/s at the peak, %.1f ACU of the measured rate (%.0f rows/s per ACU): not the limit", L.PeakChangedPerS, D.OneLeaderPeakACU, D.RowsPerSPerACU))
+	verdict := "not the limit"
+	switch need := D.OneLeaderPeakACU / m.figures.V(FigDBCPUTarget); {
+	case need > m.figures.V(FigAuroraMaxACU):
+		verdict = fmt.Sprintf("beyond the largest instance (%.0f ACU planned at %.0f%% load)", need, 100*m.figures.V(FigDBCPUTarget))
+	case need > in.MaxACU:
+		verdict = fmt.Sprintf("over max-acu %g: a leader would need %.0f ACU", in.MaxACU, need)
+	}
+	parts = append(parts, fmt.Sprintf("writes: the diff leaves %.0f changed rows/s at the peak, %.1f ACU of the measured rate (%.0f rows/s per ACU): %s", L.PeakChangedPerS, D.OneLeaderPeakACU, D.RowsPerSPerACU, verdict))
 	parts = append(parts, fmt.Sprintf("without the diff every received row would be written: %.0f rows/s, %.0f ACU", L.PeakRowsPerS, D.FullRewriteACU))
 	if D.FullRewriteACU > m.figures.V(FigAuroraMaxACU) {
 		parts[len(parts)-1] += fmt.Sprintf(", beyond the %g ACU of the largest instance", m.figures.V(FigAuroraMaxACU))

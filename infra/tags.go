@@ -1,0 +1,79 @@
+package main
+
+import (
+	"regexp"
+
+	"github.com/aws/aws-cdk-go/awscdk/v2"
+	"github.com/aws/constructs-go/constructs/v10"
+	"github.com/aws/jsii-runtime-go"
+)
+
+// Cost allocation tags on every taggable resource: activate them in the
+// Billing console (Cost allocation tags) to split the account's bill the way
+// the cost report does (docs/DEPLOY.md, "What it costs").
+const (
+	TagProject   = "project"
+	TagComponent = "component"
+	// ProjectName is the value of the project tag.
+	ProjectName = "catalog"
+	// defaultComponent tags what componentRules does not name.
+	defaultComponent = "platform"
+)
+
+// componentRules map the stack's top-level construct ids to a component,
+// first match wins. A new construct gets defaultComponent until it is named
+// here.
+var componentRules = []struct {
+	pattern   *regexp.Regexp
+	component string
+}{
+	{regexp.MustCompile(`(Alarm|Dashboard)$|^AlarmTopic`), "monitoring"},
+	{regexp.MustCompile(`^(Upload)`), "upload"},
+	{regexp.MustCompile(`^(Read)`), "read"},
+	{regexp.MustCompile(`^(Diff)`), "diff"},
+	{regexp.MustCompile(`^(Apply)`), "apply"},
+	{regexp.MustCompile(`^(Relay)`), "relay"},
+	{regexp.MustCompile(`^(Consumer|Analytics|Webhook)`), "consumers"},
+	{regexp.MustCompile(`^(Migrate|Schema)`), "schema"},
+	{regexp.MustCompile(`^(ControlCluster|Shard\d+Cluster|LogRetention|.*Proxy)`), "database"},
+	{regexp.MustCompile(`^(Vpc|Custom::Vpc|.*SG$)`), "network"},
+	{regexp.MustCompile(`^(CatalogBucket|AccessLogsBucket|BucketNotificationsHandler)`), "storage"},
+	{regexp.MustCompile(`^(TopicsKey|ChangeEventsTopic)`), "events"},
+	{regexp.MustCompile(`^(HttpApi|ApiAccessLogs|DefaultStage|AdminTokenSecret)`), "api"},
+}
+
+// ComponentOf is the component tag of a top-level construct id.
+func ComponentOf(id string) string {
+	for _, r := range componentRules {
+		if r.pattern.MatchString(id) {
+			return r.component
+		}
+	}
+	return defaultComponent
+}
+
+// addCostTags tags every taggable resource of the stack with the project
+// and its component. Call it once every construct exists.
+func addCostTags(stack awscdk.Stack) {
+	awscdk.Tags_Of(stack).Add(jsii.String(TagProject), jsii.String(ProjectName), nil)
+	for _, c := range *stack.Node().Children() {
+		component := ComponentOf(*c.Node().Id())
+		awscdk.Tags_Of(c).Add(jsii.String(TagComponent), jsii.String(component), nil)
+		// The CDK's own custom resource providers are plain CfnResources
+		// that the tag aspect skips: give their roles and functions the
+		// tags as properties.
+		for _, d := range *c.Node().FindAll(constructs.ConstructOrder_PREORDER) {
+			res, ok := d.(awscdk.CfnResource)
+			if !ok || *awscdk.TagManager_IsTaggable(res) || !untaggedProviderTypes[*res.CfnResourceType()] {
+				continue
+			}
+			res.AddPropertyOverride(jsii.String("Tags"), []map[string]string{
+				{"Key": TagComponent, "Value": component}, {"Key": TagProject, "Value": ProjectName},
+			})
+		}
+	}
+}
+
+// untaggedProviderTypes are the resource types of CDK custom resource
+// providers that take tags as a property.
+var untaggedProviderTypes = map[string]bool{"AWS::IAM::Role": true, "AWS::Lambda::Function": true}
