@@ -5,7 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 )
 
 //go:embed figures.json
@@ -122,14 +123,7 @@ func ParseFigures(raw []byte) (*Figures, error) {
 }
 
 // Keys are the figure keys, sorted.
-func (f *Figures) Keys() []string {
-	keys := make([]string, 0, len(f.Figures))
-	for k := range f.Figures {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}
+func (f *Figures) Keys() []string { return slices.Sorted(maps.Keys(f.Figures)) }
 
 // V is the value of figure key; it panics on a key the file does not have
 // (ParseFigures guarantees every key the package uses).

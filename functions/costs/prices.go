@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 )
 
 //go:embed prices.json
@@ -142,12 +143,7 @@ func ParsePrices(raw []byte) (*PriceTable, error) {
 			errs = append(errs, fmt.Errorf("price table: missing %q", k))
 		}
 	}
-	keys := make([]string, 0, len(t.Prices))
-	for k := range t.Prices {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(t.Prices)) {
 		p := t.Prices[k]
 		if p.USD < 0 || p.Source == "" || p.Unit == "" {
 			errs = append(errs, fmt.Errorf("price %q: needs a non-negative usd, a unit and a source", k))

@@ -3,8 +3,9 @@ package costs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -214,12 +215,7 @@ func ParseDeployment(s string) (Deployment, error) {
 }
 
 func deploymentKeyNames(fields map[string]any) []string {
-	names := make([]string, 0, len(fields))
-	for k := range fields {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	return names
+	return slices.Sorted(maps.Keys(fields))
 }
 
 // String is the ParseDeployment form of d.

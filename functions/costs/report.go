@@ -43,21 +43,37 @@ type Report struct {
 	Total     Total           `json:"total"`
 }
 
+// Amounts are the dollar figures every level of the report has.
+type Amounts struct {
+	// VariableUSD is the priced usage; IngestionUSD and StorefrontUSD split
+	// it by side.
+	VariableUSD   float64 `json:"variable_usd"`
+	IngestionUSD  float64 `json:"ingestion_usd"`
+	StorefrontUSD float64 `json:"storefront_usd"`
+	// TotalUSD is variable + the shared fixed cost.
+	TotalUSD float64 `json:"total_usd"`
+	// FullRewriteUSD is the total had every received row been written.
+	FullRewriteUSD float64 `json:"full_rewrite_usd"`
+}
+
+func (a *Amounts) add(b Amounts) {
+	a.VariableUSD += b.VariableUSD
+	a.IngestionUSD += b.IngestionUSD
+	a.StorefrontUSD += b.StorefrontUSD
+	a.TotalUSD += b.TotalUSD
+	a.FullRewriteUSD += b.FullRewriteUSD
+}
+
 // Row is one retailer-day: the CSV row of DESIGN 10 and its breakdown.
 type Row struct {
 	Date       string `json:"date"`
 	RetailerID string `json:"retailer_id"`
 	Usage      Usage  `json:"usage"`
 	// Lines are the variable costs by service and side.
-	Lines          []Line  `json:"lines"`
-	VariableUSD    float64 `json:"variable_usd"`
-	SharedUSD      float64 `json:"shared_usd"`
-	TotalUSD       float64 `json:"total_usd"`
-	FullRewriteUSD float64 `json:"full_rewrite_usd"`
-	SavingRatio    float64 `json:"saving_ratio"`
-	// IngestionUSD and StorefrontUSD split VariableUSD by side.
-	IngestionUSD  float64 `json:"ingestion_usd"`
-	StorefrontUSD float64 `json:"storefront_usd"`
+	Lines []Line `json:"lines"`
+	Amounts
+	SharedUSD   float64 `json:"shared_usd"`
+	SavingRatio float64 `json:"saving_ratio"`
 }
 
 // Day is one UTC day's totals.
@@ -67,16 +83,12 @@ type Day struct {
 	Fixed    []Line  `json:"fixed"`
 	FixedUSD float64 `json:"fixed_usd"`
 	// ByService is the day's cost per service, variable and fixed.
-	ByService   map[string]float64 `json:"by_service"`
-	VariableUSD float64            `json:"variable_usd"`
+	ByService map[string]float64 `json:"by_service"`
+	Amounts
 	// AllocatedUSD is the part of FixedUSD given to retailers; the rest
 	// (a day without usage) is UnallocatedUSD.
 	AllocatedUSD   float64 `json:"allocated_usd"`
 	UnallocatedUSD float64 `json:"unallocated_usd"`
-	TotalUSD       float64 `json:"total_usd"`
-	FullRewriteUSD float64 `json:"full_rewrite_usd"`
-	IngestionUSD   float64 `json:"ingestion_usd"`
-	StorefrontUSD  float64 `json:"storefront_usd"`
 	RowsReceived   int64   `json:"rows_received"`
 	RowsChanged    int64   `json:"rows_changed"`
 	Reads          int64   `json:"reads"`
@@ -87,27 +99,19 @@ type Day struct {
 
 // RetailerTotal is one retailer's usage and cost over the range.
 type RetailerTotal struct {
-	RetailerID     string  `json:"retailer_id"`
-	Usage          Usage   `json:"usage"`
-	VariableUSD    float64 `json:"variable_usd"`
-	SharedUSD      float64 `json:"shared_usd"`
-	TotalUSD       float64 `json:"total_usd"`
-	FullRewriteUSD float64 `json:"full_rewrite_usd"`
-	IngestionUSD   float64 `json:"ingestion_usd"`
-	StorefrontUSD  float64 `json:"storefront_usd"`
+	RetailerID string `json:"retailer_id"`
+	Usage      Usage  `json:"usage"`
+	Amounts
+	SharedUSD float64 `json:"shared_usd"`
 	// USDPerMillionChanged as for Day; nil without changes.
 	USDPerMillionChanged *float64 `json:"usd_per_million_changed_rows"`
 }
 
 // Total is the whole range.
 type Total struct {
-	FixedUSD       float64 `json:"fixed_usd"`
-	VariableUSD    float64 `json:"variable_usd"`
+	FixedUSD float64 `json:"fixed_usd"`
+	Amounts
 	UnallocatedUSD float64 `json:"unallocated_usd"`
-	TotalUSD       float64 `json:"total_usd"`
-	FullRewriteUSD float64 `json:"full_rewrite_usd"`
-	IngestionUSD   float64 `json:"ingestion_usd"`
-	StorefrontUSD  float64 `json:"storefront_usd"`
 	RowsReceived   int64   `json:"rows_received"`
 	RowsChanged    int64   `json:"rows_changed"`
 	Reads          int64   `json:"reads"`
@@ -231,12 +235,8 @@ func (p Pricer) BuildReport(in ReportInput) (*Report, error) {
 				retailers[row.RetailerID] = rt
 			}
 			rt.Usage.Add(row.Usage)
-			rt.VariableUSD += row.VariableUSD
+			rt.Amounts.add(row.Amounts)
 			rt.SharedUSD += row.SharedUSD
-			rt.TotalUSD += row.TotalUSD
-			rt.FullRewriteUSD += row.FullRewriteUSD
-			rt.IngestionUSD += row.IngestionUSD
-			rt.StorefrontUSD += row.StorefrontUSD
 		}
 		if len(rows) == 0 {
 			day.UnallocatedUSD = fixedUSD
@@ -249,12 +249,8 @@ func (p Pricer) BuildReport(in ReportInput) (*Report, error) {
 
 		t := &r.Total
 		t.FixedUSD += day.FixedUSD
-		t.VariableUSD += day.VariableUSD
+		t.Amounts.add(day.Amounts)
 		t.UnallocatedUSD += day.UnallocatedUSD
-		t.TotalUSD += day.TotalUSD
-		t.FullRewriteUSD += day.FullRewriteUSD
-		t.IngestionUSD += day.IngestionUSD
-		t.StorefrontUSD += day.StorefrontUSD
 		t.RowsReceived += day.RowsReceived
 		t.RowsChanged += day.RowsChanged
 		t.Reads += day.Reads

@@ -121,15 +121,7 @@ func (b *svgBuilder) xLabels(cats []string, x func(i int) float64) {
 func stackedBars(title string, cats []string, ss []series, label func(float64) string) string {
 	var b svgBuilder
 	b.open(title, chartW, chartH)
-	max := 0.0
-	for i := range cats {
-		t := 0.0
-		for _, s := range ss {
-			t += math.Max(0, s.Values[i])
-		}
-		max = math.Max(max, t)
-	}
-	top, step := niceScale(max)
+	top, step := niceScale(stackMax(len(cats), ss))
 	b.yAxis(top, step, label)
 	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padT-padB)
 	slot := plotW / float64(max1(len(cats)))
@@ -199,15 +191,7 @@ func hBars(title string, labels []string, ss []series, label func(float64) strin
 	rowH := 22
 	h := padT + rowH*max1(len(labels)) + 28
 	b.open(title, chartW, h)
-	max := 0.0
-	for i := range labels {
-		t := 0.0
-		for _, s := range ss {
-			t += math.Max(0, s.Values[i])
-		}
-		max = math.Max(max, t)
-	}
-	top, step := niceScale(max)
+	top, step := niceScale(stackMax(len(labels), ss))
 	left := 170
 	plotW := float64(chartW - left - padR - 70)
 	for v := 0.0; v <= top+step/2; v += step {
@@ -242,4 +226,18 @@ func max1(n int) int {
 		return 1
 	}
 	return n
+}
+
+// stackMax is the largest sum of the series' non-negative values over the
+// first n categories.
+func stackMax(n int, ss []series) float64 {
+	top := 0.0
+	for i := range n {
+		t := 0.0
+		for _, s := range ss {
+			t += math.Max(0, s.Values[i])
+		}
+		top = math.Max(top, t)
+	}
+	return top
 }
