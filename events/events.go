@@ -127,7 +127,11 @@ type DiffJob struct {
 	RetailerID string
 	Generation int64
 	Size       int64
-	EventTime  time.Time
+	// ETag is the version of the object the event announces, quoted as S3
+	// returns it from GetObject; "" when the event does not say (a job
+	// re-sent by a confirmation or a restart).
+	ETag      string
+	EventTime time.Time
 }
 
 // DiffJobsFromS3Event extracts the diff jobs of an S3 event notification.
@@ -153,10 +157,20 @@ func DiffJobsFromS3Event(ev lambdaevents.S3Event) ([]DiffJob, error) {
 			RetailerID: retailerID,
 			Generation: generation,
 			Size:       rec.S3.Object.Size,
+			ETag:       QuoteETag(rec.S3.Object.ETag),
 			EventTime:  rec.EventTime,
 		})
 	}
 	return jobs, nil
+}
+
+// QuoteETag returns an ETag in the quoted form GetObject returns (S3 events
+// carry it bare); "" stays "".
+func QuoteETag(etag string) string {
+	if etag == "" || strings.HasPrefix(etag, `"`) {
+		return etag
+	}
+	return `"` + etag + `"`
 }
 
 // NewObjectCreatedEvent builds the S3 event notification for an object, the

@@ -86,7 +86,8 @@ func TestS3EventToDiffJobs(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []DiffJob{{
 		Bucket: "catalog-snapshots", Key: "snapshots/acme/8/upload", RetailerID: "acme",
-		Generation: 8, Size: 1024, EventTime: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC),
+		Generation: 8, Size: 1024, ETag: `"d41d8cd98f00b204e9800998ecf8427e"`,
+		EventTime: time.Date(2026, 11, 30, 4, 0, 0, 0, time.UTC),
 	}}, jobs)
 }
 

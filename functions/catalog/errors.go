@@ -45,3 +45,10 @@ func ValidateRetailerID(id string) error {
 	}
 	return nil
 }
+
+// Codes of a generation rejected because its pinned upload can no longer be
+// read: the object was replaced by another version, or is gone.
+const (
+	CodeUploadChanged = "upload_changed"
+	CodeUploadMissing = "upload_missing"
+)

@@ -19,6 +19,9 @@ type DiffDecision struct {
 	Baseline         int64   // the applied generation to diff against (0: none)
 	BaselineProducts int64   // its product count
 	Stopped          []int64 // newer generations that may have written rows (I5); set by TakeOver
+	// ETag is the version of the upload pinned for the generation, "" until
+	// the first read pins one; every read of the upload asks for it.
+	ETag string
 }
 
 // Counts are the diff's figures for a generation.

@@ -55,8 +55,13 @@ type IndexRetirer interface {
 type Store interface {
 	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
 	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
-	// BeginDiff records that gen's upload arrived and decides whether to read it.
-	BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error)
+	// BeginDiff records that gen's upload arrived and decides whether to
+	// read it. etag is the version the event announces ("" when unknown):
+	// the first version is pinned (DiffDecision.ETag) and another refused.
+	BeginDiff(ctx context.Context, retailerID string, gen int64, etag string) (catalog.DiffDecision, error)
+	// PinUpload pins etag as gen's upload version unless one is pinned, and
+	// returns the pinned version.
+	PinUpload(ctx context.Context, retailerID string, gen int64, etag string) (string, error)
 	// TakeOver makes gen, read whole and not held, the retailer's latest and
 	// returns the baseline and the stopped generations (I5);
 	// catalog.ErrSuperseded when a newer generation took over first.
@@ -66,7 +71,8 @@ type Store interface {
 	// StartApplying records gen's counts and chunk total (zero chunks: applied
 	// at once); catalog.ErrSuperseded when a newer generation arrived.
 	StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error
-	// Reject ends gen with a reason (I7).
+	// Reject ends gen with a reason (I7), from any unfinished state (a
+	// pinned upload that is gone or replaced ends applying work too).
 	Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error
 	// Hold parks gen until the retailer confirms it (I8).
 	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error
@@ -165,7 +171,7 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 	if err != nil {
 		return err
 	}
-	decision, err := h.store.BeginDiff(ctx, job.RetailerID, job.Generation)
+	decision, err := h.store.BeginDiff(ctx, job.RetailerID, job.Generation, job.ETag)
 	if err != nil {
 		return err
 	}
@@ -197,7 +203,45 @@ type run struct {
 	index    []byte
 }
 
+// uploadGone reports that the generation's pinned upload cannot be read any
+// more: replaced by another version (blob.ErrChanged) or deleted. The
+// generation can never finish, so it is rejected rather than retried.
+type uploadGone struct{ err error }
+
+func (e *uploadGone) Error() string { return e.err.Error() }
+func (e *uploadGone) Unwrap() error { return e.err }
+
+// openUpload opens the generation's upload at its pinned version (any
+// version when none is pinned yet); a version that is gone is *uploadGone.
+func (r *run) openUpload(ctx context.Context, etag string) (blob.Object, error) {
+	obj, err := r.h.blobs.Open(ctx, r.job.Key, etag)
+	if errors.Is(err, blob.ErrChanged) || errors.Is(err, blob.ErrNotFound) {
+		return obj, &uploadGone{err}
+	}
+	return obj, err
+}
+
+// rejectGone ends the generation whose pinned upload is gone.
+func (r *run) rejectGone(ctx context.Context, gone *uploadGone) error {
+	se := &snapshot.Error{Code: catalog.CodeUploadMissing,
+		Message: "the uploaded object is gone; reserve a new generation and upload again"}
+	if errors.Is(gone.err, blob.ErrChanged) {
+		se = &snapshot.Error{Code: catalog.CodeUploadChanged,
+			Message: "the uploaded object was replaced by another version after it was first read; an upload URL is single-use: reserve a new generation and upload again"}
+	}
+	return r.reject(ctx, se)
+}
+
 func (r *run) do(ctx context.Context) error {
+	err := r.diff(ctx)
+	var gone *uploadGone
+	if errors.As(err, &gone) {
+		return r.rejectGone(ctx, gone)
+	}
+	return err
+}
+
+func (r *run) diff(ctx context.Context) error {
 	start := time.Now()
 	rejected, err := r.readSnapshot(ctx)
 	if err != nil || rejected {
@@ -291,15 +335,22 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, baselineProducts 
 // readSnapshot is pass 1: every row's id, hash and line, sorted by id, with
 // the whole-snapshot checks (I7). rejected is true when the snapshot was rejected.
 func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
-	obj, err := r.h.blobs.Open(ctx, r.job.Key, "")
-	if errors.Is(err, blob.ErrNotFound) {
-		return true, r.reject(ctx, &snapshot.Error{Code: "upload_missing", Message: "the uploaded object is gone"})
-	}
+	obj, err := r.openUpload(ctx, r.decision.ETag)
 	if err != nil {
 		return false, err
 	}
 	defer obj.Body.Close()
 	r.etag = obj.ETag
+	if r.decision.ETag == "" {
+		// The first read of this generation: pin what it reads.
+		pinned, err := r.store.PinUpload(ctx, r.job.RetailerID, r.job.Generation, obj.ETag)
+		if err != nil {
+			return false, err
+		}
+		if pinned != obj.ETag {
+			return false, &uploadGone{fmt.Errorf("upload %s is %s, but %s was read first: %w", r.job.Key, obj.ETag, pinned, blob.ErrChanged)}
+		}
+	}
 	if r.h.cfg.MaxUploadBytes > 0 && obj.Size > r.h.cfg.MaxUploadBytes {
 		return true, r.reject(ctx, &snapshot.Error{Code: snapshot.CodeFileTooLarge,
 			Message: fmt.Sprintf("the upload has %d bytes, over the limit of %d", obj.Size, r.h.cfg.MaxUploadBytes)})
@@ -495,7 +546,7 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (in
 		slices.Sort(lines)
 		r.entries.Finish()
 		r.entries = nil // the sorted entries are not needed any more
-		obj, err := r.h.blobs.Open(ctx, r.job.Key, r.etag)
+		obj, err := r.openUpload(ctx, r.etag)
 		if err != nil {
 			return c.seq, err
 		}

@@ -47,7 +47,13 @@ FROM retailer_state WHERE retailer_id = $1 FOR UPDATE;
 SELECT latest_generation FROM retailer_state WHERE retailer_id = $1 FOR KEY SHARE;
 
 -- name: select_generation_for_update
-SELECT state, confirmed FROM generations WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
+SELECT state, confirmed, coalesce(object_etag, '') FROM generations WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
+
+-- name: pin_upload
+-- The first version read wins; every later caller gets it back and compares.
+UPDATE generations SET object_etag = coalesce(object_etag, $3)
+WHERE retailer_id = $1 AND generation = $2
+RETURNING object_etag;
 
 -- name: raise_fence
 UPDATE retailer_state SET latest_generation = $2
@@ -80,8 +86,12 @@ WHERE retailer_id = $1 AND generation > $2 AND generation < $3 AND index_written
 ORDER BY generation;
 
 -- name: reject_generation
+-- A snapshot that cannot be read (I7), or whose pinned upload is gone or was
+-- replaced, ends here from any unfinished state: a generation that can no
+-- longer finish never stays diffing, applying or held. Its chunks still in
+-- flight find it no longer applying and write nothing.
 UPDATE generations SET state = 'rejected', error_code = $3, error_message = $4, error_line = $5
-WHERE retailer_id = $1 AND generation = $2 AND state = 'diffing';
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('received', 'diffing', 'applying', 'held');
 
 -- name: hold_generation
 UPDATE generations SET state = 'held', error_code = $3, error_message = $4, error_line = NULL,

@@ -82,12 +82,21 @@ func (s *Stores) Confirm(ctx context.Context, retailerID string, gen int64) erro
 }
 
 // BeginDiff is Shard.BeginDiff on the retailer's shard.
-func (s *Stores) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+func (s *Stores) BeginDiff(ctx context.Context, retailerID string, gen int64, etag string) (catalog.DiffDecision, error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return catalog.DiffDecision{}, err
 	}
-	return sh.BeginDiff(ctx, retailerID, gen)
+	return sh.BeginDiff(ctx, retailerID, gen, etag)
+}
+
+// PinUpload is Shard.PinUpload on the retailer's shard.
+func (s *Stores) PinUpload(ctx context.Context, retailerID string, gen int64, etag string) (string, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return "", err
+	}
+	return sh.PinUpload(ctx, retailerID, gen, etag)
 }
 
 // TakeOver is Shard.TakeOver on the retailer's shard.

@@ -94,9 +94,9 @@ func (s *Shard) Confirm(ctx context.Context, retailerID string, gen int64) error
 			}
 			return fmt.Errorf("confirm %s/%d: %w", retailerID, gen, err)
 		}
-		var state string
+		var state, pinned string
 		var confirmed bool
-		err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &confirmed)
+		err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &confirmed, &pinned)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return catalog.Errorf(catalog.ErrNotFound, "generation_not_found", "retailer %q has no generation %d", retailerID, gen)
 		}
@@ -124,7 +124,15 @@ func (s *Shard) Confirm(ctx context.Context, retailerID string, gen int64) error
 // nothing. Older generations keep applying while this one is read: only a
 // snapshot that reads whole and is not held takes over (TakeOver), so a bad
 // or held upload never stops good work (I7, I8).
-func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+//
+// etag is the version of the object the event announces ("" when unknown,
+// as in a re-sent job). The first version seen is pinned for the
+// generation; another version is refused: ignored while the pinned one is
+// being diffed or applied (that run reads only the pinned version and
+// rejects the generation itself if it is gone), and a held generation,
+// which can then never be confirmed as reviewed, is rejected
+// (upload_changed).
+func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, etag string) (catalog.DiffDecision, error) {
 	var d catalog.DiffDecision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		d = catalog.DiffDecision{}
@@ -137,8 +145,8 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (ca
 		if err != nil {
 			return err
 		}
-		var state string
-		err = tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed)
+		var state, pinned string
+		err = tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed, &pinned)
 		if errors.Is(err, pgx.ErrNoRows) {
 			d.Reason = "generation was never reserved"
 			return nil
@@ -146,11 +154,21 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (ca
 		if err != nil {
 			return err
 		}
-		switch st := catalog.State(state); {
-		case st.Terminal():
+		st := catalog.State(state)
+		if st.Terminal() {
 			d.Reason = "generation is " + state
 			return nil
-		case st == catalog.StateHeld && !d.Confirmed:
+		}
+		if etag != "" && pinned != "" && etag != pinned {
+			d.Reason = fmt.Sprintf("another version of the upload (%s) refused: the generation holds %s", etag, pinned)
+			if st == catalog.StateHeld {
+				_, err := tx.Exec(ctx, q("reject_generation"), retailerID, gen, catalog.CodeUploadChanged,
+					"the held upload was replaced after it was read; upload it again to a new generation", 0)
+				return err
+			}
+			return nil
+		}
+		if st == catalog.StateHeld && !d.Confirmed {
 			d.Reason = "generation is held, awaiting confirmation"
 			return nil
 		}
@@ -161,19 +179,34 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64) (ca
 			d.Reason = fmt.Sprintf("superseded by generation %d", latest)
 			return nil
 		}
+		if pinned == "" && etag != "" {
+			if err := tx.QueryRow(ctx, q("pin_upload"), retailerID, gen, etag).Scan(&pinned); err != nil {
+				return err
+			}
+		}
 		if _, err := tx.Exec(ctx, q("mark_diffing"), retailerID, gen); err != nil {
 			return err
 		}
 		if err := tx.QueryRow(ctx, `SELECT format FROM generations WHERE retailer_id = $1 AND generation = $2`, retailerID, gen).Scan(&d.Format); err != nil {
 			return err
 		}
-		d.Proceed, d.Baseline, d.BaselineProducts = true, applied, appliedProducts
+		d.Proceed, d.Baseline, d.BaselineProducts, d.ETag = true, applied, appliedProducts, pinned
 		return nil
 	})
 	if err != nil {
 		return d, fmt.Errorf("begin diff %s/%d: %w", retailerID, gen, err)
 	}
 	return d, nil
+}
+
+// PinUpload records etag as the version of gen's upload unless one is
+// pinned already, and returns the pinned version.
+func (s *Shard) PinUpload(ctx context.Context, retailerID string, gen int64, etag string) (string, error) {
+	var pinned string
+	if err := s.pool.QueryRow(ctx, q("pin_upload"), retailerID, gen, etag).Scan(&pinned); err != nil {
+		return "", fmt.Errorf("pin upload of %s/%d: %w", retailerID, gen, err)
+	}
+	return pinned, nil
 }
 
 // TakeOver makes gen, whose snapshot has been read whole and is not held,
@@ -190,8 +223,8 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 		if err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &d.Baseline, &d.BaselineProducts); err != nil {
 			return err
 		}
-		var state string
-		if err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed); err != nil {
+		var state, pinned string
+		if err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed, &pinned); err != nil {
 			return err
 		}
 		if latest > gen || (state != string(catalog.StateDiffing) && state != string(catalog.StateApplying)) {

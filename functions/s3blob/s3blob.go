@@ -163,9 +163,13 @@ func (s *Store) Tags(ctx context.Context, key string) (map[string]string, error)
 	return tags, nil
 }
 
-// PresignPut returns a presigned PUT for key valid for ttl.
+// PresignPut returns a presigned PUT for key valid for ttl. The PUT is
+// single-use: "If-None-Match: *" is signed into it (an S3 conditional
+// write), so once an object exists at key a second PUT gets 412 and changes
+// nothing; the header is among the returned Headers, which the client must
+// send (a request without it does not match the signature).
 func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error) {
-	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key},
+	req, err := s.presign.PresignPutObject(ctx, &s3.PutObjectInput{Bucket: &s.bucket, Key: &key, IfNoneMatch: aws.String("*")},
 		s3.WithPresignExpires(ttl))
 	if err != nil {
 		return blob.PresignedRequest{}, fmt.Errorf("presign put s3://%s/%s: %w", s.bucket, key, err)

@@ -25,7 +25,9 @@ import (
 
 // Presigner presigns uploads. s3blob.Store and inmem.Blobs implement it.
 type Presigner interface {
-	// PresignPut returns a request that PUTs key without credentials until ttl passes.
+	// PresignPut returns a request that PUTs key without credentials until
+	// ttl passes, once: its Headers (sent with the PUT) make S3 refuse a
+	// second PUT to a key that exists (If-None-Match: *).
 	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
 	// Bucket names the bucket the uploads go to (in the S3 events of a confirmation).
 	Bucket() string

@@ -20,6 +20,14 @@
 //     X-Amz-Expires is refused with 403 AccessDenied "Request has expired"
 //     once expired. Signatures are NOT checked, neither in headers nor in
 //     presigned URLs: any credentials are accepted.
+//   - Signed headers: a presigned request must carry every header its
+//     X-Amz-SignedHeaders lists (S3 would answer 403 SignatureDoesNotMatch,
+//     the signature covering them), so a client cannot drop the
+//     "If-None-Match: *" of a single-use upload URL.
+//   - Conditional writes: a PutObject with "If-None-Match: *" on a key that
+//     exists gets 412 PreconditionFailed and changes nothing (checked before
+//     the body is read, and again atomically when the object is stored, by
+//     gofakes3's backend), as S3's conditional writes do.
 //   - Atomic puts: an upload is spooled to a temporary file first, so an
 //     interrupted upload never leaves a truncated object behind (and never
 //     damages the previous version of the key).
@@ -300,7 +308,19 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			s.serveTagging(w, r, bucket, key)
 			return
 		}
+		if missing := missingSignedHeader(r); missing != "" {
+			writeError(w, r, http.StatusForbidden, "SignatureDoesNotMatch",
+				"The request signature we calculated does not match the signature you provided. (local S3: the signed header "+missing+" is missing)")
+			return
+		}
 		op := classify(r, key)
+		if op == opPut && r.Header.Get("If-None-Match") == "*" && s.exists(bucket, key) {
+			// S3 conditional write: the key is taken, nothing changes.
+			w.Header().Set("Connection", "close") // the body is not read
+			writeError(w, r, http.StatusPreconditionFailed, "PreconditionFailed",
+				"At least one of the pre-conditions you specified did not hold")
+			return
+		}
 		if op == opPut || op == opCopy || op == opComplete {
 			s.setTags(bucket, key, nil) // a new object has no tags
 		}
@@ -343,6 +363,36 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 }
 
 const codeEntityTooLarge = "EntityTooLarge"
+
+// missingSignedHeader returns a header that the presigned request's
+// X-Amz-SignedHeaders names but the request does not carry ("" when none).
+func missingSignedHeader(r *http.Request) string {
+	signed := r.URL.Query().Get("X-Amz-SignedHeaders")
+	if signed == "" {
+		return ""
+	}
+	for _, name := range strings.Split(signed, ";") {
+		if name == "" || name == "host" || name == "content-length" && r.ContentLength >= 0 {
+			continue // net/http keeps these apart from Header
+		}
+		if _, ok := r.Header[http.CanonicalHeaderKey(name)]; !ok {
+			return name
+		}
+	}
+	return ""
+}
+
+// exists reports whether an object is stored at bucket/key.
+func (s *Server) exists(bucket, key string) bool {
+	obj, err := s.backend.HeadObject(bucket, key)
+	if err != nil || obj == nil {
+		return false
+	}
+	if obj.Contents != nil {
+		_ = obj.Contents.Close()
+	}
+	return true
+}
 
 // checkUploadSize refuses a body over MaxUploadBytes, answering 413 or 411,
 // and reports whether the request may go on.

@@ -372,3 +372,94 @@ func TestEncodeEventKey(t *testing.T) {
 		require.Equal(t, key, back)
 	}
 }
+
+// presignSingleUse presigns a PUT with "If-None-Match: *" signed into it, as
+// the upload route does.
+func presignSingleUse(t *testing.T, client *s3.Client, key string) (string, http.Header) {
+	t.Helper()
+	req, err := s3.NewPresignClient(client).PresignPutObject(context.Background(),
+		&s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), IfNoneMatch: aws.String("*")},
+		s3.WithPresignExpires(15*time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, []string{"*"}, req.SignedHeader["If-None-Match"])
+	h := http.Header{}
+	for k, v := range req.SignedHeader {
+		if k != "Host" {
+			h[k] = v
+		}
+	}
+	return req.URL, h
+}
+
+func putWith(t *testing.T, u string, h http.Header, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPut, u, bytes.NewReader(body))
+	require.NoError(t, err)
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// A presigned PUT with "If-None-Match: *" is single-use: the second PUT
+// (even concurrent with the first) gets 412 and changes nothing, sends no
+// event; dropping the signed header is refused; a PUT that broke off before
+// the object was stored can be retried.
+func TestSingleUseUploadURL(t *testing.T) {
+	t.Parallel()
+	var got sink
+	srv, client := start(t, s3server.Options{NotifyPrefix: "snapshots/", Notify: got.notify})
+	key := "snapshots/r1/1/upload"
+	u, h := presignSingleUse(t, client, key)
+
+	// The signed header cannot be left out.
+	status, resp := httpPut(t, u, []byte("no header"))
+	require.Equal(t, http.StatusForbidden, status, resp)
+	require.Contains(t, resp, "SignatureDoesNotMatch")
+	requireNoObject(t, client, key)
+
+	// Broken off half way: nothing stored, so the same URL works again.
+	parsed, err := url.Parse(u)
+	require.NoError(t, err)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.Endpoint(), "http://"))
+	require.NoError(t, err)
+	fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nIf-None-Match: *\r\nContent-Length: 1000\r\n\r\n", parsed.RequestURI(), parsed.Host)
+	_, err = conn.Write(bytes.Repeat([]byte("y"), 400))
+	require.NoError(t, err)
+	require.NoError(t, conn.(*net.TCPConn).CloseWrite())
+	_, _ = bufio.NewReader(conn).ReadString('\n')
+	conn.Close()
+	requireNoObject(t, client, key)
+
+	// Two PUTs at once: exactly one wins.
+	bodies := [][]byte{bytes.Repeat([]byte("a"), 1<<20), bytes.Repeat([]byte("b"), 1<<20)}
+	codes := make([]int, 2)
+	var wg sync.WaitGroup
+	for i := range bodies {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = putWith(t, u, h, bodies[i])
+		}()
+	}
+	wg.Wait()
+	require.ElementsMatch(t, []int{http.StatusOK, http.StatusPreconditionFailed}, codes)
+	winner := bodies[0]
+	if codes[1] == http.StatusOK {
+		winner = bodies[1]
+	}
+	require.Equal(t, winner, getObject(t, client, key))
+	require.Len(t, got.all(), 1)
+
+	// Later PUTs: 412, the object and the events unchanged.
+	status, resp = putWith(t, u, h, []byte("other content"))
+	require.Equal(t, http.StatusPreconditionFailed, status)
+	require.Contains(t, resp, "<Code>PreconditionFailed</Code>")
+	require.Equal(t, winner, getObject(t, client, key))
+	require.Len(t, got.all(), 1)
+	require.Equal(t, md5hex(winner), got.all()[0].Records[0].S3.Object.ETag)
+}

@@ -453,6 +453,16 @@ func (st *Stack) ResendDiffJob(ctx context.Context, key string) error {
 	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, body, "", "")
 }
 
+// SendS3Event delivers an S3 event notification where the bucket's
+// notifications go, as S3 would (tests forge events with it).
+func (st *Stack) SendS3Event(ctx context.Context, ev lambdaevents.S3Event) error {
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, string(body), "", "")
+}
+
 // Close stops the pollers, the API and every process the stack started.
 func (st *Stack) Close() error {
 	if st.server != nil {
