@@ -42,7 +42,7 @@ func (f *fixture) start(chunks int) int64 {
 	ctx := context.Background()
 	gen, err := f.store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour))
 	require.NoError(f.t, err)
-	_, err = f.store.BeginDiff(ctx, "r1", gen)
+	_, err = f.store.BeginDiff(ctx, "r1", gen, "")
 	require.NoError(f.t, err)
 	_, err = f.store.TakeOver(ctx, "r1", gen)
 	require.NoError(f.t, err)

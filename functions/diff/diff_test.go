@@ -198,7 +198,7 @@ func (q *supersedingQueue) Send(ctx context.Context, queueURL, body, groupID, de
 		if err != nil {
 			return err
 		}
-		if _, err := q.store.BeginDiff(ctx, "r1", gen); err != nil {
+		if _, err := q.store.BeginDiff(ctx, "r1", gen, ""); err != nil {
 			return err
 		}
 		_, err = q.store.TakeOver(ctx, "r1", gen)

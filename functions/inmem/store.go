@@ -44,6 +44,7 @@ type retailerState struct {
 type generation struct {
 	catalog.GenerationStatus
 	indexWritten bool
+	objectETag   string // the pinned upload version
 }
 
 type productRow struct {
@@ -260,8 +261,8 @@ func (s *Store) markSuperseded(g *generation, latest int64) {
 }
 
 // BeginDiff records that gen's upload arrived and decides whether to read
-// it, as pgstore.Shard.BeginDiff does.
-func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error) {
+// it, pinning the first upload version seen, as pgstore.Shard.BeginDiff does.
+func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64, etag string) (catalog.DiffDecision, error) {
 	var d catalog.DiffDecision
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -279,11 +280,19 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64) (ca
 		return d, nil
 	}
 	d.Confirmed = g.Confirmed
-	switch {
-	case g.State.Terminal():
+	if g.State.Terminal() {
 		d.Reason = "generation is " + string(g.State)
 		return d, nil
-	case g.State == catalog.StateHeld && !g.Confirmed:
+	}
+	if etag != "" && g.objectETag != "" && etag != g.objectETag {
+		d.Reason = fmt.Sprintf("another version of the upload (%s) refused: the generation holds %s", etag, g.objectETag)
+		if g.State == catalog.StateHeld {
+			g.State, g.ErrorCode, g.ErrorLine = catalog.StateRejected, catalog.CodeUploadChanged, 0
+			g.ErrorMessage = "the held upload was replaced after it was read; upload it again to a new generation"
+		}
+		return d, nil
+	}
+	if g.State == catalog.StateHeld && !g.Confirmed {
 		d.Reason = "generation is held, awaiting confirmation"
 		return d, nil
 	}
@@ -291,6 +300,9 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64) (ca
 		s.markSuperseded(g, st.latest)
 		d.Reason = fmt.Sprintf("superseded by generation %d", st.latest)
 		return d, nil
+	}
+	if g.objectETag == "" {
+		g.objectETag = etag
 	}
 	switch g.State {
 	case catalog.StateAwaitingUpload, catalog.StateReceived, catalog.StateDiffing, catalog.StateHeld:
@@ -302,8 +314,26 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64) (ca
 		g.ErrorCode, g.ErrorMessage, g.ErrorLine = "", "", 0
 	}
 	d.Format = g.Format
-	d.Proceed, d.Baseline, d.BaselineProducts = true, st.applied, st.appliedProducts
+	d.Proceed, d.Baseline, d.BaselineProducts, d.ETag = true, st.applied, st.appliedProducts, g.objectETag
 	return d, nil
+}
+
+// PinUpload pins etag as gen's upload version unless one is pinned, and
+// returns the pinned version.
+func (s *Store) PinUpload(ctx context.Context, retailerID string, gen int64, etag string) (string, error) {
+	var pinned string
+	err := s.withState(retailerID, generationNotFound(retailerID, gen), func(st *retailerState) error {
+		g, ok := st.gens[gen]
+		if !ok {
+			return generationNotFound(retailerID, gen)
+		}
+		if g.objectETag == "" {
+			g.objectETag = etag
+		}
+		pinned = g.objectETag
+		return nil
+	})
+	return pinned, err
 }
 
 // TakeOver makes gen the retailer's latest, supersedes every older
@@ -343,10 +373,12 @@ func (s *Store) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 	return d, err
 }
 
-// Reject ends a generation being diffed with a reason (I7).
+// Reject ends an unfinished generation with a reason (I7, or its pinned
+// upload gone).
 func (s *Store) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
 	return s.withState(retailerID, nil, func(st *retailerState) error {
-		if g, ok := st.gens[gen]; ok && g.State == catalog.StateDiffing {
+		if g, ok := st.gens[gen]; ok && (g.State == catalog.StateReceived || g.State == catalog.StateDiffing ||
+			g.State == catalog.StateApplying || g.State == catalog.StateHeld) {
 			g.State, g.ErrorCode, g.ErrorMessage, g.ErrorLine = catalog.StateRejected, code, message, line
 		}
 		return nil

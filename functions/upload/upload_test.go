@@ -128,7 +128,7 @@ func TestConfirmResendsTheDiffJob(t *testing.T) {
 	var e errorBody
 	require.Equal(t, http.StatusConflict, f.call("POST", "/v1/retailers/r1/snapshots/1/confirm", token, "", &e))
 	require.Equal(t, "not_held", e.Error.Code)
-	_, err := f.store.BeginDiff(ctx, "r1", 1)
+	_, err := f.store.BeginDiff(ctx, "r1", 1, "")
 	require.NoError(t, err)
 	require.NoError(t, f.store.Hold(ctx, "r1", 1, "empty_snapshot", "empty", catalog.Counts{}))
 

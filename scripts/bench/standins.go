@@ -26,7 +26,7 @@ func benchStore(ctx context.Context, gen, baseline, baselineProducts int64) (*in
 		if g != baseline {
 			continue
 		}
-		if _, err := s.BeginDiff(ctx, benchRetailer.ID, g); err != nil {
+		if _, err := s.BeginDiff(ctx, benchRetailer.ID, g, ""); err != nil {
 			return nil, err
 		}
 		if _, err := s.TakeOver(ctx, benchRetailer.ID, g); err != nil {

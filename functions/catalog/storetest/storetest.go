@@ -63,6 +63,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"DirectoryFencedByGeneration", testDirectory},
 		{"UnfinishedWork", testUnfinished},
 		{"UnknownRetailer", testUnknownRetailer},
+		{"UploadVersionPinned", testUploadVersionPinned},
+		{"RejectWhileApplying", testRejectWhileApplying},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +108,7 @@ func reserve(t *testing.T, s Store, retailerID string) int64 {
 func arrive(t *testing.T, s Store, retailerID string) (int64, catalog.DiffDecision) {
 	t.Helper()
 	gen := reserve(t, s, retailerID)
-	d, err := s.BeginDiff(ctx(t), retailerID, gen)
+	d, err := s.BeginDiff(ctx(t), retailerID, gen, "")
 	require.NoError(t, err)
 	require.True(t, d.Proceed, d.Reason)
 	return gen, d
@@ -232,7 +234,7 @@ func testLifecycle(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, gen, p.Generation)
 	require.Equal(t, jsonOf(t, `{"price":"2"}`), jsonOf(t, string(p.Attributes)))
 
-	d, err = s.BeginDiff(ctx(t), r, gen)
+	d, err = s.BeginDiff(ctx(t), r, gen, "")
 	require.NoError(t, err)
 	require.False(t, d.Proceed, "a duplicate event of an applied generation does nothing")
 	next, d := arrive(t, s, r)
@@ -341,12 +343,12 @@ func testOutOfOrder(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, r)
 	g1 := reserve(t, s, r)
 	g2 := reserve(t, s, r)
-	d, err := s.BeginDiff(ctx(t), r, g2)
+	d, err := s.BeginDiff(ctx(t), r, g2, "")
 	require.NoError(t, err)
 	require.True(t, d.Proceed)
 	_, err = s.TakeOver(ctx(t), r, g2)
 	require.NoError(t, err)
-	d, err = s.BeginDiff(ctx(t), r, g1)
+	d, err = s.BeginDiff(ctx(t), r, g1, "")
 	require.NoError(t, err)
 	require.False(t, d.Proceed, "an older upload arriving last")
 	st := status(t, s, r, g1)
@@ -364,7 +366,7 @@ func testRejectHoldConfirm(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, catalog.StateRejected, st.State)
 	require.Equal(t, "duplicate_product_id", st.ErrorCode)
 	require.Equal(t, 7, st.ErrorLine)
-	d, err := s.BeginDiff(ctx(t), r, g1)
+	d, err := s.BeginDiff(ctx(t), r, g1, "")
 	require.NoError(t, err)
 	require.False(t, d.Proceed, "a rejected generation stays rejected")
 
@@ -375,12 +377,12 @@ func testRejectHoldConfirm(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, catalog.StateHeld, st.State)
 	require.Equal(t, "mass_delete", st.ErrorCode)
 	require.EqualValues(t, 80, st.Deleted)
-	d, err = s.BeginDiff(ctx(t), r, g2)
+	d, err = s.BeginDiff(ctx(t), r, g2, "")
 	require.NoError(t, err)
 	require.False(t, d.Proceed, "a held generation waits for its confirmation")
 	require.ErrorIs(t, s.Confirm(ctx(t), r, g1), catalog.ErrConflict, "only a held generation is confirmed")
 	require.NoError(t, s.Confirm(ctx(t), r, g2))
-	d, err = s.BeginDiff(ctx(t), r, g2)
+	d, err = s.BeginDiff(ctx(t), r, g2, "")
 	require.NoError(t, err)
 	require.True(t, d.Proceed)
 	require.True(t, d.Confirmed)
@@ -500,6 +502,6 @@ func testUnknownRetailer(t *testing.T, s Store, id func(string) string) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = s.Products(ctx(t), r, "", 10, false)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	_, err = s.BeginDiff(ctx(t), r, 1)
+	_, err = s.BeginDiff(ctx(t), r, 1, "")
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
