@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -190,4 +193,133 @@ func TestStatus(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "the token from --token is not this retailer's")
 	require.Empty(t, r.stdout)
+}
+
+// fakeUploads is an API and an S3 in one server: reservations hand out a
+// presigned-like URL on the same server; s3 decides each PUT's fate.
+func fakeUploads(t *testing.T, s3 func(w http.ResponseWriter, r *http.Request, body []byte)) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	var srv *httptest.Server
+	mux.HandleFunc("POST /v1/retailers/r1/snapshots", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		fmt.Fprintf(w, `{"retailer_id":"r1","generation":4,"upload":{"method":"PUT","url":%q,"headers":{"If-None-Match":"*","x-amz-meta-origin":"catalogctl"},"expires_at":"2030-01-01T00:00:00Z"}}`,
+			srv.URL+"/bucket/snapshots/r1/4/upload?X-Amz-Signature=abc")
+	})
+	mux.HandleFunc("GET /v1/retailers/r1/snapshots/4", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"retailer_id":"r1","generation":4,"state":"received"}`))
+	})
+	mux.HandleFunc("PUT /bucket/snapshots/r1/4/upload", func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		s3(w, r, body)
+	})
+	srv = httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestUploadPutsTheFileAsTold(t *testing.T) {
+	t.Parallel()
+	data := bytes.Repeat([]byte("p1,a\n"), 1000)
+	var got struct {
+		body           []byte
+		length         int64
+		transfer       []string
+		ifNoneMatch    string
+		meta, auth, ct string
+	}
+	srv := fakeUploads(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		got.body, got.length, got.transfer = body, r.ContentLength, r.TransferEncoding
+		got.ifNoneMatch, got.meta = r.Header.Get("If-None-Match"), r.Header.Get("X-Amz-Meta-Origin")
+		got.auth, got.ct = r.Header.Get("Authorization"), r.Header.Get("Content-Type")
+	})
+	vars := map[string]string{apiVar: srv.URL, tokenVar: "rt"}
+	r := runTool(t, vars, "upload", "--no-wait", "--retailer", "r1", writeFile(t, "c.csv", data))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, data, got.body)
+	require.Equal(t, int64(len(data)), got.length)
+	require.Empty(t, got.transfer, "a known length, never chunked")
+	require.Equal(t, "*", got.ifNoneMatch)
+	require.Equal(t, "catalogctl", got.meta)
+	require.Empty(t, got.auth, "the API token never goes to S3")
+	require.Empty(t, got.ct, "no header beyond the signed ones")
+	require.JSONEq(t, `{"retailer_id":"r1","generation":4,"state":"received"}`, r.stdout)
+
+	// An empty file is sent with Content-Length: 0 (S3 refuses chunked PUTs).
+	r = runTool(t, vars, "upload", "--no-wait", "--retailer", "r1", writeFile(t, "empty.csv", nil))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Empty(t, got.body)
+	require.Equal(t, int64(0), got.length)
+	require.Empty(t, got.transfer)
+}
+
+func TestUploadRetriesAPutThatBrokeOff(t *testing.T) {
+	t.Parallel()
+	var tries int
+	srv := fakeUploads(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		tries++
+		switch tries {
+		case 1: // the connection drops before an answer
+			conn, _, err := w.(http.Hijacker).Hijack()
+			require.NoError(t, err)
+			conn.Close()
+		default: // the first try had stored the object after all
+			w.WriteHeader(http.StatusPreconditionFailed)
+			w.Write([]byte(`<?xml version="1.0"?><Error><Code>PreconditionFailed</Code><Message>At least one of the pre-conditions you specified did not hold</Message></Error>`))
+		}
+	})
+	vars := map[string]string{apiVar: srv.URL, tokenVar: "rt"}
+	r := runTool(t, vars, "upload", "--no-wait", "--retailer", "r1", writeFile(t, "c.csv", []byte("product_id\np1\n")))
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 2, tries)
+	require.Contains(t, r.stderr, "upload try 1 of 3 failed")
+	require.Contains(t, r.stderr, "an earlier try stored the file")
+}
+
+func TestUploadRefusals(t *testing.T) {
+	t.Parallel()
+	status := http.StatusPreconditionFailed
+	srv := fakeUploads(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.WriteHeader(status)
+		fmt.Fprintf(w, `<Error><Code>%s</Code><Message>no</Message></Error>`, strings.ReplaceAll(http.StatusText(status), " ", ""))
+	})
+	vars := map[string]string{apiVar: srv.URL, tokenVar: "rt"}
+	file := writeFile(t, "c.csv", []byte("product_id\np1\n"))
+	for _, tc := range []struct {
+		status int
+		want   string
+	}{
+		{http.StatusPreconditionFailed, "the upload URL was used already"},
+		{http.StatusForbidden, "the upload URL was refused (HTTP 403 Forbidden: no); it was valid until"},
+		{http.StatusRequestEntityTooLarge, "the file (14 B) is over the upload size limit"},
+	} {
+		status = tc.status
+		r := runTool(t, vars, "upload", "--retailer", "r1", file)
+		require.Equal(t, 1, r.code, r.stderr)
+		require.Contains(t, r.stderr, "catalogctl upload: r1/4: "+tc.want)
+		require.Empty(t, r.stdout)
+	}
+
+	// Checked before anything is reserved.
+	for args, want := range map[string]string{
+		"--retailer r1":                       "want one FILE",
+		"" + file:                             "--retailer is required",
+		"--retailer bad/id " + file:           "is not a retailer id",
+		"--retailer r1 --format xml " + file:  `--format must be "csv" or "jsonl"`,
+		"--retailer r1 /no/such/file.csv":     "no such file or directory",
+		"--retailer r1 " + filepath.Dir(file): "is not a regular file",
+	} {
+		r := runTool(t, vars, append([]string{"upload"}, strings.Fields(args)...)...)
+		require.Equal(t, 1, r.code, args)
+		require.Contains(t, r.stderr, want, args)
+	}
+}
+
+func TestFormatFromName(t *testing.T) {
+	t.Parallel()
+	for name, want := range map[string]string{
+		"a.csv": "csv", "A.CSV.GZ": "csv", "x/y.jsonl": "jsonl", "y.ndjson.gz": "jsonl", "z.txt": "", "noext": "",
+	} {
+		require.Equal(t, want, formatFromName(name), name)
+	}
 }

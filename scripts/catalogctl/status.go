@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"text/tabwriter"
+	"time"
 
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 )
@@ -21,10 +22,15 @@ func init() {
 GET /v1/retailers/R/snapshots/G) on stdout.
 
 Without: lists the retailer's uploads, newest first, as a table (--json for
-the API's {"items": [...]}).`,
+the API's {"items": [...]}).
+
+With G and --wait: follows the upload until it settles, as upload does, and
+exits with upload's codes.`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			limit := fs.Int("limit", 20, "list the newest `N` uploads (1-1000)")
 			asJSON := fs.Bool("json", false, "list as JSON instead of a table")
+			wait := fs.Bool("wait", false, "with G: wait until the upload settles, then exit like upload (0 applied, 2 rejected, 3 held, 1 otherwise)")
+			timeout := fs.Duration("timeout", time.Hour, "with --wait: how long to wait")
 			return func(ctx context.Context, c *Call, args []string) error {
 				switch len(args) {
 				case 1:
@@ -36,6 +42,13 @@ the API's {"items": [...]}).`,
 					gen, err := parseGenerationArg(c, args[1])
 					if err != nil {
 						return err
+					}
+					if *wait {
+						raw, st, err := waiter{retailer: args[0], gen: gen, timeout: *timeout}.wait(ctx, c)
+						if err != nil {
+							return err
+						}
+						return finalStatus(c, raw, st)
 					}
 					raw, _, err := getStatus(ctx, c, args[0], gen)
 					if err != nil {

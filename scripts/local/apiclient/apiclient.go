@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/xml"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,7 +22,10 @@ import (
 // Client talks to one API.
 type Client struct {
 	BaseURL string
-	HTTP    *http.Client
+	HTTP    *http.Client // API calls
+	// Transfer makes the presigned PUTs: no overall timeout, as a 5 GiB
+	// upload takes as long as it takes [http.DefaultClient].
+	Transfer *http.Client
 }
 
 // New returns a client of the API at baseURL.
@@ -145,21 +149,46 @@ func (c *Client) Reserve(ctx context.Context, token, retailerID, format string) 
 
 // Put uploads data through the slot's presigned request.
 func (c *Client) Put(ctx context.Context, s Slot, data []byte) error {
-	req, err := http.NewRequestWithContext(ctx, s.Upload.Method, s.Upload.URL, bytes.NewReader(data))
+	return c.PutBody(ctx, s, bytes.NewReader(data), int64(len(data)))
+}
+
+// PutBody uploads size bytes read from body through the slot's presigned
+// request, streaming, with the slot's headers exactly as given. S3 takes a
+// PUT only with a known length, so size must be exact. A non-2xx answer is an
+// *APIError with S3's error code (PreconditionFailed, EntityTooLarge, ...)
+// when its XML names one, else "upload_failed".
+func (c *Client) PutBody(ctx context.Context, s Slot, body io.Reader, size int64) error {
+	if size == 0 {
+		body = http.NoBody // a nil-length body with a reader would be sent chunked
+	}
+	req, err := http.NewRequestWithContext(ctx, s.Upload.Method, s.Upload.URL, body)
 	if err != nil {
 		return err
 	}
+	req.ContentLength = size
 	for k, v := range s.Upload.Headers {
+		if strings.EqualFold(k, "Host") {
+			req.Host = v // net/http sends req.Host, never a Host header
+			continue
+		}
 		req.Header.Set(k, v)
 	}
-	resp, err := c.HTTP.Do(req)
+	client := c.Transfer
+	if client == nil {
+		client = http.DefaultClient
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 	if resp.StatusCode/100 != 2 {
-		return &APIError{Status: resp.StatusCode, Code: "upload_failed", Message: string(body)}
+		var e struct{ Code, Message string }
+		if xml.Unmarshal(answer, &e) != nil || e.Code == "" {
+			e.Code, e.Message = "upload_failed", strings.TrimSpace(string(answer))
+		}
+		return &APIError{Status: resp.StatusCode, Code: e.Code, Message: e.Message}
 	}
 	return nil
 }
