@@ -143,7 +143,7 @@ func (c *Client) Reserve(ctx context.Context, token, retailerID, format string) 
 	if format != "" {
 		body = map[string]string{"format": format}
 	}
-	err := c.Do(ctx, http.MethodPost, "/v1/retailers/"+retailerID+"/snapshots", token, body, &s)
+	err := c.Do(ctx, http.MethodPost, "/v1/retailers/"+url.PathEscape(retailerID)+"/snapshots", token, body, &s)
 	return s, err
 }
 
@@ -208,7 +208,7 @@ type Status = upload.Status
 // Status reads one upload's status.
 func (c *Client) Status(ctx context.Context, token, retailerID string, gen int64) (Status, error) {
 	var s Status
-	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/%s/snapshots/%d", retailerID, gen), token, nil, &s)
+	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/%s/snapshots/%d", url.PathEscape(retailerID), gen), token, nil, &s)
 	return s, err
 }
 
@@ -217,14 +217,14 @@ func (c *Client) List(ctx context.Context, token, retailerID string, limit int) 
 	var out struct {
 		Items []Status `json:"items"`
 	}
-	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/%s/snapshots?limit=%d", retailerID, limit), token, nil, &out)
+	err := c.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/%s/snapshots?limit=%d", url.PathEscape(retailerID), limit), token, nil, &out)
 	return out.Items, err
 }
 
 // Confirm confirms a held upload.
 func (c *Client) Confirm(ctx context.Context, token, retailerID string, gen int64) (Status, error) {
 	var s Status
-	err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/retailers/%s/snapshots/%d/confirm", retailerID, gen), token, nil, &s)
+	err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/retailers/%s/snapshots/%d/confirm", url.PathEscape(retailerID), gen), token, nil, &s)
 	return s, err
 }
 
