@@ -42,4 +42,3 @@ func (a *refAdapter) NextRef() (Ref, error) {
 	a.buf = append(a.buf[:0], e.ProductID...)
 	return Ref{ID: a.buf, Hash: e.Hash, Line: e.Line}, nil
 }
-
