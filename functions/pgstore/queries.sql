@@ -9,6 +9,10 @@ ON CONFLICT (retailer_id) DO NOTHING;
 SELECT retailer_id, shard, token_hash, hold_delete_fraction, hold_min_products, created_at
 FROM retailers WHERE retailer_id = $1;
 
+-- name: retailer_shard
+-- The storefront's routing: its role may read these two columns only.
+SELECT retailer_id, shard FROM retailers WHERE retailer_id = $1;
+
 -- name: reserve_generation
 INSERT INTO retailer_state AS s (retailer_id, reserved_generation)
 VALUES ($1, 1)

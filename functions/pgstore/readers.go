@@ -265,12 +265,12 @@ func (rs *ReaderSet) DirectoryRetailers(ctx context.Context, productID string, l
 	return out, err
 }
 
-// retailer reads a registered retailer (on the control database).
+// retailer reads a registered retailer's id and shard (on the control
+// database): all the storefront needs, and all its role may read.
 func (rs *ReaderSet) retailer(ctx context.Context, id string) (catalog.Retailer, error) {
 	var r catalog.Retailer
 	err := rs.read(ctx, AnyReader, func(ctx context.Context, db *pgxpool.Pool) error {
-		err := db.QueryRow(ctx, q("get_retailer"), id).Scan(
-			&r.ID, &r.Shard, &r.TokenHash, &r.Hold.DeleteFraction, &r.Hold.MinProducts, &r.CreatedAt)
+		err := db.QueryRow(ctx, q("retailer_shard"), id).Scan(&r.ID, &r.Shard)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return catalog.Errorf(catalog.ErrNotFound, "retailer_not_found", "retailer %q not found", id)
 		}

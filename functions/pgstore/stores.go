@@ -24,6 +24,7 @@ type Stores struct {
 	ShardReaders   []*ReaderSet
 
 	retailers sync.Map // retailer id -> catalog.Retailer (a retailer never moves shard)
+	readShard sync.Map // retailer id -> shard index, for the storefront (ReadersFor)
 }
 
 // PoolOptions size the connection pools of one process.
@@ -101,9 +102,11 @@ func (s *Stores) AttachReaders(controlReaders []string, shardReaders [][]string,
 // retailer up (once per process) through the control database's readers;
 // catalog.ErrNotFound when unknown.
 func (s *Stores) ReadersFor(ctx context.Context, retailerID string) (*ReaderSet, error) {
-	if r, ok := s.retailers.Load(retailerID); ok {
-		return s.ShardReaders[r.(catalog.Retailer).Shard], nil
+	if shard, ok := s.readShard.Load(retailerID); ok {
+		return s.ShardReaders[shard.(int)], nil
 	}
+	// Only the id and shard are read (the read role may see no more), so
+	// this cache is not the one ForRetailer fills with whole records.
 	r, err := s.ControlReaders.retailer(ctx, retailerID)
 	if err != nil {
 		return nil, err
@@ -111,7 +114,7 @@ func (s *Stores) ReadersFor(ctx context.Context, retailerID string) (*ReaderSet,
 	if r.Shard < 0 || r.Shard >= len(s.Shards) {
 		return nil, fmt.Errorf("retailer %s is on shard %d, but %d shards are configured", retailerID, r.Shard, len(s.Shards))
 	}
-	s.retailers.Store(retailerID, r)
+	s.readShard.Store(retailerID, r.Shard)
 	return s.ShardReaders[r.Shard], nil
 }
 

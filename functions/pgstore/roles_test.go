@@ -1,0 +1,514 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	catalogsql "github.com/retailcatalog/catalog/sql"
+)
+
+// roleMatrix is every privilege any role holds on the tables of each
+// database after the migrations: "table PRIVILEGE" or "table(column)
+// PRIVILEGE". A migration that adds a table or a grant adds it here; a
+// table missing from knownTables fails TestRolePrivilegesAreExactly.
+var roleMatrix = map[string]map[string][]string{
+	"control": {
+		catalogsql.RoleUpload: {"retailers SELECT", "retailers INSERT", "retailers UPDATE"},
+		catalogsql.RoleDiff:   {"retailers SELECT"},
+		catalogsql.RoleApply: {"retailers SELECT",
+			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE"},
+		catalogsql.RoleRead: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT",
+			"product_directory SELECT"},
+		catalogsql.RoleOps: {"retailers SELECT",
+			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE"},
+	},
+	"shard": {
+		catalogsql.RoleUpload: {"retailer_state SELECT", "retailer_state INSERT", "retailer_state(reserved_generation) UPDATE",
+			"generations SELECT", "generations INSERT", "generations UPDATE",
+			"outbox INSERT", "outbox_id_seq USAGE"},
+		catalogsql.RoleDiff: {"retailer_state SELECT", "retailer_state(latest_generation) UPDATE",
+			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
+			"generations SELECT", "generations UPDATE",
+			"outbox INSERT", "outbox_id_seq USAGE"},
+		catalogsql.RoleApply: {"retailer_state SELECT",
+			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
+			"generations SELECT", "generations UPDATE",
+			"products SELECT", "products INSERT", "products UPDATE",
+			"applied_chunks SELECT", "applied_chunks INSERT",
+			"outbox INSERT", "outbox_id_seq USAGE"},
+		catalogsql.RoleRead: {"products SELECT"},
+		catalogsql.RoleRelay: {"outbox SELECT", "outbox UPDATE", "outbox DELETE",
+			"products SELECT", "generations SELECT"},
+		catalogsql.RoleOps: {"retailer_state SELECT",
+			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
+			"generations SELECT", "generations UPDATE",
+			"products SELECT", "products INSERT", "products UPDATE",
+			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE"},
+	},
+}
+
+// knownTables are the tables and sequences of each database whose grants
+// roleMatrix decides (schema_migrations: the migrate function's alone).
+var knownTables = map[string][]string{
+	"control": {"product_directory", "retailers", "schema_migrations"},
+	"shard":   {"applied_chunks", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations"},
+}
+
+// asRole is dsn (a URL of the local server, trust authentication on
+// loopback) logging in as role.
+func asRole(t *testing.T, dsn, role string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	require.NoError(t, err)
+	u.User = url.User(role)
+	return u.String()
+}
+
+// dsnsOf returns the control and shard DSNs of stores opened by newStores.
+func dsnsOf(s *pgstore.Stores) (control, shard string) {
+	return s.Control.Pool().Config().ConnString(), s.Shards[0].Pool().Config().ConnString()
+}
+
+// openAs opens the stores of admin's databases logged in as role.
+func openAs(t *testing.T, admin *pgstore.Stores, role string) *pgstore.Stores {
+	t.Helper()
+	control, shard := dsnsOf(admin)
+	s, err := pgstore.Open(context.Background(), asRole(t, control, role), []string{asRole(t, shard, role)}, pgstore.PoolOptions{MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+// TestRolePrivilegesAreExactly: after the migrations, the function roles
+// hold exactly the privileges of roleMatrix, PUBLIC holds none on any
+// table and may neither connect nor create, and every table is known.
+func TestRolePrivilegesAreExactly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := newStores(t)
+	control, shard := dsnsOf(admin)
+	for db, dsn := range map[string]string{"control": control, "shard": shard} {
+		conn, err := pgx.Connect(ctx, dsn)
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+
+		var tables []string
+		rows, err := conn.Query(ctx, `SELECT relname FROM pg_class
+			WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p', 'S', 'v', 'm') ORDER BY relname`)
+		require.NoError(t, err)
+		tables, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Equal(t, knownTables[db], tables,
+			"%s database: a table was added or removed: decide which function roles need it, grant that in the migration "+
+				"that creates it (numbered after 0050), and list it in knownTables and roleMatrix", db)
+
+		got := map[string][]string{}
+		rows, err = conn.Query(ctx, `
+			SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END, c.relname, a.privilege_type
+			FROM pg_class c CROSS JOIN LATERAL aclexplode(c.relacl) a
+			WHERE c.relnamespace = 'public'::regnamespace AND a.grantee <> c.relowner
+			UNION ALL
+			SELECT CASE a.grantee WHEN 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END,
+			       c.relname || '(' || att.attname || ')', a.privilege_type
+			FROM pg_attribute att JOIN pg_class c ON c.oid = att.attrelid
+			CROSS JOIN LATERAL aclexplode(att.attacl) a
+			WHERE c.relnamespace = 'public'::regnamespace AND a.grantee <> c.relowner`)
+		require.NoError(t, err)
+		for rows.Next() {
+			var role, table, priv string
+			require.NoError(t, rows.Scan(&role, &table, &priv))
+			got[role] = append(got[role], table+" "+priv)
+		}
+		require.NoError(t, rows.Err())
+		want := map[string][]string{}
+		for role, privs := range roleMatrix[db] {
+			want[role] = append([]string(nil), privs...)
+		}
+		for _, m := range []map[string][]string{got, want} {
+			for _, privs := range m {
+				sort.Strings(privs)
+			}
+		}
+		require.Equal(t, want, got, "%s database: privileges of the function roles", db)
+
+		for _, role := range catalogsql.FunctionRoles {
+			var connect, create, temp bool
+			require.NoError(t, conn.QueryRow(ctx, `SELECT has_database_privilege($1, current_database(), 'CONNECT'),
+				has_schema_privilege($1, 'public', 'CREATE'), has_database_privilege($1, current_database(), 'TEMPORARY')`,
+				role).Scan(&connect, &create, &temp))
+			require.True(t, connect, "%s may connect to the %s database", role, db)
+			require.False(t, create, "%s may create objects in the %s database", role, db)
+			require.False(t, temp, "%s may create temporary tables in the %s database", role, db)
+		}
+		var publicACL []string
+		rows, err = conn.Query(ctx, `SELECT a.privilege_type FROM pg_database d CROSS JOIN LATERAL aclexplode(d.datacl) a
+			WHERE d.datname = current_database() AND a.grantee = 0`)
+		require.NoError(t, err)
+		publicACL, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err)
+		require.Empty(t, publicACL, "%s database: PUBLIC keeps no privilege on the database", db)
+	}
+
+	conn, err := pgx.Connect(ctx, control)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT rolname, rolcanlogin, rolsuper OR rolcreaterole OR rolcreatedb OR rolreplication OR rolbypassrls
+		FROM pg_roles WHERE rolname LIKE 'catalog\_%' ORDER BY rolname`)
+	require.NoError(t, err)
+	var roles []string
+	for rows.Next() {
+		var name string
+		var login, powers bool
+		require.NoError(t, rows.Scan(&name, &login, &powers))
+		require.True(t, login, "%s logs in", name)
+		require.False(t, powers, "%s has no superuser, createrole, createdb, replication or bypassrls", name)
+		roles = append(roles, name)
+	}
+	require.NoError(t, rows.Err())
+	want := append([]string(nil), catalogsql.FunctionRoles...)
+	sort.Strings(want)
+	require.Equal(t, want, roles, "the roles of the migrations are those of sql.FunctionRoles")
+}
+
+// TestEachFunctionRoleDoesItsWork runs every store method of each function
+// logged in as that function's role, through a retailer's whole life:
+// onboarding, a held upload confirmed and applied in two chunks (new rows
+// by COPY), an update and a delete (fenced upsert, tombstone), a rejected
+// upload, an upload that changes nothing, and the storefront's reads.
+func TestEachFunctionRoleDoesItsWork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := newStores(t)
+	up := openAs(t, admin, catalogsql.RoleUpload)
+	df := openAs(t, admin, catalogsql.RoleDiff)
+	ap := openAs(t, admin, catalogsql.RoleApply)
+	rd := openAs(t, admin, catalogsql.RoleRead)
+	const r = "roles"
+	expires := time.Now().Add(time.Hour)
+
+	// upload: onboard, authenticate, reserve, report.
+	require.NoError(t, up.Control.CreateRetailer(ctx, catalog.Retailer{ID: r, Shard: 0, TokenHash: []byte("roles-token")}))
+	owner, err := up.Control.RetailerByTokenHash(ctx, []byte("roles-token"))
+	require.NoError(t, err)
+	require.Equal(t, r, owner)
+	_, upShard, err := up.ForRetailer(ctx, r)
+	require.NoError(t, err)
+	_, dfShard, err := df.ForRetailer(ctx, r)
+	require.NoError(t, err)
+	_, apShard, err := ap.ForRetailer(ctx, r)
+	require.NoError(t, err)
+	reserve := func() int64 {
+		t.Helper()
+		gen, err := upShard.ReserveGeneration(ctx, r, "csv", expires)
+		require.NoError(t, err)
+		_, err = upShard.Generation(ctx, r, gen)
+		require.NoError(t, err)
+		_, err = upShard.Generations(ctx, r, 10)
+		require.NoError(t, err)
+		return gen
+	}
+	// diff: receive and take over a generation.
+	takeOver := func(gen int64) {
+		t.Helper()
+		d, err := dfShard.BeginDiff(ctx, r, gen)
+		require.NoError(t, err)
+		require.True(t, d.Proceed, d.Reason)
+		_, err = dfShard.TakeOver(ctx, r, gen)
+		require.NoError(t, err)
+		latest, err := dfShard.IsLatest(ctx, r, gen)
+		require.NoError(t, err)
+		require.True(t, latest)
+	}
+	// apply: one chunk, and the directory after it.
+	apply := func(gen int64, seq int, ops ...events.ChunkOp) pgstore.ApplyResult {
+		t.Helper()
+		latest, err := apShard.IsLatest(ctx, r, gen)
+		require.NoError(t, err)
+		require.True(t, latest)
+		res, err := apShard.ApplyChunk(ctx, r, gen, seq, ops)
+		require.NoError(t, err)
+		require.Equal(t, pgstore.ChunkApplied, res.Outcome)
+		counted, err := apShard.ChunkCounted(ctx, r, gen, seq)
+		require.NoError(t, err)
+		require.True(t, counted)
+		require.NoError(t, ap.Control.UpdateDirectory(ctx, r, gen, ops))
+		return res
+	}
+	state := func(gen int64) catalog.State {
+		t.Helper()
+		g, err := upShard.Generation(ctx, r, gen)
+		require.NoError(t, err)
+		return g.State
+	}
+
+	g1 := reserve()
+	takeOver(g1)
+	require.NoError(t, dfShard.Hold(ctx, r, g1, "empty_snapshot", "held for the test", pgstore.Counts{}))
+	require.NoError(t, upShard.Confirm(ctx, r, g1))
+	takeOver(g1)
+	require.NoError(t, dfShard.StartApplying(ctx, r, g1, pgstore.Counts{Inserted: 3, Products: 3}, 2))
+	apply(g1, 0, upsert("p1", `{"price":"1"}`), upsert("p2", `{"price":"2"}`))
+	require.True(t, apply(g1, 1, upsert("p3", `{"price":"3"}`)).GenerationApplied)
+	require.Equal(t, catalog.StateApplied, state(g1))
+
+	g2 := reserve()
+	takeOver(g2)
+	require.NoError(t, dfShard.StartApplying(ctx, r, g2, pgstore.Counts{Updated: 1, Deleted: 1, Products: 2}, 1))
+	res := apply(g2, 0, upsert("p1", `{"price":"1.5"}`), del("p2"))
+	require.Equal(t, int64(2), res.Written)
+	require.Equal(t, catalog.StateApplied, state(g2))
+
+	g3 := reserve()
+	takeOver(g3)
+	require.NoError(t, dfShard.Reject(ctx, r, g3, "malformed_csv", "rejected for the test", 2))
+	require.Equal(t, catalog.StateRejected, state(g3))
+
+	g4 := reserve()
+	takeOver(g4)
+	require.NoError(t, dfShard.StartApplying(ctx, r, g4, pgstore.Counts{Unchanged: 2, Products: 2}, 0))
+	require.Equal(t, catalog.StateApplied, state(g4))
+
+	// read: routing, product, page and the directory, in read-only sessions.
+	rs, err := rd.ReadersFor(ctx, r)
+	require.NoError(t, err)
+	p, err := rs.Product(ctx, pgstore.AnyReader, r, "p1")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"price":"1.5"}`, string(p.Attributes))
+	_, err = rs.Product(ctx, pgstore.AnyReader, r, "p2")
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	page, err := rs.Products(ctx, pgstore.AnyReader, r, "", 10)
+	require.NoError(t, err)
+	require.Len(t, page, 2)
+	owners, err := rd.ControlReaders.DirectoryRetailers(ctx, "p3", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{r}, owners)
+	var readOnly string
+	require.NoError(t, rd.Shards[0].Pool().QueryRow(ctx, `SHOW default_transaction_read_only`).Scan(&readOnly))
+	require.Equal(t, "on", readOnly, "the read role's sessions are read-only by default")
+
+	// relay and ops have no store methods yet: their statements, as planned.
+	control, shard := dsnsOf(admin)
+	runAs(t, asRole(t, shard, catalogsql.RoleRelay),
+		`SELECT o.id, p.attributes FROM outbox o JOIN products p USING (retailer_id, product_id) ORDER BY o.id LIMIT 10 FOR UPDATE OF o SKIP LOCKED`,
+		`UPDATE outbox SET published_at = now() WHERE retailer_id = 'roles'`,
+		`SELECT state FROM generations WHERE retailer_id = 'roles'`,
+		`DELETE FROM outbox WHERE retailer_id = 'roles'`)
+	runAs(t, asRole(t, shard, catalogsql.RoleOps),
+		`SELECT latest_generation, applied_generation FROM retailer_state WHERE retailer_id = 'roles' FOR KEY SHARE`,
+		`SELECT product_id, content_hash FROM products WHERE retailer_id = 'roles' ORDER BY product_id`,
+		`SELECT count(*) FROM applied_chunks WHERE retailer_id = 'roles'`,
+		`INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation) VALUES ('roles', 'p9', '{}', '\x00', 4)
+		 ON CONFLICT (retailer_id, product_id) DO UPDATE SET attributes = EXCLUDED.attributes WHERE products.generation <= EXCLUDED.generation`,
+		`INSERT INTO outbox (retailer_id, generation, product_id, op) VALUES ('roles', 4, 'p9', 'upsert')`,
+		`UPDATE generations SET received_at = received_at WHERE retailer_id = 'roles' AND generation = 4`)
+	runAs(t, asRole(t, control, catalogsql.RoleOps),
+		`SELECT shard, hold_delete_fraction FROM retailers WHERE retailer_id = 'roles'`,
+		`INSERT INTO product_directory (product_id, retailer_id, generation) VALUES ('p9', 'roles', 4)
+		 ON CONFLICT (product_id, retailer_id) DO UPDATE SET generation = EXCLUDED.generation WHERE product_directory.generation < EXCLUDED.generation`)
+}
+
+// runAs runs each statement in a transaction of its own, as the user of dsn.
+func runAs(t *testing.T, dsn string, stmts ...string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	for _, s := range stmts {
+		_, err := conn.Exec(ctx, s)
+		require.NoError(t, err, "%s: %s", conn.Config().User, s)
+	}
+}
+
+// TestEachFunctionRoleIsRefusedTheRest: what a role must not do fails with
+// insufficient_privilege. Each statement runs in a transaction that is
+// rolled back, on databases with a retailer and products in them.
+func TestEachFunctionRoleIsRefusedTheRest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := newStores(t)
+	gen := startGeneration(t, admin.Shards[0], 1)
+	_, err := admin.Shards[0].ApplyChunk(ctx, "r1", gen, 0, []events.ChunkOp{upsert("p1", `{"a":"1"}`)})
+	require.NoError(t, err)
+	control, shard := dsnsOf(admin)
+
+	// Nothing a function may do changes the schema, the roles or the migrations.
+	ddlShard := []string{
+		`CREATE TABLE products_copy (id int)`,
+		`ALTER TABLE products ADD COLUMN note text`,
+		`DROP TABLE products`,
+		`TRUNCATE products`,
+		`CREATE INDEX products_attrs ON products (updated_at)`,
+		`SELECT * FROM schema_migrations`,
+		`CREATE ROLE intruder`,
+		`CREATE TEMP TABLE scratch (id int)`,
+	}
+	ddlControl := []string{
+		`ALTER TABLE retailers ADD COLUMN note text`,
+		`DROP TABLE product_directory`,
+		`TRUNCATE retailers`,
+		`DELETE FROM schema_migrations`,
+	}
+	refused := map[string]struct{ shard, control []string }{
+		catalogsql.RoleRead: {
+			shard: []string{
+				`UPDATE products SET deleted = true`,
+				`INSERT INTO products (retailer_id, product_id, generation) VALUES ('r1', 'x', 99)`,
+				`DELETE FROM products`,
+				`SELECT * FROM generations`,
+				`SELECT * FROM retailer_state`,
+				`SELECT * FROM outbox`,
+				`SELECT * FROM applied_chunks`,
+			},
+			control: []string{
+				`SELECT token_hash FROM retailers`,
+				`SELECT hold_delete_fraction FROM retailers`,
+				`UPDATE retailers SET shard = 1`,
+				`UPDATE product_directory SET deleted = true`,
+			},
+		},
+		catalogsql.RoleApply: {
+			shard: []string{
+				`DELETE FROM products`,
+				`UPDATE retailer_state SET latest_generation = 0`,
+				`UPDATE retailer_state SET reserved_generation = 0`,
+				`INSERT INTO retailer_state (retailer_id) VALUES ('x')`,
+				`INSERT INTO generations (retailer_id, generation, object_key, upload_expires_at) VALUES ('r1', 99, 'k', now())`,
+				`DELETE FROM generations`,
+				`DELETE FROM applied_chunks`,
+				`SELECT * FROM outbox`,
+				`DELETE FROM outbox`,
+			},
+			control: []string{
+				`UPDATE retailers SET shard = 1`,
+				`INSERT INTO retailers (retailer_id, shard, token_hash) VALUES ('x', 0, '\x00')`,
+				`DELETE FROM product_directory`,
+			},
+		},
+		catalogsql.RoleDiff: {
+			shard: []string{
+				`SELECT * FROM products`,
+				`UPDATE products SET deleted = true`,
+				`INSERT INTO products (retailer_id, product_id, generation) VALUES ('r1', 'x', 99)`,
+				`UPDATE retailer_state SET reserved_generation = 0`,
+				`DELETE FROM generations`,
+				`INSERT INTO applied_chunks (retailer_id, generation, seq) VALUES ('r1', 1, 9)`,
+				`DELETE FROM outbox`,
+			},
+			control: []string{
+				`UPDATE retailers SET shard = 1`,
+				`SELECT * FROM product_directory`,
+			},
+		},
+		catalogsql.RoleUpload: {
+			shard: []string{
+				`SELECT * FROM products`,
+				`UPDATE products SET deleted = true`,
+				`UPDATE retailer_state SET latest_generation = 99`,
+				`UPDATE retailer_state SET applied_generation = 99`,
+				`DELETE FROM generations`,
+				`SELECT * FROM applied_chunks`,
+				`SELECT * FROM outbox`,
+			},
+			control: []string{
+				`DELETE FROM retailers`,
+				`UPDATE product_directory SET deleted = true`,
+				`SELECT * FROM product_directory`,
+			},
+		},
+		catalogsql.RoleRelay: {
+			shard: []string{
+				`INSERT INTO outbox (retailer_id, generation, product_id, op) VALUES ('r1', 1, 'x', 'delete')`,
+				`UPDATE products SET deleted = true`,
+				`UPDATE generations SET state = 'applied'`,
+				`SELECT * FROM retailer_state`,
+			},
+			control: []string{
+				`SELECT * FROM retailers`,
+				`SELECT * FROM product_directory`,
+			},
+		},
+		catalogsql.RoleConsumers: {
+			shard: []string{
+				`SELECT * FROM products`,
+				`SELECT * FROM outbox`,
+				`SELECT * FROM generations`,
+			},
+			control: []string{
+				`SELECT * FROM retailers`,
+				`SELECT * FROM product_directory`,
+			},
+		},
+		catalogsql.RoleOps: {
+			shard: []string{
+				`DELETE FROM products`,
+				`UPDATE retailer_state SET latest_generation = 0`,
+				`DELETE FROM outbox`,
+				`DELETE FROM generations`,
+			},
+			control: []string{
+				`UPDATE retailers SET token_hash = '\x00'`,
+				`DELETE FROM retailers`,
+				`DELETE FROM product_directory`,
+			},
+		},
+	}
+	for _, role := range catalogsql.FunctionRoles {
+		t.Run(role, func(t *testing.T) {
+			want, ok := refused[role]
+			require.True(t, ok, "no refusals listed for %s", role)
+			expectRefused(t, asRole(t, shard, role), append(ddlShard, want.shard...))
+			expectRefused(t, asRole(t, control, role), append(ddlControl, want.control...))
+		})
+	}
+}
+
+// expectRefused runs each statement in a transaction that is rolled back
+// and requires insufficient_privilege (42501). Sessions are made writable
+// first, so the read role is refused by its grants, not only by its
+// read-only default.
+func expectRefused(t *testing.T, dsn string, stmts []string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `SET default_transaction_read_only = off`)
+	require.NoError(t, err)
+	for _, s := range stmts {
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, s)
+			if err == nil {
+				return errRolledBack
+			}
+			return err
+		})
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) || pgErr.Code != "42501" {
+			t.Errorf("%s: %s: want insufficient_privilege (42501), got %v", conn.Config().User, strings.Join(strings.Fields(s), " "), describe(err))
+		}
+	}
+}
+
+var errRolledBack = errors.New("statement succeeded (rolled back)")
+
+func describe(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return fmt.Sprintf("%s (%s)", pgErr.Message, pgErr.Code)
+	}
+	return fmt.Sprint(err)
+}
