@@ -8,7 +8,9 @@
 // migrations), is compiled with
 // GOOS=linux GOARCH=arm64 CGO_ENABLED=0 -tags lambda.norpc -trimpath
 // -ldflags "-s -w" into <out>/<name>/bootstrap and zipped into
-// <out>/<name>.zip with bootstrap at the root, executable. The zip is
+// <out>/<name>.zip with bootstrap at the root, executable, and the files of
+// ZipFiles beside it (the RDS CA bundle the functions verify database
+// servers against, at certs/rds-ca-bundle.pem). The zip is
 // deterministic (fixed timestamps), so an unchanged function keeps its CDK
 // asset hash and is not redeployed. Progress and sizes go to stderr, so the
 // command can run in front of the CDK app.
@@ -26,6 +28,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/retailcatalog/catalog/functions/rdsca"
 )
 
 // Options configures Build.
@@ -50,6 +54,11 @@ type Result struct {
 	Zip string
 	// BinaryBytes and ZipBytes are the sizes of the two.
 	BinaryBytes, ZipBytes int64
+}
+
+// ZipFiles are written into every zip beside bootstrap, by path in the zip.
+var ZipFiles = map[string][]byte{
+	rdsca.ZipPath: rdsca.Bundle,
 }
 
 // zipTime is the modification time of every zip entry (the zip epoch).
@@ -203,8 +212,9 @@ func buildOne(ctx context.Context, root, out string, fn Function) (Result, error
 	return res, nil
 }
 
-// zipBootstrap writes a zip holding bin as an executable "bootstrap" entry,
-// atomically (a temp file renamed into place).
+// zipBootstrap writes a zip holding bin as an executable "bootstrap" entry
+// and the files of ZipFiles (in path order, read-only), atomically (a temp
+// file renamed into place).
 func zipBootstrap(bin, zipPath string) (err error) {
 	src, err := os.Open(bin)
 	if err != nil {
@@ -230,6 +240,21 @@ func zipBootstrap(bin, zipPath string) (err error) {
 	}
 	if _, err = io.Copy(w, src); err != nil {
 		return err
+	}
+	paths := make([]string, 0, len(ZipFiles))
+	for p := range ZipFiles {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		hdr := &zip.FileHeader{Name: p, Method: zip.Deflate, Modified: zipTime}
+		hdr.SetMode(0o444)
+		if w, err = zw.CreateHeader(hdr); err != nil {
+			return err
+		}
+		if _, err = w.Write(ZipFiles[p]); err != nil {
+			return err
+		}
 	}
 	if err = zw.Close(); err != nil {
 		return err

@@ -10,10 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/retailcatalog/catalog/functions/rdsca"
 )
 
-// checkZip asserts that zipPath holds exactly one executable "bootstrap"
-// entry that is a static linux/arm64 ELF executable.
+// checkZip asserts that zipPath holds an executable "bootstrap" entry that
+// is a static linux/arm64 ELF executable, and beside it exactly the RDS CA
+// bundle at certs/rds-ca-bundle.pem, byte for byte, not executable.
 func checkZip(t *testing.T, zipPath string) {
 	t.Helper()
 	zr, err := zip.OpenReader(zipPath)
@@ -21,26 +24,23 @@ func checkZip(t *testing.T, zipPath string) {
 		t.Fatalf("open %s: %v", zipPath, err)
 	}
 	defer zr.Close()
-	if len(zr.File) != 1 || zr.File[0].Name != "bootstrap" {
-		var names []string
-		for _, f := range zr.File {
-			names = append(names, f.Name)
-		}
-		t.Fatalf("%s: want exactly [bootstrap], got %v", zipPath, names)
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	if strings.Join(names, " ") != "bootstrap certs/rds-ca-bundle.pem" {
+		t.Fatalf("%s: want exactly [bootstrap certs/rds-ca-bundle.pem], got %v", zipPath, names)
+	}
+	if ca := zr.File[1]; ca.Mode().Perm()&0o111 != 0 || ca.Mode().Perm()&0o444 != 0o444 {
+		t.Errorf("%s: %s has mode %v, want readable, not executable", zipPath, ca.Name, ca.Mode())
+	} else if body := readZipFile(t, ca); !bytes.Equal(body, rdsca.Bundle) {
+		t.Errorf("%s: %s differs from functions/rdsca/rds-ca-bundle.pem", zipPath, ca.Name)
 	}
 	f := zr.File[0]
 	if f.Mode().Perm()&0o111 == 0 {
 		t.Errorf("%s: bootstrap is not executable (mode %v)", zipPath, f.Mode())
 	}
-	rc, err := f.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(rc)
-	rc.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := readZipFile(t, f)
 	ef, err := elf.NewFile(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("%s: bootstrap is not ELF: %v", zipPath, err)
@@ -53,6 +53,20 @@ func checkZip(t *testing.T, zipPath string) {
 			t.Errorf("%s: bootstrap is dynamically linked (CGO_ENABLED=0 expected)", zipPath)
 		}
 	}
+}
+
+func readZipFile(t *testing.T, f *zip.File) []byte {
+	t.Helper()
+	rc, err := f.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // writeModule creates a throwaway module with two functions and a
