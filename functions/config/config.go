@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/rdsauth"
 	"github.com/retailcatalog/catalog/functions/s3blob"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 )
@@ -45,6 +46,9 @@ type Config struct {
 	AdminToken         string        // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
 	AdminTokenSecret   string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
 	DBMaxConns         int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
+	DBUser             string        // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
+	DBIAMAuth          bool          // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
+	DBRootCert         string        // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
 	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
 
 	secrets *secrets
@@ -62,6 +66,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		ApplyLargeQueueURL: getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
 		AdminToken:         getenv("CATALOG_ADMIN_TOKEN"),
 		AdminTokenSecret:   getenv("CATALOG_ADMIN_TOKEN_SECRET"),
+		DBUser:             strings.TrimSpace(getenv("CATALOG_DB_USER")),
+		DBRootCert:         strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -110,6 +116,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("CATALOG_LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
 			return c, fmt.Errorf("CATALOG_LOG_LEVEL %q: %w", v, err)
+		}
+	}
+	if v := getenv("CATALOG_DB_IAM_AUTH"); v != "" {
+		if c.DBIAMAuth, err = strconv.ParseBool(v); err != nil {
+			return c, fmt.Errorf("CATALOG_DB_IAM_AUTH %q: want true or false", v)
 		}
 	}
 	if c.ControlDB == "" || len(c.ShardDBs) == 0 {
@@ -176,7 +187,12 @@ func (c Config) Logger() *slog.Logger {
 // Manager) and connects.
 func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 	sec := c.secretStore()
-	resolve := func(v string) (string, error) { return sec.resolve(ctx, v) }
+	resolve := func(v string) (string, error) {
+		if strings.HasPrefix(v, "secret:") {
+			return sec.resolve(ctx, v)
+		}
+		return c.literalDSN(v)
+	}
 	control, err := resolve(c.ControlDB)
 	if err == nil {
 		control, err = sec.withHost(control, c.ControlHost)
@@ -199,7 +215,34 @@ func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 			return nil, err
 		}
 	}
-	return pgstore.Open(ctx, control, shards, pgstore.PoolOptions{MaxConns: c.DBMaxConns, Password: sec.password})
+	opts := pgstore.PoolOptions{MaxConns: c.DBMaxConns, Password: sec.password}
+	if c.DBIAMAuth {
+		opts.AuthToken = rdsauth.New(c.Region).Token
+	}
+	return pgstore.Open(ctx, control, shards, opts)
+}
+
+// literalDSN is a DSN given in the environment (not from a secret) with
+// CATALOG_DB_USER as its user and, with CATALOG_DB_SSLROOTCERT, verify-full
+// TLS against that bundle; unchanged when neither is set (the local stack).
+func (c *Config) literalDSN(dsn string) (string, error) {
+	if c.DBUser == "" && c.DBRootCert == "" {
+		return dsn, nil
+	}
+	u, err := url.Parse(dsn)
+	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
+		return "", fmt.Errorf("CATALOG_DB_USER and CATALOG_DB_SSLROOTCERT apply to postgres:// URLs only")
+	}
+	if c.DBUser != "" {
+		u.User = url.User(c.DBUser)
+	}
+	if c.DBRootCert != "" {
+		q := u.Query()
+		q.Set("sslmode", "verify-full")
+		q.Set("sslrootcert", c.DBRootCert)
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), nil
 }
 
 // OpenReadStores is OpenStores plus the read replicas of CATALOG_CONTROL_READER
@@ -213,7 +256,15 @@ func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore
 	resolveAll := func(list []string) ([]string, error) {
 		out := make([]string, len(list))
 		for i, v := range list {
-			if out[i], err = sec.resolve(ctx, v); err != nil {
+			switch {
+			case strings.HasPrefix(v, "secret:"):
+				out[i], err = sec.resolve(ctx, v)
+			case strings.Contains(v, "://"):
+				out[i], err = c.literalDSN(v)
+			default: // "host[:port]": the rest comes from the shard's DSN
+				out[i] = v
+			}
+			if err != nil {
 				return nil, err
 			}
 		}
@@ -242,11 +293,12 @@ func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore
 // for every database address it produced, which secret it came from, so
 // that new connections can pick up a rotated password.
 type secrets struct {
-	region string
-	client *secretsmanager.Client
-	mu     sync.Mutex
-	byDSN  map[string]string // resolved DSN -> secret ARN
-	cache  map[string]cachedSecret
+	region   string
+	rootCert string // CA bundle of the DSNs built from secrets
+	client   *secretsmanager.Client
+	mu       sync.Mutex
+	byDSN    map[string]string // resolved DSN -> secret ARN
+	cache    map[string]cachedSecret
 }
 
 type cachedSecret struct {
@@ -261,7 +313,7 @@ const secretTTL = time.Minute
 // secretStore returns the configuration's secret resolver, made on first use.
 func (c *Config) secretStore() *secrets {
 	if c.secrets == nil {
-		c.secrets = &secrets{region: c.Region, byDSN: map[string]string{}, cache: map[string]cachedSecret{}}
+		c.secrets = &secrets{region: c.Region, rootCert: c.DBRootCert, byDSN: map[string]string{}, cache: map[string]cachedSecret{}}
 	}
 	return c.secrets
 }
@@ -299,7 +351,7 @@ func (s *secrets) resolve(ctx context.Context, v string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dsn := dsnFromSecret(raw)
+	dsn := dsnFromSecret(raw, s.rootCert)
 	s.mu.Lock()
 	s.byDSN[dsn] = arn
 	s.mu.Unlock()
@@ -363,7 +415,10 @@ type rdsSecret struct {
 	DBName   string      `json:"dbname"`
 }
 
-func dsnFromSecret(s string) string {
+// dsnFromSecret is the DSN of an RDS secret's JSON, which verifies the
+// server's certificate and name (sslmode=verify-full) against rootCert, or
+// the system's roots when rootCert is ""; a plain string is returned as it is.
+func dsnFromSecret(s, rootCert string) string {
 	var sec rdsSecret
 	if err := json.Unmarshal([]byte(s), &sec); err != nil || sec.Host == "" {
 		return s // a plain secret string (the admin token, or a whole DSN)
@@ -376,8 +431,12 @@ func dsnFromSecret(s string) string {
 	if db == "" {
 		db = "postgres"
 	}
+	q := url.Values{"sslmode": {"verify-full"}}
+	if rootCert != "" {
+		q.Set("sslrootcert", rootCert)
+	}
 	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec.Username, sec.Password),
-		Host: sec.Host + ":" + port, Path: "/" + db, RawQuery: "sslmode=require"}
+		Host: sec.Host + ":" + port, Path: "/" + db, RawQuery: q.Encode()}
 	return u.String()
 }
 

@@ -1,7 +1,10 @@
 package config
 
 import (
+	"path/filepath"
 	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/stretchr/testify/require"
 )
@@ -47,4 +50,59 @@ func TestShardHostsOnePerShard(t *testing.T) {
 	env["CATALOG_SHARD_HOSTS"] = "p0.example"
 	_, err = FromEnv(func(k string) string { return env[k] })
 	require.ErrorContains(t, err, "CATALOG_SHARD_HOSTS")
+}
+
+// On AWS a function logs in as its own role with IAM tokens, verifying the
+// server against the shipped CA bundle; locally none of this is set and the
+// DSNs stay as they are.
+func TestDatabaseRoleAndTLS(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"CATALOG_CONTROL_DB": "postgres://control.example:5432/catalog", "CATALOG_SHARD_DBS": "postgres://s0.example:5432/catalog",
+		"CATALOG_DB_USER": "catalog_read", "CATALOG_DB_IAM_AUTH": "true", "CATALOG_DB_SSLROOTCERT": "/var/task/certs/rds-ca-bundle.pem",
+	}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, "catalog_read", c.DBUser)
+	require.True(t, c.DBIAMAuth)
+	dsn, err := c.literalDSN(c.ShardDBs[0])
+	require.NoError(t, err)
+	require.Equal(t, "postgres://catalog_read@s0.example:5432/catalog?sslmode=verify-full&sslrootcert=%2Fvar%2Ftask%2Fcerts%2Frds-ca-bundle.pem", dsn)
+	_, err = c.literalDSN("host=s0.example dbname=catalog")
+	require.ErrorContains(t, err, "postgres:// URLs")
+
+	env["CATALOG_DB_IAM_AUTH"] = "maybe"
+	_, err = FromEnv(func(k string) string { return env[k] })
+	require.ErrorContains(t, err, "CATALOG_DB_IAM_AUTH")
+
+	local, err := FromEnv(func(k string) string {
+		return map[string]string{"CATALOG_CONTROL_DB": "postgres://postgres@127.0.0.1:5433/c?sslmode=disable", "CATALOG_SHARD_DBS": "postgres://postgres@127.0.0.1:5433/s"}[k]
+	})
+	require.NoError(t, err)
+	dsn, err = local.literalDSN(local.ControlDB)
+	require.NoError(t, err)
+	require.Equal(t, "postgres://postgres@127.0.0.1:5433/c?sslmode=disable", dsn, "local DSNs stay as they are")
+	require.False(t, local.DBIAMAuth)
+}
+
+// The DSNs config builds make pgx verify the server: the shipped bundle as
+// roots, the host name checked, and no plaintext or unverified fallback.
+func TestVerifyFullDSNParsesStrict(t *testing.T) {
+	t.Parallel()
+	bundle := filepath.Join("..", "rdsca", "rds-ca-bundle.pem")
+	c := Config{DBUser: "catalog_apply", DBRootCert: bundle}
+	literal, err := c.literalDSN("postgres://s0.cluster-abc.us-east-1.rds.amazonaws.com:5432/catalog")
+	require.NoError(t, err)
+	fromSecret := dsnFromSecret(`{"host":"s0.cluster-abc.us-east-1.rds.amazonaws.com","port":5432,"username":"catalog_admin","password":"pw","dbname":"catalog"}`, bundle)
+	for _, dsn := range []string{literal, fromSecret} {
+		cfg, err := pgconn.ParseConfig(dsn)
+		require.NoError(t, err, dsn)
+		require.NotNil(t, cfg.TLSConfig, dsn)
+		require.False(t, cfg.TLSConfig.InsecureSkipVerify, dsn)
+		require.Equal(t, "s0.cluster-abc.us-east-1.rds.amazonaws.com", cfg.TLSConfig.ServerName, dsn)
+		require.NotNil(t, cfg.TLSConfig.RootCAs, dsn)
+		for _, fb := range cfg.Fallbacks {
+			require.NotNil(t, fb.TLSConfig, "%s: a fallback without TLS", dsn)
+		}
+	}
 }

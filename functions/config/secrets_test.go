@@ -10,9 +10,12 @@ import (
 
 func TestDSNFromRDSSecret(t *testing.T) {
 	t.Parallel()
-	dsn := dsnFromSecret(`{"host":"db.example","port":5432,"username":"app","password":"p@ss/word","dbname":"shard_0"}`)
-	require.Equal(t, "postgres://app:p%40ss%2Fword@db.example:5432/shard_0?sslmode=require", dsn)
-	require.Equal(t, "plain-token", dsnFromSecret("plain-token"), "a plain secret is returned as it is")
+	secret := `{"host":"db.example","port":5432,"username":"app","password":"p@ss/word","dbname":"shard_0"}`
+	require.Equal(t, "postgres://app:p%40ss%2Fword@db.example:5432/shard_0?sslmode=verify-full&sslrootcert=%2Fvar%2Ftask%2Fcerts%2Frds-ca-bundle.pem",
+		dsnFromSecret(secret, "/var/task/certs/rds-ca-bundle.pem"), "the server's certificate and name are verified against the shipped bundle")
+	require.Equal(t, "postgres://app:p%40ss%2Fword@db.example:5432/shard_0?sslmode=verify-full",
+		dsnFromSecret(secret, ""), "without a bundle, against the system's roots: never unverified")
+	require.Equal(t, "plain-token", dsnFromSecret("plain-token", ""), "a plain secret is returned as it is")
 }
 
 // A pool asks for the current password before every new connection: the
@@ -44,13 +47,13 @@ func TestHostOverrideKeepsTheSecret(t *testing.T) {
 	require.NoError(t, err)
 	proxied, err := s.withHost(dsn, "proxy.example")
 	require.NoError(t, err)
-	require.Equal(t, "postgres://app:pw@proxy.example:5432/shard_0?sslmode=require", proxied)
+	require.Equal(t, "postgres://app:pw@proxy.example:5432/shard_0?sslmode=verify-full", proxied)
 	pw, err := s.password(context.Background(), proxied)
 	require.NoError(t, err)
 	require.Equal(t, "pw", pw)
 	withPort, err := s.withHost(dsn, "proxy.example:6432")
 	require.NoError(t, err)
-	require.Equal(t, "postgres://app:pw@proxy.example:6432/shard_0?sslmode=require", withPort)
+	require.Equal(t, "postgres://app:pw@proxy.example:6432/shard_0?sslmode=verify-full", withPort)
 	same, err := s.withHost(dsn, "")
 	require.NoError(t, err)
 	require.Equal(t, dsn, same)

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -511,4 +512,39 @@ func describe(err error) string {
 		return fmt.Sprintf("%s (%s)", pgErr.Message, pgErr.Code)
 	}
 	return fmt.Sprint(err)
+}
+
+// TestAuthTokenForEveryConnection: with PoolOptions.AuthToken (IAM
+// authentication on AWS) every new connection, a reader's included, asks
+// for a token signed for the host, port and user it connects with.
+func TestAuthTokenForEveryConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	admin := newStores(t)
+	control, shard := dsnsOf(admin)
+	u, err := url.Parse(control)
+	require.NoError(t, err)
+	port := u.Port()
+
+	var mu sync.Mutex
+	asked := map[string]bool{}
+	token := func(ctx context.Context, host string, port uint16, user string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		asked[fmt.Sprintf("%s:%d %s", host, port, user)] = true
+		return "token-for-" + host, nil // trust authentication on loopback ignores it
+	}
+	s, err := pgstore.Open(ctx, asRole(t, control, catalogsql.RoleRead), []string{asRole(t, shard, catalogsql.RoleRead)},
+		pgstore.PoolOptions{MaxConns: 2, AuthToken: token})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	require.NoError(t, s.AttachReaders([]string{"localhost:" + port}, nil, pgstore.ReaderOptions{}))
+	_, err = s.ControlReaders.DirectoryRetailers(ctx, "p1", 1)
+	require.NoError(t, err)
+	require.NoError(t, s.Shards[0].Pool().Ping(ctx))
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.True(t, asked[u.Hostname()+":"+port+" catalog_read"], "writer connections ask for a token: %v", asked)
+	require.True(t, asked["localhost:"+port+" catalog_read"], "reader connections ask for their own host's token: %v", asked)
 }

@@ -34,6 +34,11 @@ type PoolOptions struct {
 	// connection of the pool opened on dsn (and of its readers), so that a
 	// rotated secret is picked up without a restart; "" keeps the DSN's.
 	Password func(ctx context.Context, dsn string) (string, error)
+	// AuthToken, when set, is asked for the password of every new
+	// connection of the pools (readers included), given the host, port and
+	// user that connection uses: an IAM database authentication token is
+	// signed for exactly those. It takes precedence over Password.
+	AuthToken func(ctx context.Context, host string, port uint16, user string) (string, error)
 }
 
 // Open connects to the control database and the shards (shard i is dsns[i]).
@@ -137,7 +142,17 @@ func openPool(ctx context.Context, dsn string, o PoolOptions) (*pgxpool.Pool, er
 	if o.MaxConns > 0 {
 		cfg.MaxConns = o.MaxConns
 	}
-	if o.Password != nil {
+	switch {
+	case o.AuthToken != nil:
+		cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
+			token, err := o.AuthToken(ctx, cc.Host, cc.Port, cc.User)
+			if err != nil {
+				return fmt.Errorf("database auth token: %w", err)
+			}
+			cc.Password = token
+			return nil
+		}
+	case o.Password != nil:
 		cfg.BeforeConnect = func(ctx context.Context, cc *pgx.ConnConfig) error {
 			pw, err := o.Password(ctx, dsn)
 			if err != nil {
