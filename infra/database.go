@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsec2"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsrds"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssecretsmanager"
@@ -38,10 +40,33 @@ type dbCluster struct {
 	// proxyWriter and proxyReader are the RDS Proxy endpoints ("" without a
 	// proxy; proxyReader = proxyWriter when there are no readers).
 	proxyWriter, proxyReader string
+	// proxy (nil without) authenticates clients and itself with IAM
+	// (end-to-end IAM authentication) under proxyRole.
+	proxy     awsrds.DatabaseProxy
+	proxyRole awsiam.Role
 }
 
-// ref is the CATALOG_*_DB value of the cluster.
+// ref is the CATALOG_*_DB value of the cluster for its master user: the
+// migrate function's alone.
 func (c *dbCluster) ref() string { return secretRefPrefix + *c.secret.SecretArn() }
+
+// dsn is the CATALOG_*_DB value of a function connecting to host (an
+// endpoint of this cluster or of its proxy): the user, verify-full TLS and
+// IAM authentication come from CATALOG_DB_USER, CATALOG_DB_SSLROOTCERT and
+// CATALOG_DB_IAM_AUTH.
+func dsn(host string) string { return fmt.Sprintf("postgres://%s:%d/%s", host, postgres, dbName) }
+
+// grantConnect lets fn log in as the database role dbRole with IAM
+// authentication: to the proxy when viaProxy and the cluster has one (and
+// the proxy, in turn, to the cluster as that role), else to the cluster.
+func (c *dbCluster) grantConnect(fn awslambda.Function, dbRole string, viaProxy bool) {
+	if viaProxy && c.proxy != nil {
+		c.proxy.GrantConnect(fn, jsii.String(dbRole))
+		c.cluster.GrantConnect(c.proxyRole, jsii.String(dbRole))
+		return
+	}
+	c.cluster.GrantConnect(fn, jsii.String(dbRole))
+}
 
 // databases is the control cluster and the shard clusters, shard 0 first.
 type databases struct {
@@ -128,19 +153,28 @@ func newDBCluster(scope constructs.Construct, stackName, id string, net *network
 		c.reader = *cluster.ClusterReadEndpoint().Hostname()
 	}
 	if p.RDSProxy {
+		// End-to-end IAM authentication: functions log in to the proxy as
+		// their database role with an IAM token, and the proxy logs in to
+		// the cluster as the same role with its own (grantConnect gives it
+		// exactly the roles that come through it). No password anywhere.
+		c.proxyRole = awsiam.NewRole(scope, jsii.String(id+"ProxyRole"), &awsiam.RoleProps{
+			AssumedBy:   awsiam.NewServicePrincipal(jsii.String("rds.amazonaws.com"), nil),
+			Description: jsii.String("RDS Proxy of the " + strings.ToLower(id) + " cluster: IAM logins to the cluster as the roles of the functions it serves"),
+		})
 		proxy := cluster.AddProxy(jsii.String("Proxy"), &awsrds.DatabaseProxyOptions{
 			DbProxyName:               jsii.String(physicalName(stackName, id+"-proxy")),
 			Vpc:                       net.vpc,
 			VpcSubnets:                net.dataSubnets,
 			SecurityGroups:            &[]awsec2.ISecurityGroup{net.proxySG},
-			Secrets:                   &[]awssecretsmanager.ISecret{cluster.Secret()},
+			DefaultAuthScheme:         awsrds.DefaultAuthScheme_IAM_AUTH,
+			Role:                      c.proxyRole,
 			RequireTLS:                jsii.Bool(true),
-			IamAuth:                   jsii.Bool(false),
 			MaxConnectionsPercent:     jsii.Number(proxyMaxConnectionsPercent),
 			MaxIdleConnectionsPercent: jsii.Number(proxyMaxConnectionsPercent / 4),
 			IdleClientTimeout:         awscdk.Duration_Minutes(jsii.Number(proxyIdleClientMins)),
 			DebugLogging:              jsii.Bool(false),
 		})
+		c.proxy = proxy
 		c.proxyWriter = *proxy.Endpoint()
 		c.proxyReader = c.proxyWriter
 		if p.ReadersPerShard > 0 {

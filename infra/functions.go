@@ -16,6 +16,9 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/retailcatalog/catalog/functions/rdsca"
+	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
 // CodeAssets are the code assets (zip names without .zip, one per
@@ -40,8 +43,6 @@ const (
 	EnvBucket             = "CATALOG_BUCKET"
 	EnvControlDB          = "CATALOG_CONTROL_DB"
 	EnvShardDBs           = "CATALOG_SHARD_DBS"
-	EnvShardHosts         = "CATALOG_SHARD_HOSTS"
-	EnvControlHost        = "CATALOG_CONTROL_HOST"
 	EnvShardReaders       = "CATALOG_SHARD_READERS"
 	EnvControlReader      = "CATALOG_CONTROL_READER"
 	EnvDiffQueueURL       = "CATALOG_DIFF_QUEUE_URL"
@@ -53,6 +54,9 @@ const (
 	EnvChangeTopicARN     = "CATALOG_CHANGE_TOPIC_ARN"
 	EnvInflightCap        = "CATALOG_INFLIGHT_CAP"
 	EnvDBMaxConns         = "CATALOG_DB_MAX_CONNS"
+	EnvDBUser             = "CATALOG_DB_USER"
+	EnvDBIAMAuth          = "CATALOG_DB_IAM_AUTH"
+	EnvDBSSLRootCert      = "CATALOG_DB_SSLROOTCERT"
 )
 
 // catalogFunctions are the deployed functions.
@@ -71,7 +75,11 @@ func (f *catalogFunctions) byName() map[string]awslambda.Function {
 }
 
 type fnSpec struct {
-	id          string
+	id string
+	// dbRole is the database role the function logs in as (IAM
+	// authentication); viaProxy sends it through the clusters' proxies.
+	dbRole      string
+	viaProxy    bool
 	asset       string
 	description string
 	memoryMB    int
@@ -94,20 +102,16 @@ type functionDeps struct {
 
 func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions {
 	p := d.params
-	var shardRefs, shardReaders, shardProxies []string
+	var shardReaders []string
 	for _, s := range d.dbs.shards {
-		shardRefs = append(shardRefs, s.ref())
 		if p.RDSProxy {
 			shardReaders = append(shardReaders, s.proxyReader)
-			shardProxies = append(shardProxies, s.proxyWriter)
 		} else {
 			shardReaders = append(shardReaders, s.reader)
 		}
 	}
 	common := map[string]string{
 		EnvBucket:             *d.store.bucket.BucketName(),
-		EnvControlDB:          d.dbs.control.ref(),
-		EnvShardDBs:           strings.Join(shardRefs, ","),
 		EnvDiffQueueURL:       *d.queues.diffJobs.QueueUrl(),
 		EnvApplySmallQueueURL: *d.queues.applySmall.QueueUrl(),
 		EnvApplyLargeQueueURL: *d.queues.applyLarge.QueueUrl(),
@@ -130,12 +134,11 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 
 	uploadEnv := map[string]string{EnvAdminTokenSecret: *d.adminSecret.SecretArn()}
 	readEnv := map[string]string{EnvShardReaders: strings.Join(shardReaders, ",")}
+	// API traffic is not bounded by an event source: with p.RDSProxy, upload
+	// and read go through the proxies, which multiplex many Lambda
+	// environments onto few database connections (read's writer fallback
+	// too); diff and apply connect to the writers.
 	if p.RDSProxy {
-		// API traffic is not bounded by an event source: it goes through the
-		// proxies, which multiplex many Lambda environments onto few
-		// database connections.
-		uploadEnv[EnvShardHosts] = strings.Join(shardProxies, ",")
-		uploadEnv[EnvControlHost] = d.dbs.control.proxyWriter
 		readEnv[EnvControlReader] = d.dbs.control.proxyReader
 	} else {
 		readEnv[EnvControlReader] = d.dbs.control.reader
@@ -144,26 +147,31 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 	f := &catalogFunctions{}
 	f.upload = newFunction(scope, d, fnSpec{
 		id: "Upload", asset: "upload", memoryMB: uploadMemoryMB, timeout: uploadTimeout,
+		dbRole: catalogsql.RoleUpload, viaProxy: true,
 		description: "catalog upload: admin and retailer snapshot routes (HTTP API)",
 		env:         with(uploadEnv),
 	})
 	f.read = newFunction(scope, d, fnSpec{
 		id: "Read", asset: "read", memoryMB: p.ReadMemoryMB, timeout: readTimeout, reserved: p.ReadReservedConcurrency,
+		dbRole: catalogsql.RoleRead, viaProxy: true,
 		description: "catalog read: storefront product routes and /healthz (HTTP API)",
 		env:         with(readEnv),
 	})
 	f.diff = newFunction(scope, d, fnSpec{
 		id: "Diff", asset: "diff", memoryMB: diffMemoryMB, timeout: diffTimeout, ephemeralMB: diffEphemeralMB,
+		dbRole:      catalogsql.RoleDiff,
 		description: "catalog diff: snapshot vs baseline, chunk objects, apply messages (diff-jobs queue)",
 		env:         with(nil),
 	})
 	f.applySmall = newFunction(scope, d, fnSpec{
 		id: "ApplySmall", asset: "apply", memoryMB: applyMemoryMB, timeout: applyTimeout, reserved: p.ApplySmallConcurrency,
+		dbRole:      catalogsql.RoleApply,
 		description: "catalog apply-small: fenced chunk writes (apply-small.fifo)",
 		env:         with(nil),
 	})
 	f.applyLarge = newFunction(scope, d, fnSpec{
 		id: "ApplyLarge", asset: "apply", memoryMB: applyMemoryMB, timeout: applyTimeout, reserved: p.ApplyLargeConcurrency,
+		dbRole:      catalogsql.RoleApply,
 		description: "catalog apply-large: fenced chunk writes (apply-large.fifo)",
 		env:         with(nil),
 	})
@@ -195,7 +203,9 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 
 // newFunction creates a Go function on provided.al2023/arm64 in the app
 // subnets, with its own log group and a role that starts with nothing but
-// its own log stream and the VPC network interface actions.
+// its own log stream and the VPC network interface actions, and, with a
+// dbRole, the login to every database as that role (IAM authentication,
+// verify-full TLS against the CA bundle shipped in its zip).
 func newFunction(scope constructs.Construct, d functionDeps, s fnSpec) awslambda.Function {
 	logGroup := awslogs.NewLogGroup(scope, jsii.String(s.id+"Logs"), &awslogs.LogGroupProps{
 		Retention:     functionLogsRetain,
@@ -217,9 +227,14 @@ func newFunction(scope constructs.Construct, d functionDeps, s fnSpec) awslambda
 		Resources: jsii.Strings("*"),
 	}))
 
-	env := make(map[string]*string, len(s.env))
+	env := make(map[string]*string, len(s.env)+5)
 	for k, v := range s.env {
 		env[k] = jsii.String(v)
+	}
+	if s.dbRole != "" {
+		for k, v := range databaseEnv(d.dbs, s.dbRole, s.viaProxy && d.params.RDSProxy) {
+			env[k] = jsii.String(v)
+		}
 	}
 	props := &awslambda.FunctionProps{
 		Description:    jsii.String(s.description),
@@ -243,7 +258,36 @@ func newFunction(scope constructs.Construct, d functionDeps, s fnSpec) awslambda
 	if s.ephemeralMB > 0 {
 		props.EphemeralStorageSize = awscdk.Size_Mebibytes(jsii.Number(float64(s.ephemeralMB)))
 	}
-	return awslambda.NewFunction(scope, jsii.String(s.id), props)
+	fn := awslambda.NewFunction(scope, jsii.String(s.id), props)
+	if s.dbRole != "" {
+		for _, c := range d.dbs.all() {
+			c.grantConnect(fn, s.dbRole, s.viaProxy)
+		}
+	}
+	return fn
+}
+
+// databaseEnv is what a function needs to log in to the control database
+// and every shard as dbRole: the writers' addresses (or their proxies'),
+// the role, IAM authentication and the CA bundle to verify servers with.
+func databaseEnv(dbs *databases, dbRole string, viaProxy bool) map[string]string {
+	host := func(c *dbCluster) string {
+		if viaProxy {
+			return c.proxyWriter
+		}
+		return c.writer
+	}
+	var shards []string
+	for _, s := range dbs.shards {
+		shards = append(shards, dsn(host(s)))
+	}
+	return map[string]string{
+		EnvControlDB:     dsn(host(dbs.control)),
+		EnvShardDBs:      strings.Join(shards, ","),
+		EnvDBUser:        dbRole,
+		EnvDBIAMAuth:     "true",
+		EnvDBSSLRootCert: rdsca.LambdaPath,
+	}
 }
 
 // grantPermissions gives each function exactly what its step needs.
@@ -271,11 +315,6 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 			Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": like}},
 		}))
 	}
-	readDB := func(fn awslambda.Function, clusters ...*dbCluster) {
-		for _, c := range clusters {
-			c.secret.GrantRead(fn.Role(), nil)
-		}
-	}
 
 	// upload: presigns PUTs of snapshots/{retailer}/{generation}/upload (the
 	// signature binds the exact key; the role bounds it to snapshots/),
@@ -283,10 +322,9 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.upload.Role(), "PresignSnapshotPuts", []string{"s3:PutObject"}, objects(prefixSnapshots))
 	d.queues.diffJobs.GrantSendMessages(f.upload)
 	d.adminSecret.GrantRead(f.upload.Role(), nil)
-	readDB(f.upload, d.dbs.all()...)
 
-	// read: databases only.
-	readDB(f.read, d.dbs.all()...)
+	// read: databases only (newFunction granted every function its own
+	// database login, and nothing else of the databases).
 
 	// diff: reads uploads, reads and writes indexes (and tags superseded
 	// ones for expiry), writes chunks, sends chunk messages.
@@ -296,12 +334,10 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	list(f.diff.Role(), prefixSnapshots, prefixIndexes)
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)
-	readDB(f.diff, d.dbs.all()...)
 
 	// apply: reads chunks; consumes its queue (granted by the event source).
 	for _, fn := range []awslambda.Function{f.applySmall, f.applyLarge} {
 		s3(fn.Role(), "ReadChunks", []string{"s3:GetObject"}, objects(prefixChunks))
 		list(fn.Role(), prefixChunks)
-		readDB(fn, d.dbs.all()...)
 	}
 }

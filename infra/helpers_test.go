@@ -72,8 +72,19 @@ type statement struct {
 	condition   string // JSON, "" when none
 }
 
-// statements returns every statement of the policies attached to role.
+// statements returns every statement of the policies attached to role,
+// which must have no managed policy.
 func (r *synthResult) statements(t *testing.T, roleID string) []statement {
+	t.Helper()
+	if mp := r.props(t, roleID)["ManagedPolicyArns"]; mp != nil {
+		t.Errorf("%s has managed policies: %v", roleID, mp)
+	}
+	return r.policyStatements(t, roleID)
+}
+
+// policyStatements returns every statement of the policies (inline and
+// AWS::IAM::Policy) attached to role; managed policies are not looked at.
+func (r *synthResult) policyStatements(t *testing.T, roleID string) []statement {
 	t.Helper()
 	var out []statement
 	add := func(doc map[string]any) {
@@ -101,9 +112,6 @@ func (r *synthResult) statements(t *testing.T, roleID string) []statement {
 		}
 	}
 	role := r.props(t, roleID)
-	if role["ManagedPolicyArns"] != nil {
-		t.Errorf("%s has managed policies: %v", roleID, role["ManagedPolicyArns"])
-	}
 	for _, pol := range asList(role["Policies"]) {
 		add(pol.(map[string]any)["PolicyDocument"].(map[string]any))
 	}

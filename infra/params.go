@@ -265,7 +265,8 @@ func (p Params) Validate() error {
 	check(p.MaxACU >= 1 && p.MaxACU <= 256 && math.Mod(p.MaxACU*2, 1) == 0, "%s must be 1..256 in steps of 0.5, got %v", CtxMaxACU, p.MaxACU)
 	check(p.MaxACU >= p.MinACU, "%s (%v) must not be below %s (%v)", CtxMaxACU, p.MaxACU, CtxMinACU, p.MinACU)
 	check(p.MaxUploadBytes >= 1 && p.MaxUploadBytes <= maxSinglePutBytes, "%s must be 1..%d (a presigned PUT is a single S3 PUT), got %d", CtxMaxUploadBytes, int64(maxSinglePutBytes), p.MaxUploadBytes)
-	check(p.UploadRetentionDays >= 1, "%s must be at least 1, got %d", CtxUploadRetentionDays, p.UploadRetentionDays)
+	check(p.UploadRetentionDays >= dlqRetentionDays, "%s must be at least %d (a diff job can wait that long in its dead-letter queue, and a redriven one needs its upload), got %d",
+		CtxUploadRetentionDays, dlqRetentionDays, p.UploadRetentionDays)
 	check(p.APIRateLimit >= 1 && p.APIBurstLimit >= 1, "%s and %s must be positive, got %d and %d", CtxAPIRateLimit, CtxAPIBurstLimit, p.APIRateLimit, p.APIBurstLimit)
 	if len(errs) == 0 {
 		need, budget := p.WriterConnections(), p.WriterConnectionBudget()

@@ -79,6 +79,7 @@ func TestParamsRejected(t *testing.T) {
 		{map[string]any{CtxMaxUploadBytes: 6 << 30}, CtxMaxUploadBytes},
 		{map[string]any{CtxLargeThresholdRows: 0}, CtxLargeThresholdRows},
 		{map[string]any{CtxAlarmEmail: 3}, CtxAlarmEmail},
+		{map[string]any{CtxUploadRetentionDays: 7}, "dead-letter queue"},
 		// 3 x 400 environments x 2 connections cannot fit 2 shard writers
 		// of 16 ACU.
 		{map[string]any{CtxApplySmallConcurrency: 400, CtxApplyLargeConcurrency: 400, CtxDiffMaxConcurrency: 400}, "connections per shard writer"},

@@ -27,7 +27,8 @@ const (
 	diffMaxReceiveCount  = 3 // a diff is long; three full attempts, then the DLQ
 	applyMaxReceiveCount = 5 // chunk batches are short and idempotent
 	queueRetention       = 4 * 24 * time.Hour
-	dlqRetention         = 14 * 24 * time.Hour // the SQS maximum, time to replay
+	dlqRetention         = dlqRetentionDays * 24 * time.Hour // the SQS maximum, time to replay
+	dlqRetentionDays     = 14
 )
 
 // queues holds the diff job queue, the two apply FIFO queues and their DLQs.

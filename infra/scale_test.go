@@ -44,7 +44,7 @@ func TestStackFollowsParameters(t *testing.T) {
 
 	var dbs, readers []string
 	for i := range 3 {
-		dbs = append(dbs, "secret:${"+r.logicalID(t, "AWS::SecretsManager::SecretTargetAttachment", fmt.Sprintf("Shard%dClusterSecretAttachment", i))+"}")
+		dbs = append(dbs, "postgres://${"+r.logicalID(t, "AWS::RDS::DBCluster", fmt.Sprintf("Shard%dCluster", i))+".Endpoint.Address}:5432/catalog")
 		readers = append(readers, "${"+r.logicalID(t, "AWS::RDS::DBCluster", fmt.Sprintf("Shard%dCluster", i))+".ReadEndpoint.Address}")
 	}
 	upload, read, diff := r.env(t, r.function(t, "upload")), r.env(t, r.function(t, "read")), r.env(t, r.function(t, "diff"))
@@ -53,9 +53,8 @@ func TestStackFollowsParameters(t *testing.T) {
 	equal(t, "control reader without proxy", read[EnvControlReader], "${"+r.logicalID(t, "AWS::RDS::DBCluster", "ControlCluster")+".ReadEndpoint.Address}")
 	equal(t, "inflight cap", diff[EnvInflightCap], "8")
 	equal(t, "large threshold", diff[EnvLargeThresholdRows], "50000")
-	if _, ok := upload[EnvShardHosts]; ok {
-		t.Error("CATALOG_SHARD_HOSTS set without a proxy")
-	}
+	equal(t, "upload's shard DBs without proxy: the writers", upload[EnvShardDBs], strings.Join(dbs, ","))
+	equal(t, "read's shard DBs without proxy: the writers", read[EnvShardDBs], strings.Join(dbs, ","))
 }
 
 func sortedCopy(s []string) []string {
@@ -86,7 +85,7 @@ func TestEnvironmentSize(t *testing.T) {
 			for k, v := range vars {
 				n := r.estimateLen(t, v)
 				size += len(k) + n
-				if k == EnvShardDBs || k == EnvShardHosts || k == EnvShardReaders {
+				if k == EnvShardDBs || k == EnvShardReaders {
 					perShard += (n + 1) / r.params.Shards
 				}
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/retailcatalog/catalog/functions/rdsca"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
@@ -29,10 +30,14 @@ func newSchema(scope constructs.Construct, d functionDeps) (awslambda.Function, 
 	for _, s := range d.dbs.shards {
 		shardRefs = append(shardRefs, s.ref())
 	}
+	// The master user, from its secret (the only function that reads it),
+	// verifying the writers against the CA bundle shipped in the zip. The
+	// 0050 migrations make the functions' roles and grant them rds_iam.
 	env := map[string]string{
-		EnvControlDB:  d.dbs.control.ref(),
-		EnvShardDBs:   strings.Join(shardRefs, ","),
-		EnvDBMaxConns: "1",
+		EnvControlDB:     d.dbs.control.ref(),
+		EnvShardDBs:      strings.Join(shardRefs, ","),
+		EnvDBMaxConns:    "1",
+		EnvDBSSLRootCert: rdsca.LambdaPath,
 	}
 	fn := newFunction(scope, d, fnSpec{
 		id: "Migrate", asset: "migrate", memoryMB: 256, timeout: migrateTimeout,

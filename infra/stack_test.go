@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
+
+	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
 var (
@@ -52,8 +54,9 @@ func TestStack(t *testing.T) {
 		}
 		equal(t, "lifecycle rules", rules, map[string]string{
 			"expire-uploads":             fmt.Sprintf(`{"ExpirationInDays":%d,"Id":"expire-uploads","Prefix":"snapshots/","Status":"Enabled"}`, p.UploadRetentionDays),
-			"expire-superseded-indexes":  `{"ExpirationInDays":3,"Id":"expire-superseded-indexes","Prefix":"indexes/","Status":"Enabled","TagFilters":[{"Key":"catalog-superseded","Value":"true"}]}`,
-			"expire-chunks":              `{"ExpirationInDays":7,"Id":"expire-chunks","Prefix":"chunks/","Status":"Enabled"}`,
+			"expire-superseded-indexes":  `{"ExpirationInDays":19,"Id":"expire-superseded-indexes","Prefix":"indexes/","Status":"Enabled","TagFilters":[{"Key":"catalog-superseded","Value":"true"}]}`,
+			"expire-chunks":              `{"ExpirationInDays":19,"Id":"expire-chunks","Prefix":"chunks/","Status":"Enabled"}`,
+			"expire-changes":             `{"ExpirationInDays":19,"Id":"expire-changes","Prefix":"changes/","Status":"Enabled"}`,
 			"abort-incomplete-multipart": `{"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1},"Id":"abort-incomplete-multipart","Status":"Enabled"}`,
 		})
 		// TLS only: a deny on aws:SecureTransport=false in the bucket policy.
@@ -186,17 +189,30 @@ func TestStack(t *testing.T) {
 
 	t.Run("environment", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		controlSecret := r.logicalID(t, "AWS::SecretsManager::SecretTargetAttachment", "ControlClusterSecretAttachment")
-		var shardDBs, proxies, readers []string
+		var readers []string
 		for i := range p.Shards {
-			shardDBs = append(shardDBs, "secret:${"+r.logicalID(t, "AWS::SecretsManager::SecretTargetAttachment", fmt.Sprintf("Shard%dClusterSecretAttachment", i))+"}")
-			proxies = append(proxies, "${"+r.logicalID(t, "AWS::RDS::DBProxy", fmt.Sprintf("Shard%dClusterProxy", i))+".Endpoint}")
 			readers = append(readers, "${"+r.logicalID(t, "AWS::RDS::DBProxyEndpoint", fmt.Sprintf("Shard%dClusterProxyReadOnly", i))+".Endpoint}")
+		}
+		// Each function logs in as its own role (see TestDatabaseAccess):
+		// upload and read through the proxies, diff and apply to the writers.
+		dbEnv := func(role string, viaProxy bool) map[string]string {
+			host := func(cluster string) string {
+				if viaProxy {
+					return "${" + r.logicalID(t, "AWS::RDS::DBProxy", cluster+"Proxy") + ".Endpoint}"
+				}
+				return "${" + r.logicalID(t, "AWS::RDS::DBCluster", cluster) + ".Endpoint.Address}"
+			}
+			var shards []string
+			for i := range p.Shards {
+				shards = append(shards, "postgres://"+host(fmt.Sprintf("Shard%dCluster", i))+":5432/catalog")
+			}
+			return map[string]string{
+				EnvControlDB: "postgres://" + host("ControlCluster") + ":5432/catalog", EnvShardDBs: strings.Join(shards, ","),
+				EnvDBUser: role, EnvDBIAMAuth: "true", EnvDBSSLRootCert: "/var/task/certs/rds-ca-bundle.pem",
+			}
 		}
 		common := map[string]string{
 			EnvBucket:             "${" + bucket + "}",
-			EnvControlDB:          "secret:${" + controlSecret + "}",
-			EnvShardDBs:           strings.Join(shardDBs, ","),
 			EnvDiffQueueURL:       "${" + diffJobs + "}",
 			EnvApplySmallQueueURL: "${" + applySmall + "}",
 			EnvApplyLargeQueueURL: "${" + applyLarge + "}",
@@ -206,27 +222,25 @@ func TestStack(t *testing.T) {
 			EnvChangeTopicARN:     "${" + r.logicalID(t, "AWS::SNS::Topic", "ChangeEventsTopic") + "}",
 			EnvDBMaxConns:         fmt.Sprint(dbConnsPerEnvironment),
 		}
-		with := func(extra map[string]string) map[string]string {
+		with := func(extras ...map[string]string) map[string]string {
 			out := map[string]string{}
-			for k, v := range common {
-				out[k] = v
-			}
-			for k, v := range extra {
-				out[k] = v
+			for _, m := range append([]map[string]string{common}, extras...) {
+				for k, v := range m {
+					out[k] = v
+				}
 			}
 			return out
 		}
 		equal(t, "upload env", r.env(t, fns["upload"]), with(map[string]string{
 			EnvAdminTokenSecret: "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "AdminTokenSecret") + "}",
-			EnvShardHosts:       strings.Join(proxies, ","),
-			EnvControlHost:      "${" + r.logicalID(t, "AWS::RDS::DBProxy", "ControlClusterProxy") + ".Endpoint}",
-		}))
+		}, dbEnv(catalogsql.RoleUpload, true)))
 		equal(t, "read env", r.env(t, fns["read"]), with(map[string]string{
 			EnvShardReaders:  strings.Join(readers, ","),
 			EnvControlReader: "${" + r.logicalID(t, "AWS::RDS::DBProxyEndpoint", "ControlClusterProxyReadOnly") + ".Endpoint}",
-		}))
-		for _, name := range []string{"diff", "apply-small", "apply-large"} {
-			equal(t, name+" env", r.env(t, fns[name]), common)
+		}, dbEnv(catalogsql.RoleRead, true)))
+		equal(t, "diff env", r.env(t, fns["diff"]), with(dbEnv(catalogsql.RoleDiff, false)))
+		for _, name := range []string{"apply-small", "apply-large"} {
+			equal(t, name+" env", r.env(t, fns[name]), with(dbEnv(catalogsql.RoleApply, false)))
 		}
 	})
 
@@ -289,7 +303,16 @@ func TestStack(t *testing.T) {
 			}
 		}
 		env := r.env(t, migrate)
-		want := map[string]string{EnvControlDB: r.env(t, fns["diff"])[EnvControlDB], EnvShardDBs: r.env(t, fns["diff"])[EnvShardDBs], EnvDBMaxConns: "1"}
+		var shardDBs []string
+		for i := range p.Shards {
+			shardDBs = append(shardDBs, "secret:${"+r.logicalID(t, "AWS::SecretsManager::SecretTargetAttachment", fmt.Sprintf("Shard%dClusterSecretAttachment", i))+"}")
+		}
+		want := map[string]string{
+			EnvControlDB:     "secret:${" + r.logicalID(t, "AWS::SecretsManager::SecretTargetAttachment", "ControlClusterSecretAttachment") + "}",
+			EnvShardDBs:      strings.Join(shardDBs, ","),
+			EnvDBMaxConns:    "1",
+			EnvDBSSLRootCert: "/var/task/certs/rds-ca-bundle.pem",
+		}
 		equal(t, "migrate env", env, want)
 		equal(t, "migrate timeout", r.props(t, migrate)["Timeout"], migrateTimeout.Seconds())
 		if len(MigrationsHash()) != 64 {
@@ -305,10 +328,17 @@ func TestStack(t *testing.T) {
 		for _, id := range []string{"ControlClusterSecretAttachment", "Shard0ClusterSecretAttachment", "Shard1ClusterSecretAttachment"} {
 			dbSecrets = append(dbSecrets, "${"+r.logicalID(t, "AWS::SecretsManager::SecretTargetAttachment", id)+"}")
 		}
-		readSecrets := func(extra ...string) []string {
+		readSecrets := func(secrets ...string) []string {
 			var out []string
-			for _, s := range append(append([]string{}, dbSecrets...), extra...) {
+			for _, s := range secrets {
 				out = append(out, "Allow secretsmanager:DescribeSecret "+s, "Allow secretsmanager:GetSecretValue "+s)
+			}
+			return out
+		}
+		connect := func(role string, viaProxy bool) []string {
+			var out []string
+			for _, c := range []string{"ControlCluster", "Shard0Cluster", "Shard1Cluster"} {
+				out = append(out, "Allow rds-db:connect "+dbUserARN(t, r, c, role, viaProxy))
 			}
 			return out
 		}
@@ -338,18 +368,21 @@ func TestStack(t *testing.T) {
 		}
 		admin := "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "AdminTokenSecret") + "}"
 		want := map[string][]string{
-			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots)}, send(diffJobs), readSecrets(admin)),
-			"read":   readSecrets(),
+			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots)}, send(diffJobs), readSecrets(admin),
+				connect(catalogsql.RoleUpload, true)),
+			"read": connect(catalogsql.RoleRead, true),
 			"diff": cat([]string{
 				"Allow s3:GetObject " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixIndexes), "Allow s3:PutObject " + obj(prefixIndexes), "Allow s3:PutObjectTagging " + obj(prefixIndexes),
 				"Allow s3:PutObject " + obj(prefixChunks),
 				list(prefixSnapshots, prefixIndexes),
-			}, send(applySmall), send(applyLarge), consume(diffJobs), readSecrets()),
-			"apply-small": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks)}, consume(applySmall), readSecrets()),
-			"apply-large": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks)}, consume(applyLarge), readSecrets()),
+			}, send(applySmall), send(applyLarge), consume(diffJobs), connect(catalogsql.RoleDiff, false)),
+			"apply-small": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks)}, consume(applySmall),
+				connect(catalogsql.RoleApply, false)),
+			"apply-large": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks)}, consume(applyLarge),
+				connect(catalogsql.RoleApply, false)),
 		}
-		want["migrate"] = readSecrets()
+		want["migrate"] = readSecrets(dbSecrets...)
 		withMigrate := map[string]string{"migrate": r.function(t, "migrate")}
 		for k, v := range fns {
 			withMigrate[k] = v

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -14,21 +16,30 @@ const (
 	prefixSnapshots = "snapshots/"
 	prefixIndexes   = "indexes/"
 	prefixChunks    = "chunks/"
+	// prefixChanges holds the change objects that change events refer to
+	// (DESIGN 8, written by the relay's side of the apply).
+	prefixChanges = "changes/"
 )
 
 // Lifecycle settings of the catalog bucket.
 const (
-	// chunkRetentionDays: chunk objects are claim checks for messages that
-	// live at most 4 days in their queue (plus DLQ replay time).
-	chunkRetentionDays = 7
+	// claimCheckDays is how long chunk objects (the claim checks of apply
+	// messages), change objects (of change events) and superseded indexes
+	// are kept: longer than any message that refers to them can still be
+	// delivered. A message can wait out its queue's retention, then, moved
+	// to its DLQ, the DLQ's (a FIFO DLQ restarts the clock), so queue + DLQ
+	// retention, and a day for a redrive to run: 4 + 14 + 1 = 19 days.
+	// TestClaimChecksOutliveTheirMessages compares it with every queue.
+	claimCheckDays = int((queueRetention+dlqRetention)/(24*time.Hour)) + 1
 	// supersededTagKey/Value mark an index older than its retailer's
 	// applied baseline, which no diff reads again; the diff sets the tag (it
 	// holds s3:PutObjectTagging on indexes/*). Untagged indexes are kept, so
 	// a retailer's baseline can never expire under it.
 	supersededTagKey   = events.SupersededTagKey
 	supersededTagValue = events.SupersededTagValue
-	// supersededIndexDays is how long a superseded index stays readable.
-	supersededIndexDays = 3
+	// supersededIndexDays is how long a superseded index stays readable:
+	// as long as a redriven diff job of its generation may arrive.
+	supersededIndexDays = claimCheckDays
 	// accessLogRetentionDays is how long access and flow logs are kept.
 	accessLogRetentionDays = 90
 )
@@ -82,7 +93,12 @@ func newStorage(scope constructs.Construct, p Params) *storage {
 			{
 				Id:         jsii.String("expire-chunks"),
 				Prefix:     jsii.String(prefixChunks),
-				Expiration: awscdk.Duration_Days(jsii.Number(chunkRetentionDays)),
+				Expiration: awscdk.Duration_Days(jsii.Number(claimCheckDays)),
+			},
+			{
+				Id:         jsii.String("expire-changes"),
+				Prefix:     jsii.String(prefixChanges),
+				Expiration: awscdk.Duration_Days(jsii.Number(claimCheckDays)),
 			},
 			{
 				Id:                                  jsii.String("abort-incomplete-multipart"),
