@@ -234,14 +234,14 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 		require.True(t, latest)
 	}
 	// apply: one chunk, and the directory after it.
-	apply := func(gen int64, seq int, ops ...events.ChunkOp) pgstore.ApplyResult {
+	apply := func(gen int64, seq int, ops ...events.ChunkOp) catalog.ApplyResult {
 		t.Helper()
 		latest, err := apShard.IsLatest(ctx, r, gen)
 		require.NoError(t, err)
 		require.True(t, latest)
 		res, err := apShard.ApplyChunk(ctx, r, gen, seq, ops)
 		require.NoError(t, err)
-		require.Equal(t, pgstore.ChunkApplied, res.Outcome)
+		require.Equal(t, catalog.ChunkApplied, res.Outcome)
 		counted, err := apShard.ChunkCounted(ctx, r, gen, seq)
 		require.NoError(t, err)
 		require.True(t, counted)
@@ -257,17 +257,17 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 
 	g1 := reserve()
 	takeOver(g1)
-	require.NoError(t, dfShard.Hold(ctx, r, g1, "empty_snapshot", "held for the test", pgstore.Counts{}))
+	require.NoError(t, dfShard.Hold(ctx, r, g1, "empty_snapshot", "held for the test", catalog.Counts{}))
 	require.NoError(t, upShard.Confirm(ctx, r, g1))
 	takeOver(g1)
-	require.NoError(t, dfShard.StartApplying(ctx, r, g1, pgstore.Counts{Inserted: 3, Products: 3}, 2))
+	require.NoError(t, dfShard.StartApplying(ctx, r, g1, catalog.Counts{Inserted: 3, Products: 3}, 2))
 	apply(g1, 0, upsert("p1", `{"price":"1"}`), upsert("p2", `{"price":"2"}`))
 	require.True(t, apply(g1, 1, upsert("p3", `{"price":"3"}`)).GenerationApplied)
 	require.Equal(t, catalog.StateApplied, state(g1))
 
 	g2 := reserve()
 	takeOver(g2)
-	require.NoError(t, dfShard.StartApplying(ctx, r, g2, pgstore.Counts{Updated: 1, Deleted: 1, Products: 2}, 1))
+	require.NoError(t, dfShard.StartApplying(ctx, r, g2, catalog.Counts{Updated: 1, Deleted: 1, Products: 2}, 1))
 	res := apply(g2, 0, upsert("p1", `{"price":"1.5"}`), del("p2"))
 	require.Equal(t, int64(2), res.Written)
 	require.Equal(t, catalog.StateApplied, state(g2))
@@ -279,7 +279,7 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 
 	g4 := reserve()
 	takeOver(g4)
-	require.NoError(t, dfShard.StartApplying(ctx, r, g4, pgstore.Counts{Unchanged: 2, Products: 2}, 0))
+	require.NoError(t, dfShard.StartApplying(ctx, r, g4, catalog.Counts{Unchanged: 2, Products: 2}, 0))
 	require.Equal(t, catalog.StateApplied, state(g4))
 
 	// read: routing, product, page and the directory, in read-only sessions.
