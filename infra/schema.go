@@ -32,7 +32,8 @@ func newSchema(scope constructs.Construct, d functionDeps) (awslambda.Function, 
 	}
 	// The master user, from its secret (the only function that reads it),
 	// verifying the writers against the CA bundle shipped in the zip. The
-	// 0050 migrations make the functions' roles and grant them rds_iam.
+	// 0050 and 0051 migrations make the functions' roles, grant them rds_iam
+	// and their privileges.
 	env := map[string]string{
 		EnvControlDB:     d.dbs.control.ref(),
 		EnvShardDBs:      strings.Join(shardRefs, ","),

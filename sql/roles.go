@@ -1,7 +1,7 @@
 package sql
 
-// Database roles, one per function, made by the 0050 migrations of both
-// databases with only the privileges each function's queries need
+// Database roles, one per function, made by migration 0050 (sql/roles) in both
+// databases and granted by 0051 only the privileges each function's queries need
 // (docs/DEPLOY.md, "Database roles"). On AWS each function logs in as its
 // role with IAM authentication; migrate alone uses the master user.
 const (

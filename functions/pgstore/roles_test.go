@@ -114,7 +114,7 @@ func TestRolePrivilegesAreExactly(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, knownTables[db], tables,
 			"%s database: a table was added or removed: decide which function roles need it, grant that in the migration "+
-				"that creates it (numbered after 0050), and list it in knownTables and roleMatrix", db)
+				"that creates it (numbered after 0051), and list it in knownTables and roleMatrix", db)
 
 		got := map[string][]string{}
 		rows, err = conn.Query(ctx, `

@@ -3,17 +3,18 @@
 -- master user, owns every table; no function role owns anything or may
 -- create anything, so none can run DDL.
 --
+-- This file is applied to the control database and to every shard (package
+-- sql embeds it in both); 0051 of each grants that database's tables.
 -- Roles belong to the server, not to a database: on AWS every cluster
--- (control and each shard) gets its own, created here and in the shard
--- migration of the same number; on a local server shared by several
--- databases the first migration creates them and the others find them.
--- On Aurora the roles are granted rds_iam: they log in with IAM
+-- (control and each shard) gets its own; on a local server shared by
+-- several databases the first migration creates them and the others find
+-- them. On Aurora the roles are granted rds_iam: they log in with IAM
 -- authentication tokens only, never with a password.
 --
 -- A migration that adds a table grants it, in the same file, to the roles
--- that need it (numbered after this one, so that the roles exist); the
--- test functions/pgstore/roles_test.go holds the expected privileges of
--- every table and fails on a table it does not know.
+-- that need it (numbered after 0051, so that the roles exist); the test
+-- functions/pgstore/roles_test.go holds the expected privileges of every
+-- table and fails on a table it does not know.
 DO $$
 DECLARE
     r text;
@@ -42,14 +43,3 @@ REVOKE CREATE ON SCHEMA public FROM PUBLIC;
 GRANT USAGE ON SCHEMA public TO catalog_upload, catalog_diff, catalog_apply, catalog_read,
     catalog_relay, catalog_consumers, catalog_ops;
 
--- Registry: upload onboards retailers and rotates their tokens and
--- settings; the pipeline looks up a retailer's shard and thresholds.
-GRANT SELECT, INSERT, UPDATE ON retailers TO catalog_upload;
-GRANT SELECT ON retailers TO catalog_diff, catalog_apply, catalog_ops;
--- The storefront routes by shard and never sees token hashes or settings.
-GRANT SELECT (retailer_id, shard) ON retailers TO catalog_read;
-
--- Product directory: apply (and ops' repairs) keep it, fenced by generation;
--- the storefront's bare product lookup reads it.
-GRANT SELECT, INSERT, UPDATE ON product_directory TO catalog_apply, catalog_ops;
-GRANT SELECT ON product_directory TO catalog_read;

@@ -1,0 +1,16 @@
+-- The privileges of the function roles (made by roles/0050_function_roles.sql)
+-- on the control database's tables: only what each function's queries need
+-- (docs/DEPLOY.md, "Database roles"). Row locks count as writes: SELECT ...
+-- FOR UPDATE or FOR KEY SHARE needs UPDATE on one of the row's columns.
+
+-- Registry: upload onboards retailers and rotates their tokens and
+-- settings; the pipeline looks up a retailer's shard and thresholds.
+GRANT SELECT, INSERT, UPDATE ON retailers TO catalog_upload;
+GRANT SELECT ON retailers TO catalog_diff, catalog_apply, catalog_ops;
+-- The storefront routes by shard and never sees token hashes or settings.
+GRANT SELECT (retailer_id, shard) ON retailers TO catalog_read;
+
+-- Product directory: apply (and ops' repairs) keep it, fenced by generation;
+-- the storefront's bare product lookup reads it.
+GRANT SELECT, INSERT, UPDATE ON product_directory TO catalog_apply, catalog_ops;
+GRANT SELECT ON product_directory TO catalog_read;
