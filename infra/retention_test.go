@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/retailcatalog/catalog/functions/costs"
 )
 
 // TestClaimChecksOutliveTheirMessages: an object a message refers to is
@@ -89,5 +91,13 @@ func TestClaimChecksOutliveTheirMessages(t *testing.T) {
 		if untagged := expiresAfter(prefixIndexes, false); untagged != 0 {
 			t.Errorf("indexes not tagged superseded expire after %v days: an applied baseline must never expire", untagged)
 		}
+	}
+}
+
+// TestCostModelKeepsChunksAsLongAsTheBucket: the cost model prices chunk
+// storage for as long as the lifecycle rule keeps chunks.
+func TestCostModelKeepsChunksAsLongAsTheBucket(t *testing.T) {
+	if got := costs.DefaultFigures().V(costs.FigChunkRetentionDays); got != float64(claimCheckDays) {
+		t.Errorf("functions/costs/figures.json chunk_retention_days = %v, the bucket keeps chunks %d days", got, claimCheckDays)
 	}
 }

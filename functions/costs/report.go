@@ -131,7 +131,7 @@ const AllocationRule = "Shared fixed costs (Aurora capacity and storage, RDS Pro
 var Definitions = []string{
 	"variable_usd: the retailer-day's metered usage at the table's first-tier unit prices (volume tiers apply to the account's month).",
 	"total_usd = variable_usd + shared_usd.",
-	"full_rewrite_usd: total_usd plus what writing every received row would have added: each unchanged row at the day's apply cost per changed row (the benchmark's rate on a day without changes) and its database I/O, and the chunks those rows fill (S3 PUT and GET, 3 FIFO requests, 1 SNS publish, the chunk object kept 7 days).",
+	"full_rewrite_usd: total_usd plus what writing every received row would have added: each unchanged row at the day's apply cost per changed row (the benchmark's rate on a day without changes) and its database I/O, and the chunks those rows fill (S3 PUT and GET, 3 FIFO requests, 1 SNS publish, the chunk object kept as long as the bucket keeps chunks, 19 days).",
 	"saving_ratio = full_rewrite_usd / total_usd (1 when both are 0).",
 	"USD per million changed rows = (total_usd - storefront variable cost) / rows_changed x 1,000,000.",
 	"Ingestion: every function but read, the upload routes, S3, SQS, SNS, write I/O. Storefront: read requests, the read function, read I/O, answers' data transfer.",
