@@ -224,7 +224,7 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	// diff: receive and take over a generation.
 	takeOver := func(gen int64) {
 		t.Helper()
-		d, err := dfShard.BeginDiff(ctx, r, gen)
+		d, err := dfShard.BeginDiff(ctx, r, gen, fmt.Sprintf(`"etag-%d"`, gen))
 		require.NoError(t, err)
 		require.True(t, d.Proceed, d.Reason)
 		_, err = dfShard.TakeOver(ctx, r, gen)
