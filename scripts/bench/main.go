@@ -9,6 +9,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,15 +21,38 @@ import (
 // package registers its own in an init function.
 var benches = map[string]func(ctx context.Context, args []string) error{}
 
+const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e> [flags]
+       go run ./scripts/bench <bench> -h    that bench's flags
+
+  read   storefront reads vs raw primary-key SELECTs
+  diff   diff of two 1M-row snapshots vs comm -3
+  apply  chunked fenced apply vs COPY
+  e2e    PUT to applied on the local stack`
+
 func main() {
-	if len(os.Args) < 2 || benches[os.Args[1]] == nil {
-		fmt.Fprintln(os.Stderr, "usage: go run ./scripts/bench <read|diff|apply|e2e> [flags]")
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := benches[os.Args[1]](ctx, os.Args[2:]); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run runs one bench and returns the exit code.
+func run(ctx context.Context, args []string) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Println(usage)
+		return 0
 	}
+	if len(args) < 1 || benches[args[0]] == nil {
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
+	}
+	err := benches[args[0]](ctx, args[1:])
+	switch {
+	case errors.Is(err, flag.ErrHelp): // the bench's flag set printed its usage
+		return 0
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		return 1
+	}
+	return 0
 }

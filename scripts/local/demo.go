@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -26,7 +25,9 @@ type demoRun struct {
 }
 
 func demo(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs := newFlagSet("demo", "[flags]", `Starts a stack of its own in --data-dir and tells a short story: onboarding,
+uploads with changes, deletes, a rejected and a held file, a superseding
+upload; exits 0 only if every catalog equals its newest accepted snapshot.`)
 	dataDir := fs.String("data-dir", ".local/demo", "a data dir for the demo's own stack (wiped first)")
 	if err := fs.Parse(args); err != nil {
 		return err

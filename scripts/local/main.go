@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -29,35 +30,45 @@ import (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	code := run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
+}
+
+// run runs one command and returns the exit code.
+func run(ctx context.Context, args []string) int {
+	if len(args) < 1 {
+		usage(os.Stderr)
+		return 2
+	}
 	var err error
-	switch os.Args[1] {
+	switch args[0] {
 	case "up":
-		err = up(ctx, os.Args[2:])
+		err = up(ctx, args[1:])
 	case "demo":
-		err = demo(ctx, os.Args[2:])
+		err = demo(ctx, args[1:])
 	case "test":
-		err = test(ctx, os.Args[2:])
+		err = test(ctx, args[1:])
 	case "-h", "--help", "help":
-		usage()
-		return
+		usage(os.Stdout)
+		return 0
 	default:
-		usage()
-		os.Exit(2)
+		usage(os.Stderr)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0 // -h: the command printed its usage
 	}
 	if err != nil {
 		var exit exitError
 		if errors.As(err, &exit) {
-			os.Exit(int(exit))
+			return int(exit)
 		}
 		fmt.Fprintln(os.Stderr, "local:", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // exitError carries a child's exit code.
@@ -65,15 +76,30 @@ type exitError int
 
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-func usage() {
-	fmt.Fprintln(os.Stderr, `usage:
-  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0]
+const usageText = `usage:
+  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [-v]
   go run ./scripts/local demo [--data-dir .local/demo]
-  go run ./scripts/local test [go test flags]`)
+  go run ./scripts/local test [go test flags and packages]
+  go run ./scripts/local <command> -h`
+
+func usage(w io.Writer) { fmt.Fprintln(w, usageText) }
+
+// newFlagSet is a command's flag set whose -h prints a usage line, what the
+// command does and its flags.
+func newFlagSet(name, synopsis, about string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: go run ./scripts/local %s %s\n\n%s\n\nflags:\n", name, synopsis, about)
+		fs.PrintDefaults()
+	}
+	return fs
 }
 
 func up(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs := newFlagSet("up", "[flags]", `Starts PostgreSQL, the SQS emulator, the S3 stand-in, the event-source pollers
+and the HTTP API on loopback (installing what is missing on first use), prints
+the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
+--data-dir survives a restart.`)
 	addr := fs.String("addr", "127.0.0.1:8080", "address of the HTTP API")
 	dataDir := fs.String("data-dir", ".local", "where PostgreSQL data and S3 objects live (survives restarts)")
 	shards := fs.Int("shards", 2, "number of shard databases")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +17,15 @@ import (
 // `go test ./...` (with the given flags) against them, then short fuzzing of
 // the snapshot parsers.
 func test(ctx context.Context, args []string) error {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Println(`usage: go run ./scripts/local test [go test flags and packages]
+
+Starts one PostgreSQL server and one SQS emulator (installed on first use),
+runs go test against them (default: -count=1 ./...), then fuzzes each
+snapshot parser for $CATALOG_FUZZTIME inputs (default 40000x). With
+arguments, they go to go test as given and nothing is fuzzed.`)
+		return flag.ErrHelp
+	}
 	fmt.Fprintln(os.Stderr, "test: preparing PostgreSQL and the SQS emulator (installed on first use)")
 	if _, err := pgserver.EnsureInstalled(ctx, os.Stderr); err != nil {
 		return err
