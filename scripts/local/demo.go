@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"time"
 
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
+	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
@@ -18,6 +25,7 @@ import (
 type demoRun struct {
 	api   *apiclient.Client
 	admin string
+	gate  *applyGate
 	// expected holds each retailer's newest accepted snapshot.
 	expected map[string]fixtures.Catalog
 	tokens   map[string]string
@@ -28,16 +36,17 @@ func demo(ctx context.Context, args []string) error {
 	fs := newFlagSet("demo", "[flags]", `Starts a stack of its own in --data-dir and tells a short story: onboarding,
 uploads with changes, deletes, a rejected and a held file, a superseding
 upload; exits 0 only if every catalog equals its newest accepted snapshot.`)
-	dataDir := fs.String("data-dir", ".local/demo", "a data dir for the demo's own stack (wiped first)")
+	dataDir := fs.String("data-dir", ".local/demo", "a data dir for the demo's own stack: a new or empty one, or one the demo made (wiped first)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if err := os.RemoveAll(*dataDir); err != nil {
+	if err := resetDemoDir(*dataDir); err != nil {
 		return err
 	}
 	fmt.Println("== starting the local stack (first run installs PostgreSQL and the queue emulator)")
+	gate := &applyGate{}
 	st, err := stack.Start(ctx, stack.Options{
-		DataDir: *dataDir, Addr: "127.0.0.1:0", Shards: 2, Progress: os.Stdout,
+		DataDir: *dataDir, Addr: "127.0.0.1:0", Shards: 2, Progress: os.Stdout, ChunkRows: 2000, WrapApply: gate.wrap,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
@@ -45,7 +54,7 @@ upload; exits 0 only if every catalog equals its newest accepted snapshot.`)
 	}
 	defer st.Close()
 	fmt.Printf("== API at %s\n", st.APIURL)
-	d := &demoRun{api: apiclient.New(st.APIURL), admin: st.AdminToken,
+	d := &demoRun{api: apiclient.New(st.APIURL), admin: st.AdminToken, gate: gate,
 		expected: map[string]fixtures.Catalog{}, tokens: map[string]string{}, gens: map[string][]int64{}}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -154,52 +163,9 @@ func (d *demoRun) story(ctx context.Context) error {
 	if _, err := d.upload(ctx, "initech", "csv", initech.CSV(nil), "applied"); err != nil {
 		return err
 	}
-	initech2 := initech.Clone()
-	for i := 0; i < 20000; i += 2 {
-		initech2[fmt.Sprintf("initech-%05d", i)]["availability"] = "back soon"
-	}
-	initech3 := initech.Clone()
-	for i := 0; i < 20000; i += 3 {
-		initech3[fmt.Sprintf("initech-%05d", i)]["price"] = "9.99"
-	}
-	slow, err := d.api.Reserve(ctx, d.tokens["initech"], "initech", "csv")
-	if err != nil {
+	if err := d.supersedeWhileApplying(ctx, initech); err != nil {
 		return err
 	}
-	fast, err := d.api.Reserve(ctx, d.tokens["initech"], "initech", "csv")
-	if err != nil {
-		return err
-	}
-	if err := d.api.Put(ctx, slow, initech2.CSV(nil)); err != nil {
-		return err
-	}
-	fmt.Printf("   generation %d uploaded (10,000 changes)\n", slow.Generation)
-	for {
-		s, err := d.api.Status(ctx, d.tokens["initech"], "initech", slow.Generation)
-		if err != nil {
-			return err
-		}
-		if s.State != "awaiting_upload" && s.State != "received" {
-			fmt.Printf("   generation %d is %s; uploading generation %d\n", slow.Generation, s.State, fast.Generation)
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err := d.api.Put(ctx, fast, initech3.CSV(nil)); err != nil {
-		return err
-	}
-	d.gens["initech"] = append(d.gens["initech"], slow.Generation, fast.Generation)
-	for _, g := range []int64{slow.Generation, fast.Generation} {
-		s, err := d.api.WaitSettled(ctx, d.tokens["initech"], "initech", g, nil)
-		if err != nil {
-			return err
-		}
-		fmt.Printf("   generation %d: %s%s\n", g, s.State, supersededBy(s))
-	}
-	if s, _ := d.api.Status(ctx, d.tokens["initech"], "initech", fast.Generation); s.State != "applied" {
-		return fmt.Errorf("initech generation %d ended %s, want applied", fast.Generation, s.State)
-	}
-	d.expected["initech"] = initech3
 
 	d.step("statuses, newest first")
 	for _, r := range []string{"acme", "globex", "initech"} {
@@ -232,6 +198,178 @@ func (d *demoRun) story(ctx context.Context) error {
 	}
 	fmt.Println("   acme/acme-00200: 404 (deleted by generation 2)")
 	return nil
+}
+
+// supersedeWhileApplying uploads a generation of 10,000 changes and, while
+// it applies, a newer one: the older stops where it is (I4) and ends
+// superseded, and the newer is applied whole. A chunk takes well under a
+// second here, so the demo holds the older generation's chunks after its
+// first back, as a slow or stalled apply worker would, until the newer
+// upload has taken over; then they are let go, and find the fence raised.
+func (d *demoRun) supersedeWhileApplying(ctx context.Context, initech fixtures.Catalog) error {
+	tok := d.tokens["initech"]
+	initech2 := initech.Clone()
+	for i := 0; i < 20000; i += 2 {
+		initech2[fmt.Sprintf("initech-%05d", i)]["availability"] = "back soon"
+	}
+	initech3 := initech.Clone()
+	for i := 0; i < 20000; i += 3 {
+		initech3[fmt.Sprintf("initech-%05d", i)]["price"] = "9.99"
+	}
+	slow, err := d.api.Reserve(ctx, tok, "initech", "csv")
+	if err != nil {
+		return err
+	}
+	d.gate.hold("initech", slow.Generation)
+	defer d.gate.release()
+	if err := d.api.Put(ctx, slow, initech2.CSV(nil)); err != nil {
+		return err
+	}
+	fmt.Printf("   generation %d uploaded (10,000 changes); the demo holds its chunks after the first back, as a slow worker would\n", slow.Generation)
+	s, err := d.api.WaitFor(ctx, tok, "initech", slow.Generation, func(s apiclient.Status) bool {
+		return s.State == "applying" && s.Chunks.Applied >= 1 || apiclient.Settled(s.State)
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if s.State != "applying" {
+		return fmt.Errorf("initech generation %d ended %s before a newer upload arrived", slow.Generation, s.State)
+	}
+	fmt.Printf("   generation %d: applying, chunks %d/%d; uploading generation %d\n", slow.Generation, s.Chunks.Applied, s.Chunks.Total, slow.Generation+1)
+
+	fast, err := d.api.Reserve(ctx, tok, "initech", "csv")
+	if err != nil {
+		return err
+	}
+	if err := d.api.Put(ctx, fast, initech3.CSV(nil)); err != nil {
+		return err
+	}
+	s, err = d.api.WaitFor(ctx, tok, "initech", slow.Generation, func(s apiclient.Status) bool { return apiclient.Settled(s.State) }, nil)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("   generation %d arrived: generation %d is %s%s, chunks %d/%d; its held chunks are let go\n",
+		fast.Generation, slow.Generation, s.State, supersededBy(s), s.Chunks.Applied, s.Chunks.Total)
+	d.gate.release()
+	d.gens["initech"] = append(d.gens["initech"], slow.Generation, fast.Generation)
+	for _, g := range []int64{slow.Generation, fast.Generation} {
+		s, err := d.api.WaitSettled(ctx, tok, "initech", g, nil)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("   generation %d: %s%s, chunks %d/%d\n", g, s.State, supersededBy(s), s.Chunks.Applied, s.Chunks.Total)
+		want := map[int64]string{slow.Generation: "superseded", fast.Generation: "applied"}[g]
+		if s.State != want {
+			return fmt.Errorf("initech generation %d ended %s, want %s", g, s.State, want)
+		}
+	}
+	d.expected["initech"] = initech3
+	return nil
+}
+
+// applyGate holds back, in the apply poller, the chunks of one generation
+// after its first (seq > 0) until released; the other messages of a batch go
+// through at once.
+type applyGate struct {
+	mu       sync.Mutex
+	retailer string
+	gen      int64
+	open     chan struct{}
+}
+
+// hold starts holding back the chunks of retailer's generation gen.
+func (g *applyGate) hold(retailer string, gen int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.retailer, g.gen, g.open = retailer, gen, make(chan struct{})
+}
+
+// release lets the held chunks go; it may be called more than once.
+func (g *applyGate) release() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open != nil {
+		close(g.open)
+		g.open = nil
+	}
+}
+
+// held returns the channel to wait on when msg is held back, else nil.
+func (g *applyGate) held(msg lambdaevents.SQSMessage) chan struct{} {
+	var m events.ChunkMessage
+	if json.Unmarshal([]byte(msg.Body), &m) != nil {
+		return nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open == nil || m.RetailerID != g.retailer || m.Generation != g.gen || m.Seq == 0 {
+		return nil
+	}
+	return g.open
+}
+
+func (g *applyGate) wrap(next eventsource.Handler) eventsource.Handler {
+	return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+		var now, later []lambdaevents.SQSMessage
+		var wait chan struct{}
+		for _, m := range ev.Records {
+			if ch := g.held(m); ch != nil {
+				later, wait = append(later, m), ch
+			} else {
+				now = append(now, m)
+			}
+		}
+		var out lambdaevents.SQSEventResponse
+		run := func(part []lambdaevents.SQSMessage) error {
+			if len(part) == 0 {
+				return nil
+			}
+			resp, err := next(ctx, lambdaevents.SQSEvent{Records: part})
+			out.BatchItemFailures = append(out.BatchItemFailures, resp.BatchItemFailures...)
+			return err
+		}
+		if err := run(now); err != nil {
+			return out, err
+		}
+		if len(later) > 0 {
+			select {
+			case <-wait:
+			case <-ctx.Done(): // not released in time: delivered again later
+				for _, m := range later {
+					out.BatchItemFailures = append(out.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: m.MessageId})
+				}
+				return out, nil
+			}
+		}
+		return out, run(later)
+	}
+}
+
+// demoMarker marks a data dir as the demo's own: only such a dir (or a new
+// or empty one) is wiped, never the data that `up` keeps.
+const demoMarker = ".catalog-demo"
+
+// resetDemoDir empties dir for a fresh demo stack, refusing a directory
+// with anything in it that the demo did not make.
+func resetDemoDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("demo data dir: %w", err)
+	case len(entries) > 0:
+		if _, err := os.Stat(filepath.Join(dir, demoMarker)); err != nil {
+			return fmt.Errorf("--data-dir %s holds files the demo did not make (the data of `up`?), and the demo wipes its "+
+				"data dir first: choose a new or empty directory (the default is .local/demo), or delete this one yourself", dir)
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("wipe the demo's data dir: %w", err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("demo data dir: %w", err)
+	}
+	return os.WriteFile(filepath.Join(dir, demoMarker), []byte("made by `go run ./scripts/local demo`, which wipes this directory at every run\n"), 0o644)
 }
 
 func deref(p *int) any {

@@ -1,7 +1,7 @@
 // Command local runs the whole system on one machine.
 //
 //	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0]
-//	go run ./scripts/local demo [--data-dir .local/demo]
+//	go run ./scripts/local demo [--data-dir .local/demo]   (a new, empty or demo-made dir: it is wiped)
 //	go run ./scripts/local test [go test flags...]
 //
 // up starts PostgreSQL, the SQS emulator, the S3 stand-in, the event-source
