@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
+	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
 // lockedRand is a rand shared by the test and the fault injectors.
@@ -120,11 +121,11 @@ func runProperty(t *testing.T, seed uint64) {
 	snapshots := map[string]map[int64]fixtures.Catalog{}
 	current := map[string]fixtures.Catalog{}
 	for _, r := range retailers {
-		e.onboard(r)
+		e.Onboard(r)
 		snapshots[r] = map[int64]fixtures.Catalog{}
 		current[r] = fixtures.Generate(r, 40+rng.IntN(40))
 	}
-	ctx := ctxFor(t, 3*time.Minute)
+	ctx := systemtest.Context(t, 3*time.Minute)
 	mutate := func(c fixtures.Catalog) fixtures.Catalog {
 		n := c.Clone()
 		ids := n.IDs()
@@ -146,9 +147,9 @@ func runProperty(t *testing.T, seed uint64) {
 	for round := 0; round < 4; round++ {
 		for _, r := range retailers {
 			// Two slots, filled in a random order; sometimes one is malformed.
-			a, err := e.api.Reserve(ctx, e.token(r), r, "")
+			a, err := e.API.Reserve(ctx, e.Token(r), r, "")
 			require.NoError(t, err)
-			b, err := e.api.Reserve(ctx, e.token(r), r, "")
+			b, err := e.API.Reserve(ctx, e.Token(r), r, "")
 			require.NoError(t, err)
 			ca := mutate(current[r])
 			cb := mutate(ca)
@@ -165,13 +166,13 @@ func runProperty(t *testing.T, seed uint64) {
 			if rng.chance(50) {
 				first, second, firstData, secondData = b, a, dataB, dataA
 			}
-			require.NoError(t, e.api.Put(ctx, first, firstData))
+			require.NoError(t, e.API.Put(ctx, first, firstData))
 			if rng.chance(50) {
 				time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 			}
-			require.NoError(t, e.api.Put(ctx, second, secondData))
+			require.NoError(t, e.API.Put(ctx, second, secondData))
 			if rng.chance(30) {
-				e.sendS3Event(r, a.Generation)
+				e.ResendS3Event(r, a.Generation)
 			}
 			all = append(all, struct {
 				r   string
@@ -186,7 +187,7 @@ func runProperty(t *testing.T, seed uint64) {
 		}
 	}
 	for _, g := range all {
-		s, err := e.api.WaitSettled(ctx, e.token(g.r), g.r, g.gen, nil)
+		s, err := e.API.WaitSettled(ctx, e.Token(g.r), g.r, g.gen, nil)
 		require.NoError(t, err, "seed %d", seed)
 		require.NotEqual(t, "held", s.State, "seed %d: nothing here should be held", seed)
 	}
@@ -195,8 +196,8 @@ func runProperty(t *testing.T, seed uint64) {
 		for gen := range snapshots[r] {
 			newest = max(newest, gen)
 		}
-		s := e.status(r, newest)
+		s := e.Status(r, newest)
 		require.Equal(t, "applied", s.State, "seed %d: %s's newest accepted generation %d", seed, r, newest)
-		require.Equal(t, snapshots[r][newest], e.catalog(r), "seed %d: catalog of %s", seed, r)
+		require.Equal(t, snapshots[r][newest], e.Catalog(r), "seed %d: catalog of %s", seed, r)
 	}
 }

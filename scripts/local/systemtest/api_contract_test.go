@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"context"
@@ -22,20 +22,13 @@ func requireStatus(t *testing.T, err error, status int) {
 	require.NotEmpty(t, apiErr.Code)
 }
 
-// shardOf is the shard index of a retailer, read from the control database.
-func (e *env) shardOf(retailerID string) int {
-	r, _, err := e.st.Stores.ForRetailer(context.Background(), retailerID)
-	require.NoError(e.t, err)
-	return r.Shard
-}
-
 func TestAuthAndBadInput(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{MaxUploadBytes: 1000})
 	ctx := context.Background()
-	tok1 := e.onboard("r1")
-	tok2 := e.onboard("r2")
-	api := e.api
+	tok1 := e.Onboard("r1")
+	tok2 := e.Onboard("r2")
+	api := e.API
 
 	// admin route: none, wrong, a retailer's token, existing retailer, bad id
 	_, err := api.CreateRetailer(ctx, "", "x")
@@ -44,9 +37,9 @@ func TestAuthAndBadInput(t *testing.T) {
 	requireStatus(t, err, 401)
 	_, err = api.CreateRetailer(ctx, tok1, "x")
 	requireStatus(t, err, 403)
-	_, err = api.CreateRetailer(ctx, e.st.AdminToken, "r1")
+	_, err = api.CreateRetailer(ctx, e.Stack.AdminToken, "r1")
 	requireStatus(t, err, 409)
-	_, err = api.CreateRetailer(ctx, e.st.AdminToken, "bad id!")
+	_, err = api.CreateRetailer(ctx, e.Stack.AdminToken, "bad id!")
 	requireStatus(t, err, 400)
 
 	// retailer routes: missing, wrong and other-retailer tokens
@@ -76,7 +69,7 @@ func TestAuthAndBadInput(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "PUT", slot.Upload.Method)
 	requireStatus(t, api.Put(ctx, slot, make([]byte, 2000)), 413)
-	require.Equal(t, "awaiting_upload", e.status("r1", slot.Generation).State)
+	require.Equal(t, "awaiting_upload", e.Status("r1", slot.Generation).State)
 
 	// storefront: bad limit, unknown retailer, absent product, ETag
 	err = api.Do(ctx, http.MethodGet, "/v1/retailers/r1/products?limit=0", "", nil, nil)
@@ -92,13 +85,13 @@ func TestAuthAndBadInput(t *testing.T) {
 func TestStorefrontReads(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{})
-	e.onboard("r1")
+	e.Onboard("r1")
 	c := fixtures.Generate("p", 250)
 	c["a/b c"] = fixtures.Row("slash and space")
-	require.Equal(t, "applied", e.upload("r1", c.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", c.CSV(nil)).State)
 	ctx := context.Background()
 
-	p, err := e.api.Product(ctx, "r1", "a/b c")
+	p, err := e.API.Product(ctx, "r1", "a/b c")
 	require.NoError(t, err)
 	require.JSONEq(t, `{"title":"slash and space","brand":"","price":"","availability":"","description":""}`, string(p.Attributes))
 
@@ -114,7 +107,7 @@ func TestStorefrontReads(t *testing.T) {
 		if after != "" {
 			path += "&after=" + after
 		}
-		require.NoError(t, e.api.Do(ctx, http.MethodGet, path, "", nil, &page))
+		require.NoError(t, e.API.Do(ctx, http.MethodGet, path, "", nil, &page))
 		for _, it := range page.Items {
 			ids = append(ids, it.ProductID)
 		}
@@ -127,19 +120,19 @@ func TestStorefrontReads(t *testing.T) {
 	require.Equal(t, c.IDs(), ids)
 
 	// ETag and 304
-	resp, err := http.Get(e.st.APIURL + "/v1/retailers/r1/products/p-00001")
+	resp, err := http.Get(e.Stack.APIURL + "/v1/retailers/r1/products/p-00001")
 	require.NoError(t, err)
 	resp.Body.Close()
 	etag := resp.Header.Get("ETag")
 	require.NotEmpty(t, etag)
-	req, _ := http.NewRequest(http.MethodGet, e.st.APIURL+"/v1/retailers/r1/products/p-00001", nil)
+	req, _ := http.NewRequest(http.MethodGet, e.Stack.APIURL+"/v1/retailers/r1/products/p-00001", nil)
 	req.Header.Set("If-None-Match", etag)
 	resp, err = http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNotModified, resp.StatusCode)
 
-	resp, err = http.Get(e.st.APIURL + "/healthz")
+	resp, err = http.Get(e.Stack.APIURL + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)

@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"bytes"
@@ -12,28 +12,28 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
+	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
 // directory returns the retailers the product directory lists for a product id.
 func (e *env) directory(productID string) []string {
-	e.t.Helper()
-	got, err := e.st.Stores.Control.DirectoryRetailers(context.Background(), productID, 100)
-	require.NoError(e.t, err)
+	e.T.Helper()
+	got, err := e.Stack.Stores.Control.DirectoryRetailers(context.Background(), productID, 100)
+	require.NoError(e.T, err)
 	return got
 }
 
 // chunkOps reads the ops of a held chunk message.
 func (e *env) chunkOps(msg lambdaevents.SQSMessage) (events.ChunkMessage, []events.ChunkOp) {
-	e.t.Helper()
+	e.T.Helper()
 	var m events.ChunkMessage
-	require.NoError(e.t, jsonParse(msg.Body, &m))
-	body, err := e.st.Blobs.Get(context.Background(), m.Key)
-	require.NoError(e.t, err)
+	require.NoError(e.T, jsonParse(msg.Body, &m))
+	body, err := e.Stack.Blobs.Get(context.Background(), m.Key)
+	require.NoError(e.T, err)
 	ops, err := events.ReadChunk(bytes.NewReader(body))
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	return m, ops
 }
 
@@ -41,19 +41,19 @@ func (e *env) chunkOps(msg lambdaevents.SQSMessage) (events.ChunkMessage, []even
 // does, and stops there: a crash between the shard commit and the directory
 // update.
 func (e *env) commitOnly(msg lambdaevents.SQSMessage) catalog.ApplyResult {
-	e.t.Helper()
+	e.T.Helper()
 	m, ops := e.chunkOps(msg)
-	res, err := e.st.Stores.Shards[e.shardOf(m.RetailerID)].ApplyChunk(context.Background(), m.RetailerID, m.Generation, m.Seq, ops)
-	require.NoError(e.t, err)
+	res, err := e.Stack.Stores.Shards[e.ShardOf(m.RetailerID)].ApplyChunk(context.Background(), m.RetailerID, m.Generation, m.Seq, ops)
+	require.NoError(e.T, err)
 	return res
 }
 
 // deliver hands a chunk message to the apply function, which must not fail it.
 func (e *env) deliver(msg lambdaevents.SQSMessage) {
-	e.t.Helper()
-	resp, err := e.st.Apply.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{msg}})
-	require.NoError(e.t, err)
-	require.Empty(e.t, resp.BatchItemFailures)
+	e.T.Helper()
+	resp, err := e.Stack.Apply.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{msg}})
+	require.NoError(e.T, err)
+	require.Empty(e.T, resp.BatchItemFailures)
 }
 
 // A failed directory update fails the message; its redelivery (a duplicate
@@ -62,7 +62,7 @@ func TestDirectoryUpdateFailureRetried(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{ChunkRows: 10, HandlerTimeout: 2 * time.Second, VisibilityTimeout: 2 * time.Second})
 	ctx := context.Background()
-	_, err := e.st.Stores.Control.Pool().Exec(ctx, `
+	_, err := e.Stack.Stores.Control.Pool().Exec(ctx, `
 		CREATE SEQUENCE directory_failures;
 		CREATE FUNCTION fail_directory() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN
@@ -72,9 +72,9 @@ func TestDirectoryUpdateFailureRetried(t *testing.T) {
 		CREATE TRIGGER fail_directory BEFORE INSERT ON product_directory
 			FOR EACH STATEMENT EXECUTE FUNCTION fail_directory();`)
 	require.NoError(t, err)
-	e.onboard("r1")
+	e.Onboard("r1")
 	want := fixtures.Generate("p", 35)
-	s := e.upload("r1", want.CSV(nil))
+	s := e.Upload("r1", want.CSV(nil))
 	require.Equal(t, "applied", s.State)
 	require.Equal(t, 4, s.Chunks.Applied)
 	// The chunks are counted on the shard; the two failed messages come back
@@ -88,7 +88,7 @@ func TestDirectoryUpdateFailureRetried(t *testing.T) {
 		return true
 	}, 30*time.Second, 50*time.Millisecond, "every product reached the directory")
 	var calls int64
-	require.NoError(t, e.st.Stores.Control.Pool().QueryRow(ctx, `SELECT last_value FROM directory_failures`).Scan(&calls))
+	require.NoError(t, e.Stack.Stores.Control.Pool().QueryRow(ctx, `SELECT last_value FROM directory_failures`).Scan(&calls))
 	require.GreaterOrEqual(t, calls, int64(6), "4 chunks, 2 injected failures, and their retries")
 	require.Equal(t, 200, e.get("/v1/products/p-00034").status)
 }
@@ -98,19 +98,19 @@ func TestDirectoryUpdateFailureRetried(t *testing.T) {
 // directory, even when a newer generation has taken over meanwhile.
 func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 	t.Parallel()
-	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
-	e.onboard("r1")
-	q.hold = func(m events.ChunkMessage) bool { return m.Generation == 1 }
+	q := &systemtest.HeldQueue{}
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: q.Wrap})
+	e.Onboard("r1")
+	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == 1 }
 	c1 := fixtures.Generate("p", 25)
-	gen1, err := e.api.Upload(context.Background(), e.token("r1"), "r1", "", c1.CSV(nil))
+	gen1, err := e.API.Upload(context.Background(), e.Token("r1"), "r1", "", c1.CSV(nil))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.held) == 3 }, 30*time.Second, 20*time.Millisecond)
-	msgs := q.take()
+	require.Eventually(t, func() bool { return q.Len() == 3 }, 30*time.Second, 20*time.Millisecond)
+	msgs := asSQS(q.Take())
 	for _, m := range msgs {
 		require.Equal(t, catalog.ChunkApplied, e.commitOnly(m).Outcome)
 	}
-	require.Equal(t, "applied", e.status("r1", gen1).State)
+	require.Equal(t, "applied", e.Status("r1", gen1).State)
 	require.Empty(t, e.directory("p-00001"), "the crash left the directory behind the shard")
 	requireError(t, e.get("/v1/products/p-00001"), 404, "product_not_found")
 
@@ -125,10 +125,10 @@ func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 
 	// Generation 2 takes over before the other two come back; it changes
 	// one product only, so its own chunk does not mention the others.
-	q.hold = nil
+	q.Hold = nil
 	c2 := c1.Clone()
 	c2["p-00024"] = fixtures.Row("changed by generation 2")
-	s := e.upload("r1", c2.CSV(nil))
+	s := e.Upload("r1", c2.CSV(nil))
 	require.Equal(t, "applied", s.State)
 	require.Equal(t, int64(1), s.Changes.Updated)
 	require.Empty(t, e.directory("p-00012"))
@@ -155,24 +155,24 @@ func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 // chunk of 2 that was never committed add anything).
 func TestDirectoryZombieAfterDelete(t *testing.T) {
 	t.Parallel()
-	q := &capturedQueue{}
-	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: func(next queue.Sender) queue.Sender { q.next = next; return q }})
-	e.onboard("r1")
+	q := &systemtest.HeldQueue{}
+	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: q.Wrap})
+	e.Onboard("r1")
 	c1 := fixtures.Generate("p", 15)
-	require.Equal(t, "applied", e.upload("r1", c1.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", c1.CSV(nil)).State)
 	require.Equal(t, []string{"r1"}, e.directory("p-00003"))
 
 	// Generation 2: changes p-00003 and inserts 15 products: two chunks, held.
-	q.hold = func(m events.ChunkMessage) bool { return m.Generation == 2 }
+	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == 2 }
 	c2 := c1.Clone()
 	c2["p-00003"] = fixtures.Row("changed by generation 2")
 	for i := range 15 {
 		c2[fmt.Sprintf("q-%02d", i)] = fixtures.Row("new in generation 2")
 	}
-	gen2, err := e.api.Upload(context.Background(), e.token("r1"), "r1", "", c2.CSV(nil))
+	gen2, err := e.API.Upload(context.Background(), e.Token("r1"), "r1", "", c2.CSV(nil))
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { q.mu.Lock(); defer q.mu.Unlock(); return len(q.held) == 2 }, 30*time.Second, 20*time.Millisecond)
-	held := q.take()
+	require.Eventually(t, func() bool { return q.Len() == 2 }, 30*time.Second, 20*time.Millisecond)
+	held := asSQS(q.Take())
 	var zombie, never lambdaevents.SQSMessage
 	for _, m := range held {
 		_, ops := e.chunkOps(m)
@@ -189,13 +189,13 @@ func TestDirectoryZombieAfterDelete(t *testing.T) {
 	require.NotEmpty(t, zombie.Body)
 	require.NotEmpty(t, never.Body)
 	require.Equal(t, catalog.ChunkApplied, e.commitOnly(zombie).Outcome)
-	require.Equal(t, "applying", e.status("r1", gen2).State)
+	require.Equal(t, "applying", e.Status("r1", gen2).State)
 
 	// Generation 3 deletes p-00003 and repairs what 2 wrote.
-	q.hold = nil
+	q.Hold = nil
 	c3 := c1.Clone()
 	delete(c3, "p-00003")
-	require.Equal(t, "applied", e.upload("r1", c3.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", c3.CSV(nil)).State)
 	require.Empty(t, e.directory("p-00003"))
 
 	// The zombie's directory update arrives after the delete: fenced.
@@ -207,7 +207,7 @@ func TestDirectoryZombieAfterDelete(t *testing.T) {
 	}
 	var gen int64
 	var deleted bool
-	require.NoError(t, e.st.Stores.Control.Pool().QueryRow(context.Background(),
+	require.NoError(t, e.Stack.Stores.Control.Pool().QueryRow(context.Background(),
 		`SELECT generation, deleted FROM product_directory WHERE product_id = 'p-00003' AND retailer_id = 'r1'`).Scan(&gen, &deleted))
 	require.Equal(t, int64(3), gen)
 	require.True(t, deleted)

@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"context"
@@ -23,6 +23,7 @@ import (
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
+	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
@@ -37,13 +38,13 @@ func newReplicaEnv(t *testing.T, o stack.Options) *env {
 
 // syncReplicas waits until the replicas have replayed every write so far.
 func (e *env) syncReplicas() {
-	e.t.Helper()
-	require.NoError(e.t, e.st.Stores.WaitReplicas(ctxFor(e.t, 30*time.Second)))
+	e.T.Helper()
+	require.NoError(e.T, e.Stack.Stores.WaitReplicas(systemtest.Context(e.T, 30*time.Second)))
 }
 
 // readStats sums where the stack's storefront reads went.
 func (e *env) readStats() (fromReplicas, fromWriter int64) {
-	for _, rs := range append([]*pgstore.ReaderSet{e.st.Stores.ControlReaders}, e.st.Stores.ShardReaders...) {
+	for _, rs := range append([]*pgstore.ReaderSet{e.Stack.Stores.ControlReaders}, e.Stack.Stores.ShardReaders...) {
 		st := rs.Stats()
 		fromReplicas += st.FromReplicas
 		fromWriter += st.FromWriter
@@ -62,17 +63,17 @@ func (a answer) String() string { return fmt.Sprintf("HTTP %d %s", a.status, a.b
 
 // get sends a GET with header name, value pairs.
 func (e *env) get(path string, header ...string) answer {
-	e.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, e.st.APIURL+path, nil)
-	require.NoError(e.t, err)
+	e.T.Helper()
+	req, err := http.NewRequest(http.MethodGet, e.Stack.APIURL+path, nil)
+	require.NoError(e.T, err)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	resp, err := e.api.HTTP.Do(req)
-	require.NoError(e.t, err)
+	resp, err := e.API.HTTP.Do(req)
+	require.NoError(e.T, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	return answer{resp.StatusCode, resp.Header, body}
 }
 
@@ -115,15 +116,15 @@ func TestStorefrontOnReplica(t *testing.T) {
 	t.Parallel()
 	e := newReplicaEnv(t, stack.Options{})
 	for _, id := range []string{"r1", "r2", "r3"} {
-		e.onboard(id)
+		e.Onboard(id)
 	}
 	c1 := fixtures.Generate("p", 150)
 	c1["a/b c"] = fixtures.Row("slash and space")
 	c1["shared"] = fixtures.Row("r1's")
 	c1["gone"] = fixtures.Row("deleted by generation 2")
 	c2 := fixtures.Catalog{"shared": fixtures.Row("r2's"), "only-r2": fixtures.Row("r2 only")}
-	require.Equal(t, "applied", e.upload("r1", c1.CSV(nil)).State)
-	require.Equal(t, "applied", e.upload("r2", c2.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", c1.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r2", c2.CSV(nil)).State)
 	e.syncReplicas()
 	replicaReads0, _ := e.readStats()
 
@@ -234,11 +235,11 @@ func TestStorefrontOnReplica(t *testing.T) {
 	delete(c1b, "p-00005")
 	c2b := c2.Clone()
 	c2b["p-00005"] = c1["p-00005"]
-	require.Equal(t, "applied", e.upload("r1", c1b.CSV(nil)).State)
-	require.Equal(t, "applied", e.upload("r2", c2b.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", c1b.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r2", c2b.CSV(nil)).State)
 	e.syncReplicas()
 	var tombstones int
-	shard := e.st.Stores.Shards[e.shardOf("r1")]
+	shard := e.Stack.Stores.Shards[e.ShardOf("r1")]
 	require.NoError(t, shard.Pool().QueryRow(context.Background(),
 		`SELECT count(*) FROM products WHERE retailer_id = 'r1' AND deleted`).Scan(&tombstones))
 	require.Equal(t, 2, tombstones, "the deletes left tombstones on the shard")
@@ -287,7 +288,7 @@ func TestReadFallsBackToWriter(t *testing.T) {
 		require.Equal(t, 200, e.get("/v1/products/p-00003").status)
 		// Concurrent lookups share queries, which take the same way around
 		// the dead replica.
-		rs := e.st.Stores.ShardReaders[e.shardOf("r1")]
+		rs := e.Stack.Stores.ShardReaders[e.ShardOf("r1")]
 		before := rs.Stats().LookupBatches
 		var wg sync.WaitGroup
 		errs := make(chan error, 32*len(want))
@@ -317,21 +318,21 @@ func TestReadFallsBackToWriter(t *testing.T) {
 
 	// A dead replica and a live one: the live one serves, the dead one is marked down.
 	e := newReplicaEnv(t, stack.Options{ReplicaURLs: []string{deadPostgresURL(t)}})
-	e.onboard("r1")
-	require.Equal(t, "applied", e.upload("r1", want.CSV(nil)).State)
+	e.Onboard("r1")
+	require.Equal(t, "applied", e.Upload("r1", want.CSV(nil)).State)
 	e.syncReplicas()
 	check(e)
 	fromReplicas, _ := e.readStats()
 	require.Greater(t, fromReplicas, int64(len(want)))
-	st := e.st.Stores.ShardReaders[e.shardOf("r1")].Stats()
+	st := e.Stack.Stores.ShardReaders[e.ShardOf("r1")].Stats()
 	require.Len(t, st.Replicas, 2)
 	require.True(t, st.Replicas[0].Down, "the dead replica is marked down")
 	require.False(t, st.Replicas[1].Down)
 
 	// Only a dead replica: the writer serves.
 	e = newEnv(t, stack.Options{ReplicaURLs: []string{deadPostgresURL(t)}})
-	e.onboard("r1")
-	require.Equal(t, "applied", e.upload("r1", want.CSV(nil)).State)
+	e.Onboard("r1")
+	require.Equal(t, "applied", e.Upload("r1", want.CSV(nil)).State)
 	check(e)
 	fromReplicas, fromWriter := e.readStats()
 	require.Zero(t, fromReplicas)
@@ -345,7 +346,7 @@ func TestReadFallsBackToWriter(t *testing.T) {
 // Not parallel: it pauses the replay of the replica that the parallel tests
 // of this package share (sequential tests finish before parallel ones run).
 func TestLaggingReplicaSkipped(t *testing.T) {
-	ctx := ctxFor(t, time.Minute)
+	ctx := systemtest.Context(t, time.Minute)
 	primary, replica := testenv.PostgresWithReplica(t)
 	name := testenv.Name("lag")
 	controlDSN, err := pgstore.CreateDatabase(ctx, primary, name+"control")
@@ -359,7 +360,7 @@ func TestLaggingReplicaSkipped(t *testing.T) {
 	u, err := url.Parse(replica)
 	require.NoError(t, err)
 	require.NoError(t, s.AttachReaders(nil, [][]string{{u.Host}}, pgstore.ReaderOptions{
-		ProbeInterval: 50 * time.Millisecond, MaxLag: 300 * time.Millisecond, Logger: testLogger()}))
+		ProbeInterval: 50 * time.Millisecond, MaxLag: 300 * time.Millisecond, Logger: systemtest.Logger()}))
 	rs := s.ShardReaders[0]
 	writer := s.Shards[0].Pool()
 	_, err = writer.Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
@@ -417,7 +418,7 @@ func versioned(v int, id string) map[string]string {
 func TestReadsDuringIngestion(t *testing.T) {
 	t.Parallel()
 	e := newReplicaEnv(t, stack.Options{ChunkRows: 50})
-	e.onboard("r1")
+	e.Onboard("r1")
 	const n = 2000
 	gen1, gen2 := fixtures.Catalog{}, fixtures.Catalog{}
 	stable := map[string]bool{}
@@ -434,7 +435,7 @@ func TestReadsDuringIngestion(t *testing.T) {
 		}
 	}
 	columns := []string{"title", "brand", "price"}
-	require.Equal(t, "applied", e.upload("r1", gen1.CSV(columns)).State)
+	require.Equal(t, "applied", e.Upload("r1", gen1.CSV(columns)).State)
 	e.syncReplicas()
 	replicaReads0, _ := e.readStats()
 
@@ -524,7 +525,7 @@ func TestReadsDuringIngestion(t *testing.T) {
 		}
 	}
 
-	ctx := ctxFor(t, 2*time.Minute)
+	ctx := systemtest.Context(t, 2*time.Minute)
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
@@ -550,9 +551,9 @@ func TestReadsDuringIngestion(t *testing.T) {
 			}
 		}()
 	}
-	gen, err := e.api.Upload(ctx, e.token("r1"), "r1", "", gen2.CSV(columns))
+	gen, err := e.API.Upload(ctx, e.Token("r1"), "r1", "", gen2.CSV(columns))
 	require.NoError(t, err)
-	s, err := e.api.WaitSettled(ctx, e.token("r1"), "r1", gen, nil)
+	s, err := e.API.WaitSettled(ctx, e.Token("r1"), "r1", gen, nil)
 	stop.Store(true)
 	wg.Wait()
 	close(errs)

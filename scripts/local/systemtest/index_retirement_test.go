@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"context"
@@ -17,22 +17,22 @@ import (
 func TestOldIndexesRetired(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{})
-	e.onboard("r1")
+	e.Onboard("r1")
 	var gens []int64
 	for i := range 4 {
 		c := fixtures.Generate("p", 50+i) // a new product each time
-		s := e.upload("r1", c.CSV(nil))
+		s := e.Upload("r1", c.CSV(nil))
 		require.Equal(t, "applied", s.State, "%+v", s.Error)
 		gens = append(gens, s.Generation)
 	}
 	ctx := context.Background()
 	for i, gen := range gens {
-		tags, err := e.st.Blobs.Tags(ctx, events.IndexKey("r1", gen))
+		tags, err := e.Stack.Blobs.Tags(ctx, events.IndexKey("r1", gen))
 		require.NoError(t, err, "generation %d", gen)
 		// The last diff (gens[3]) merged with gens[2]: everything before is retired.
 		if i < 2 {
 			require.Equal(t, events.SupersededTagValue, tags[events.SupersededTagKey], "index of generation %d", gen)
-			body, err := e.st.Blobs.Get(ctx, events.IndexKey("r1", gen))
+			body, err := e.Stack.Blobs.Get(ctx, events.IndexKey("r1", gen))
 			require.NoError(t, err)
 			require.NotContains(t, string(body), "Tagging", "tagging leaves the object as it was")
 		} else {
@@ -40,7 +40,7 @@ func TestOldIndexesRetired(t *testing.T) {
 		}
 	}
 	// The next diff reads its baseline as usual.
-	s := e.upload("r1", fixtures.Generate("p", 60).CSV(nil))
+	s := e.Upload("r1", fixtures.Generate("p", 60).CSV(nil))
 	require.Equal(t, "applied", s.State, "%+v", s.Error)
-	require.Len(t, e.catalog("r1"), 60)
+	require.Len(t, e.Catalog("r1"), 60)
 }

@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"bytes"
@@ -90,7 +90,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 
 	e := newReplicaEnv(t, stack.Options{})
 	registered := map[string]bool{}
-	for _, route := range append(e.st.Upload.Routes(), e.st.Read.Routes()...) {
+	for _, route := range append(e.Stack.Upload.Routes(), e.Stack.Read.Routes()...) {
 		registered[route] = true
 	}
 	documented := map[string]bool{}
@@ -104,35 +104,35 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	doc.Servers = nil // match any host: the test API listens on a random port
 	router, err := legacy.NewRouter(doc)
 	require.NoError(t, err)
-	apiURL, err := url.Parse(e.st.APIURL)
+	apiURL, err := url.Parse(e.Stack.APIURL)
 	require.NoError(t, err)
 	v := &validatingTransport{t: t, apiURL: apiURL, router: router, seen: map[string]map[int]bool{}}
-	e.api.HTTP.Transport = v
+	e.API.HTTP.Transport = v
 	ctx := context.Background()
-	api := e.api
+	api := e.API
 
 	// admin
-	tok1 := e.onboard("r1")
-	e.onboard("r2")
-	e.onboard("r3")
+	tok1 := e.Onboard("r1")
+	e.Onboard("r2")
+	e.Onboard("r3")
 	_, err = api.CreateRetailer(ctx, "", "x")
 	requireStatus(t, err, 401)
 	_, err = api.CreateRetailer(ctx, tok1, "x")
 	requireStatus(t, err, 403)
-	_, err = api.CreateRetailer(ctx, e.st.AdminToken, "r1")
+	_, err = api.CreateRetailer(ctx, e.Stack.AdminToken, "r1")
 	requireStatus(t, err, 409)
-	_, err = api.CreateRetailer(ctx, e.st.AdminToken, "bad id!")
+	_, err = api.CreateRetailer(ctx, e.Stack.AdminToken, "bad id!")
 	requireStatus(t, err, 400)
 
 	// retailer
 	_, err = api.Reserve(ctx, tok1, "r1", "xml")
 	requireStatus(t, err, 400)
-	_, err = api.Reserve(ctx, e.token("r2"), "r1", "")
+	_, err = api.Reserve(ctx, e.Token("r2"), "r1", "")
 	requireStatus(t, err, 403)
 	c1 := fixtures.Generate("p", 30)
 	c1["shared"] = fixtures.Row("r1's")
-	require.Equal(t, "applied", e.upload("r1", c1.CSV(nil)).State)
-	require.Equal(t, "applied", e.upload("r2", fixtures.Catalog{"shared": fixtures.Row("r2's")}.JSONL()).State)
+	require.Equal(t, "applied", e.Upload("r1", c1.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r2", fixtures.Catalog{"shared": fixtures.Row("r2's")}.JSONL()).State)
 	_, err = api.List(ctx, tok1, "r1", 10)
 	require.NoError(t, err)
 	_, err = api.List(ctx, "", "r1", 10)
@@ -143,11 +143,11 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots/abc", tok1, nil, nil), 400)
 	_, err = api.Confirm(ctx, tok1, "r1", 1)
 	requireStatus(t, err, 409)
-	held := e.upload("r3", []byte("product_id,title\n")) // empty: held (I8)
+	held := e.Upload("r3", []byte("product_id,title\n")) // empty: held (I8)
 	require.Equal(t, "held", held.State)
-	_, err = api.Confirm(ctx, e.token("r3"), "r3", held.Generation)
+	_, err = api.Confirm(ctx, e.Token("r3"), "r3", held.Generation)
 	require.NoError(t, err)
-	e.wait("r3", held.Generation)
+	e.Wait("r3", held.Generation)
 	e.syncReplicas()
 
 	// storefront
