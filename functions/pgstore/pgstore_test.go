@@ -18,8 +18,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// newStores gives each test its own control and shard databases.
-func newStores(t *testing.T) *pgstore.Stores {
+// openStores opens stores on a control and a shard database of their own, migrated.
+func openStores(t *testing.T) *pgstore.Stores {
 	t.Helper()
 	ctx := context.Background()
 	server := testenv.Postgres(t)
@@ -33,7 +33,14 @@ func newStores(t *testing.T) *pgstore.Stores {
 	t.Cleanup(s.Close)
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.Migrate(ctx), "migrations are idempotent")
-	require.NoError(t, s.Control.CreateRetailer(ctx, catalog.Retailer{ID: "r1", Shard: 0, TokenHash: []byte("h1")}))
+	return s
+}
+
+// newStores gives each test its own control and shard databases, with retailer r1.
+func newStores(t *testing.T) *pgstore.Stores {
+	t.Helper()
+	s := openStores(t)
+	require.NoError(t, s.Control.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", Shard: 0, TokenHash: []byte("h1")}))
 	return s
 }
 
