@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/s3server"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
+	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
 // uniformCSV is a CSV snapshot of n products p-0000000... whose price is
@@ -35,19 +36,19 @@ func uniformCSV(n int, price string) []byte {
 
 // livePrices counts a retailer's live rows by their price attribute, in the database.
 func (e *env) livePrices(retailer string) map[string]int {
-	e.t.Helper()
-	rows, err := e.st.Stores.Shards[e.shardOf(retailer)].Pool().Query(context.Background(),
+	e.T.Helper()
+	rows, err := e.Stack.Stores.Shards[e.ShardOf(retailer)].Pool().Query(context.Background(),
 		`SELECT attributes->>'price', count(*) FROM products WHERE retailer_id = $1 AND NOT deleted GROUP BY 1`, retailer)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	defer rows.Close()
 	out := map[string]int{}
 	for rows.Next() {
 		var price string
 		var n int
-		require.NoError(e.t, rows.Scan(&price, &n))
+		require.NoError(e.T, rows.Scan(&price, &n))
 		out[price] = n
 	}
-	require.NoError(e.t, rows.Err())
+	require.NoError(e.T, rows.Err())
 	return out
 }
 
@@ -55,8 +56,8 @@ func (e *env) livePrices(retailer string) map[string]int {
 // stack's own S3 credentials and no precondition, as the single-use URL
 // cannot: the object-created event announces the new version.
 func (e *env) replaceUpload(retailer string, gen int64, data []byte) {
-	e.t.Helper()
-	require.NoError(e.t, e.st.Blobs.Put(context.Background(), events.UploadKey(retailer, gen), data))
+	e.T.Helper()
+	require.NoError(e.T, e.Stack.Blobs.Put(context.Background(), events.UploadKey(retailer, gen), data))
 }
 
 func requireHTTPStatus(t *testing.T, err error, status int) {
@@ -73,32 +74,32 @@ func requireHTTPStatus(t *testing.T, err error, status int) {
 func TestRePutWhileApplyingRefused(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{HandlerTimeout: 20 * time.Second, VisibilityTimeout: 25 * time.Second})
-	e.onboard("r1")
-	ctx := ctxFor(t, 4*time.Minute)
+	e.Onboard("r1")
+	ctx := systemtest.Context(t, 4*time.Minute)
 	const rows = 300000
 	a, b := uniformCSV(rows, "A"), uniformCSV(rows, "B")
-	slot, err := e.api.Reserve(ctx, e.token("r1"), "r1", "csv")
+	slot, err := e.API.Reserve(ctx, e.Token("r1"), "r1", "csv")
 	require.NoError(t, err)
 	require.Equal(t, "*", slot.Upload.Headers["If-None-Match"], "the URL is single-use")
-	require.NoError(t, e.api.Put(ctx, slot, a))
-	_, err = e.api.WaitFor(ctx, e.token("r1"), "r1", slot.Generation, func(s apiclient.Status) bool {
+	require.NoError(t, e.API.Put(ctx, slot, a))
+	_, err = e.API.WaitFor(ctx, e.Token("r1"), "r1", slot.Generation, func(s apiclient.Status) bool {
 		return s.State == "applying" || apiclient.Settled(s.State)
 	}, nil)
 	require.NoError(t, err)
 
-	requireHTTPStatus(t, e.api.Put(ctx, slot, b), http.StatusPreconditionFailed)
+	requireHTTPStatus(t, e.API.Put(ctx, slot, b), http.StatusPreconditionFailed)
 	// As if another version had been written anyway: its event is refused.
-	ev := events.NewObjectCreatedEvent(stack.Region, e.st.Bucket, events.UploadKey("r1", slot.Generation), int64(len(b)), time.Now())
+	ev := events.NewObjectCreatedEvent(stack.Region, e.Stack.Bucket, events.UploadKey("r1", slot.Generation), int64(len(b)), time.Now())
 	ev.Records[0].S3.Object.ETag = "0123456789abcdef0123456789abcdef"
-	require.NoError(t, e.st.SendS3Event(ctx, ev))
+	require.NoError(t, e.Stack.SendS3Event(ctx, ev))
 
-	s, err := e.api.WaitSettled(ctx, e.token("r1"), "r1", slot.Generation, nil)
+	s, err := e.API.WaitSettled(ctx, e.Token("r1"), "r1", slot.Generation, nil)
 	require.NoError(t, err)
 	require.Equal(t, "applied", s.State, "%+v", s)
 	require.EqualValues(t, rows, s.Changes.Inserted)
 	require.Equal(t, s.Chunks.Total, s.Chunks.Applied)
 	require.Equal(t, map[string]int{"A": rows}, e.livePrices("r1"))
-	size, err := e.st.Blobs.Size(ctx, events.UploadKey("r1", slot.Generation))
+	size, err := e.Stack.Blobs.Size(ctx, events.UploadKey("r1", slot.Generation))
 	require.NoError(t, err)
 	require.EqualValues(t, len(a), size, "the upload is still A")
 }
@@ -109,27 +110,27 @@ func TestRePutWhileApplyingRefused(t *testing.T) {
 func TestHeldUploadReplacedBeforeConfirm(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{ChunkRows: 100})
-	e.onboard("r1")
-	ctx := ctxFor(t, 2*time.Minute)
+	e.Onboard("r1")
+	ctx := systemtest.Context(t, 2*time.Minute)
 	base := fixtures.Generate("p", 150)
-	require.Equal(t, "applied", e.upload("r1", base.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", base.CSV(nil)).State)
 
-	held := e.upload("r1", nil)
+	held := e.Upload("r1", nil)
 	require.Equal(t, "held", held.State)
 	require.Equal(t, "empty_snapshot", held.Error.Code)
 
 	e.replaceUpload("r1", held.Generation, fixtures.Generate("evil", 150).CSV(nil))
-	_, err := e.api.Confirm(ctx, e.token("r1"), "r1", held.Generation)
+	_, err := e.API.Confirm(ctx, e.Token("r1"), "r1", held.Generation)
 	if err != nil {
 		requireHTTPStatus(t, err, http.StatusConflict) // the replacement's event came first
 	}
-	s, err := e.api.WaitApplied(ctx, e.token("r1"), "r1", held.Generation, nil)
+	s, err := e.API.WaitApplied(ctx, e.Token("r1"), "r1", held.Generation, nil)
 	require.NoError(t, err)
 	require.Equal(t, "rejected", s.State)
 	require.Equal(t, "upload_changed", s.Error.Code)
-	_, err = e.api.Confirm(ctx, e.token("r1"), "r1", held.Generation)
+	_, err = e.API.Confirm(ctx, e.Token("r1"), "r1", held.Generation)
 	requireHTTPStatus(t, err, http.StatusConflict)
-	e.requireCatalog("r1", base)
+	e.RequireCatalog("r1", base)
 }
 
 // A held upload whose object vanished before its confirmation ends
@@ -137,23 +138,23 @@ func TestHeldUploadReplacedBeforeConfirm(t *testing.T) {
 func TestConfirmedUploadGone(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{ChunkRows: 100})
-	e.onboard("r1")
-	ctx := ctxFor(t, 2*time.Minute)
+	e.Onboard("r1")
+	ctx := systemtest.Context(t, 2*time.Minute)
 	base := fixtures.Generate("p", 150)
-	require.Equal(t, "applied", e.upload("r1", base.CSV(nil)).State)
-	held := e.upload("r1", fixtures.Generate("p", 20).CSV(nil))
+	require.Equal(t, "applied", e.Upload("r1", base.CSV(nil)).State)
+	held := e.Upload("r1", fixtures.Generate("p", 20).CSV(nil))
 	require.Equal(t, "held", held.State)
 	require.Equal(t, "mass_delete", held.Error.Code)
-	client, err := s3server.NewS3Client(ctx, e.st.S3Endpoint)
+	client, err := s3server.NewS3Client(ctx, e.Stack.S3Endpoint)
 	require.NoError(t, err)
 	_, err = client.DeleteObject(ctx, &s3.DeleteObjectInput{
-		Bucket: aws.String(e.st.Bucket), Key: aws.String(events.UploadKey("r1", held.Generation))})
+		Bucket: aws.String(e.Stack.Bucket), Key: aws.String(events.UploadKey("r1", held.Generation))})
 	require.NoError(t, err)
-	_, err = e.api.Confirm(ctx, e.token("r1"), "r1", held.Generation)
+	_, err = e.API.Confirm(ctx, e.Token("r1"), "r1", held.Generation)
 	require.NoError(t, err)
-	s, err := e.api.WaitApplied(ctx, e.token("r1"), "r1", held.Generation, nil)
+	s, err := e.API.WaitApplied(ctx, e.Token("r1"), "r1", held.Generation, nil)
 	require.NoError(t, err)
 	require.Equal(t, "rejected", s.State)
 	require.Equal(t, "upload_missing", s.Error.Code)
-	e.requireCatalog("r1", base)
+	e.RequireCatalog("r1", base)
 }
