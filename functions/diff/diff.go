@@ -93,7 +93,18 @@ type Config struct {
 	// Workers parse the snapshot in parallel (snapshot.Reader.Workers);
 	// default GOMAXPROCS, 1 reads serially.
 	Workers int
+	// SortMemoryBytes bounds the memory of the snapshot's sorted entries
+	// (default DefaultSortMemoryBytes): over it, sorted runs spill to
+	// SpillDir ("" is the system's temporary directory; on Lambda, /tmp is
+	// the function's ephemeral storage).
+	SortMemoryBytes int64
+	SpillDir        string
 }
+
+// DefaultSortMemoryBytes is the default Config.SortMemoryBytes: a snapshot
+// of 1M products with ids like SKU-0123456789 takes ~25 MiB and never
+// spills; 10M products with 128-byte ids (~1.5 GiB of runs) spill six times.
+const DefaultSortMemoryBytes = 256 << 20
 
 func (c *Config) defaults() {
 	if c.ChunkRows <= 0 || c.ChunkRows > 5000 {
@@ -110,6 +121,9 @@ func (c *Config) defaults() {
 	}
 	if c.Workers <= 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.SortMemoryBytes <= 0 {
+		c.SortMemoryBytes = DefaultSortMemoryBytes
 	}
 }
 
@@ -251,7 +265,7 @@ func (r *run) diff(ctx context.Context) error {
 		// superseded while reading
 		return nil
 	}
-	defer r.entries.Finish()
+	defer r.entries.Close()
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -362,11 +376,11 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	defer rd.Close()
 	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
 	rd.Workers = r.h.cfg.Workers
-	entries := catalog.NewSorter()
+	entries := catalog.NewSorter(catalog.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir})
 	keep := false
 	defer func() {
 		if !keep {
-			entries.Finish()
+			entries.Close()
 		}
 	}()
 	var n int
@@ -390,12 +404,15 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			}
 		}
 	}
-	dupID, first, second, err := entries.Finish()
-	if err != nil {
+	if err := entries.Finish(); err != nil {
 		return false, fmt.Errorf("sort snapshot entries: %w", err)
 	}
-	if dupID != "" {
-		return true, r.reject(ctx, snapshot.DuplicateError(dupID, first, second))
+	if dups, _ := entries.Duplicates(); len(dups) > 0 {
+		d := dups[0]
+		return true, r.reject(ctx, snapshot.DuplicateError(d.ID, d.First, d.Second))
+	}
+	if spilled, times := entries.Spilled(); times > 0 {
+		r.log.InfoContext(ctx, "sorted runs spilled to disk", "bytes", spilled, "times", times)
 	}
 	r.entries, r.products, keep = entries, entries.Len(), true
 	return false, nil
@@ -544,7 +561,7 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (in
 		// by line, without parsing (the ETag guarantees the same bytes).
 		lines := slices.Clone(plan.Upserts)
 		slices.Sort(lines)
-		r.entries.Finish()
+		r.entries.Close()
 		r.entries = nil // the sorted entries are not needed any more
 		obj, err := r.openUpload(ctx, r.etag)
 		if err != nil {

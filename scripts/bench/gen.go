@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -31,16 +32,60 @@ var (
 type product struct {
 	num     uint64
 	version uint64
+	idBytes int // 0: the id is SKU-<num, 10 digits>; else that many random letters and digits
 }
 
-func productID(num uint64) string { return fmt.Sprintf("SKU-%010d", num) }
+// idChars are the characters of random ids, in byte order.
+const idChars = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+
+// appendID appends p's product_id.
+func appendID(b []byte, p product) []byte {
+	if p.idBytes == 0 {
+		b = append(b, "SKU-"...)
+		return fmt.Appendf(b, "%010d", p.num)
+	}
+	rng := rand.New(rand.NewPCG(p.num, 0x1d))
+	for i := 0; i < p.idBytes; i++ {
+		b = append(b, idChars[rng.IntN(len(idChars))])
+	}
+	return b
+}
+
+// sortByID sorts products by product_id (a no-op for SKU ids, which are in
+// number order already).
+func sortByID(products []product) {
+	if len(products) == 0 || products[0].idBytes == 0 {
+		return
+	}
+	type keyed struct {
+		key [16]byte // the id's first bytes: random ids differ there
+		p   product
+	}
+	ks := make([]keyed, len(products))
+	var buf []byte
+	for i, p := range products {
+		buf = appendID(buf[:0], p)
+		copy(ks[i].key[:], buf)
+		ks[i].p = p
+	}
+	var ba, bb []byte
+	slices.SortFunc(ks, func(a, b keyed) int {
+		if c := bytes.Compare(a.key[:], b.key[:]); c != 0 {
+			return c
+		}
+		ba, bb = appendID(ba[:0], a.p), appendID(bb[:0], b.p)
+		return bytes.Compare(ba, bb)
+	})
+	for i := range ks {
+		products[i] = ks[i].p
+	}
+}
 
 // appendRow appends the CSV line of p.
 func appendRow(b []byte, p product) []byte {
 	rng := rand.New(rand.NewPCG(p.num, 0x5eed))
 	vr := rand.New(rand.NewPCG(p.num, p.version))
-	b = append(b, "SKU-"...)
-	b = fmt.Appendf(b, "%010d", p.num)
+	b = appendID(b, p)
 	b = append(b, ',')
 	brand := genBrands[rng.IntN(len(genBrands))]
 	b = append(b, brand...)
@@ -171,12 +216,21 @@ type pairFiles struct {
 }
 
 // makePairFiles generates the pair and writes the old snapshot sorted, the
-// new one sorted and shuffled.
-func makePairFiles(dir string, n int, seed uint64) (*pairFiles, error) {
+// new one sorted and shuffled; idBytes > 0 gives random ids of that length.
+func makePairFiles(dir string, n int, seed uint64, idBytes int) (*pairFiles, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	pf := &pairFiles{dir: dir, pair: genPair(n, seed),
+	p := genPair(n, seed)
+	if idBytes > 0 {
+		for _, list := range [][]product{p.old, p.new} {
+			for i := range list {
+				list[i].idBytes = idBytes
+			}
+			sortByID(list)
+		}
+	}
+	pf := &pairFiles{dir: dir, pair: p,
 		oldSorted: filepath.Join(dir, "old.csv"), newSorted: filepath.Join(dir, "new.csv"),
 		newShuf: filepath.Join(dir, "new-shuffled.csv")}
 	var err error
