@@ -30,8 +30,10 @@ var CodeAssets = []string{"upload", "read", "diff", "apply", "migrate"}
 // Function settings that are not parameters.
 const (
 	uploadMemoryMB     = 512
-	diffMemoryMB       = 3008 // streams multi-GB snapshots and builds the sorted index
-	diffEphemeralMB    = 4096 // spill space for sorting the largest retailers' indexes
+	diffMemoryMB       = 3008  // streams multi-GB snapshots and builds the sorted index
+	diffEphemeralMB    = 10240 // /tmp: the diff's spilled sorted runs, ~(id bytes + 22) a product: 20M products with 256-byte ids (4096 held 15M)
+	diffSortMemoryMB   = 256   // sorted runs kept in memory before they spill to /tmp (10M products with 128-byte ids: peak RSS ~1 GiB)
+	diffSpillDir       = "/tmp"
 	applyMemoryMB      = 1024 // a batch is up to 10 chunks of ~10 MB
 	diffBatchSize      = 1    // one snapshot per invocation: a slow diff holds nobody else
 	applyBatchSize     = 10
@@ -57,7 +59,15 @@ const (
 	EnvDBUser             = "CATALOG_DB_USER"
 	EnvDBIAMAuth          = "CATALOG_DB_IAM_AUTH"
 	EnvDBSSLRootCert      = "CATALOG_DB_SSLROOTCERT"
+	EnvSpillDir           = "CATALOG_SPILL_DIR"
+	EnvSortMemoryMB       = "CATALOG_SORT_MEMORY_MB"
 )
+
+// diffEnv is the diff's own environment: its sort spills to the ephemeral
+// storage.
+func diffEnv() map[string]string {
+	return map[string]string{EnvSpillDir: diffSpillDir, EnvSortMemoryMB: strconv.Itoa(diffSortMemoryMB)}
+}
 
 // catalogFunctions are the deployed functions.
 type catalogFunctions struct {
@@ -161,7 +171,7 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 		id: "Diff", asset: "diff", memoryMB: diffMemoryMB, timeout: diffTimeout, ephemeralMB: diffEphemeralMB,
 		dbRole:      catalogsql.RoleDiff,
 		description: "catalog diff: snapshot vs baseline, chunk objects, apply messages (diff-jobs queue)",
-		env:         with(nil),
+		env:         with(diffEnv()),
 	})
 	f.applySmall = newFunction(scope, d, fnSpec{
 		id: "ApplySmall", asset: "apply", memoryMB: applyMemoryMB, timeout: applyTimeout, reserved: p.ApplySmallConcurrency,

@@ -238,7 +238,7 @@ func TestStack(t *testing.T) {
 			EnvShardReaders:  strings.Join(readers, ","),
 			EnvControlReader: "${" + r.logicalID(t, "AWS::RDS::DBProxyEndpoint", "ControlClusterProxyReadOnly") + ".Endpoint}",
 		}, dbEnv(catalogsql.RoleRead, true)))
-		equal(t, "diff env", r.env(t, fns["diff"]), with(dbEnv(catalogsql.RoleDiff, false)))
+		equal(t, "diff env", r.env(t, fns["diff"]), with(dbEnv(catalogsql.RoleDiff, false), map[string]string{EnvSpillDir: "/tmp", EnvSortMemoryMB: "256"}))
 		for _, name := range []string{"apply-small", "apply-large"} {
 			equal(t, name+" env", r.env(t, fns[name]), with(dbEnv(catalogsql.RoleApply, false)))
 		}

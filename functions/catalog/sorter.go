@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"syscall"
 
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
@@ -46,6 +47,8 @@ type Sorter struct {
 	spill    *os.File // spilled runs (unlinked at creation: gone with the process)
 	spillEnd int64
 	spills   int   // times runs were written to disk
+	// createSpill makes the spill file: createSpillFile, or a test's.
+	createSpill func() (*os.File, error)
 	err      error // first background failure
 
 	dups  []Duplicate // after Finish: up to opts.MaxDuplicates, by Second
@@ -65,6 +68,11 @@ type SortOptions struct {
 	// (default DefaultMaxDuplicates); all of them are counted.
 	MaxDuplicates int
 }
+
+// ErrSortSpaceFull is the error of a sorter whose spilled runs found no
+// space left on the device of SortOptions.TempDir: a snapshot too large for
+// the diff's temporary storage (on Lambda, its ephemeral storage).
+var ErrSortSpaceFull = errors.New("no space left for sorted runs")
 
 // DefaultMaxDuplicates is how many duplicate product_ids a sorter reports by
 // default: a rejection lists at most 100 problems.
@@ -142,6 +150,7 @@ func newSorter(opts SortOptions, batch, block int) *Sorter {
 	}
 	s := &Sorter{opts: opts, spare: make(chan *pending, 3), flushes: make(chan *pending, 1), done: make(chan struct{}),
 		batch: batch, block: block}
+	s.createSpill = s.createSpillFile
 	for i := 0; i < 2; i++ {
 		s.spare <- &pending{ents: make([]pendEntry, 0, batch), inOrder: true}
 	}
@@ -429,22 +438,34 @@ func (s *Sorter) releaseBlock(b []byte) {
 // writeBlock appends b to the spill file.
 func (s *Sorter) writeBlock(b []byte) (block, error) {
 	if s.spill == nil {
-		f, err := os.CreateTemp(s.opts.TempDir, "catalog-sort-*")
+		f, err := s.createSpill()
 		if err != nil {
-			return block{}, fmt.Errorf("create sort spill file: %w", err)
-		}
-		if err := os.Remove(f.Name()); err != nil {
-			f.Close()
-			return block{}, fmt.Errorf("unlink sort spill file: %w", err)
+			return block{}, err
 		}
 		s.spill = f
 	}
 	if _, err := s.spill.Write(b); err != nil {
+		if errors.Is(err, syscall.ENOSPC) {
+			return block{}, fmt.Errorf("%w after %d bytes: %w", ErrSortSpaceFull, s.spillEnd, err)
+		}
 		return block{}, fmt.Errorf("write sorted run to %s: %w", s.spill.Name(), err)
 	}
 	blk := block{off: s.spillEnd, n: len(b)}
 	s.spillEnd += int64(len(b))
 	return blk, nil
+}
+
+// createSpillFile creates the spill file in TempDir and unlinks it.
+func (s *Sorter) createSpillFile() (*os.File, error) {
+	f, err := os.CreateTemp(s.opts.TempDir, "catalog-sort-*")
+	if err != nil {
+		return nil, fmt.Errorf("create sort spill file: %w", err)
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("unlink sort spill file: %w", err)
+	}
+	return f, nil
 }
 
 // spillRuns moves the runs held in memory to disk: a run that is alone (or

@@ -189,6 +189,23 @@ func TestSorterSpillFailure(t *testing.T) {
 	require.NoError(t, s.Close())
 }
 
+// A full disk is ErrSortSpaceFull (the diff rejects the snapshot: a retry
+// would fill the same space again).
+func TestSorterSpaceFull(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full")
+	}
+	s := newSorter(SortOptions{MemoryBytes: 1}, 10, 64)
+	s.createSpill = func() (*os.File, error) { return os.OpenFile("/dev/full", os.O_RDWR, 0) }
+	for i := 0; i < 100; i++ {
+		id := fmt.Appendf(nil, "p%03d", 99-i)
+		s.Add(id, h(string(id)), int32(i+2))
+	}
+	require.ErrorIs(t, s.Finish(), ErrSortSpaceFull)
+	require.NoError(t, s.Close())
+}
+
 // Close before Finish stops the background work.
 func TestSorterCloseEarly(t *testing.T) {
 	t.Parallel()

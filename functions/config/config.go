@@ -50,6 +50,8 @@ type Config struct {
 	DBIAMAuth          bool          // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
 	DBRootCert         string        // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
 	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
+	SpillDir           string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
+	SortMemoryBytes    int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 
 	secrets *secrets
 }
@@ -68,6 +70,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		AdminTokenSecret:   getenv("CATALOG_ADMIN_TOKEN_SECRET"),
 		DBUser:             strings.TrimSpace(getenv("CATALOG_DB_USER")),
 		DBRootCert:         strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
+		SpillDir:           getenv("CATALOG_SPILL_DIR"),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -107,6 +110,11 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.MaxUploadBytes = int64(maxUpload)
+	sortMB, err := intVar(getenv, "CATALOG_SORT_MEMORY_MB", 256)
+	if err != nil {
+		return c, err
+	}
+	c.SortMemoryBytes = int64(sortMB) << 20
 	c.UploadTTL = 15 * time.Minute
 	if v := getenv("CATALOG_UPLOAD_TTL"); v != "" {
 		if c.UploadTTL, err = time.ParseDuration(v); err != nil {

@@ -404,7 +404,12 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			}
 		}
 	}
-	if err := entries.Finish(); err != nil {
+	if err := entries.Finish(); errors.Is(err, catalog.ErrSortSpaceFull) {
+		// The same snapshot would fill the same space again: a clear
+		// rejection rather than retries.
+		return true, r.reject(ctx, &snapshot.Error{Code: snapshot.CodeFileTooLarge, Message: fmt.Sprintf(
+			"the snapshot's %d products need more temporary space to sort than the diff has (%v)", entries.Len(), err)})
+	} else if err != nil {
 		return false, fmt.Errorf("sort snapshot entries: %w", err)
 	}
 	if dups, _ := entries.Duplicates(); len(dups) > 0 {

@@ -39,7 +39,7 @@ func run(ctx context.Context) error {
 	h := diff.New(diff.Config{
 		InflightCap: cfg.InflightCap, LargeThreshold: cfg.LargeThresholdRows,
 		SmallQueueURL: cfg.ApplySmallQueueURL, LargeQueueURL: cfg.ApplyLargeQueueURL,
-		MaxUploadBytes: cfg.MaxUploadBytes,
+		MaxUploadBytes: cfg.MaxUploadBytes, SortMemoryBytes: cfg.SortMemoryBytes, SpillDir: cfg.SpillDir,
 	}, stores, blobs, sender, cfg.Logger())
 	lambda.Start(h.HandleSQS)
 	return nil

@@ -309,9 +309,16 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if o.WrapDiffQueue != nil {
 		diffQueue = o.WrapDiffQueue(diffQueue)
 	}
+	// The diff's sorted runs spill here (as on Lambda to /tmp); the files
+	// are unlinked at creation, so nothing is left behind.
+	spillDir := filepath.Join(dataDir, "tmp")
+	if err := os.MkdirAll(spillDir, 0o755); err != nil {
+		return nil, err
+	}
 	st.Diff = diff.New(diff.Config{
 		ChunkRows: o.ChunkRows, InflightCap: o.InflightCap, LargeThreshold: o.LargeThreshold,
 		SmallQueueURL: st.SmallQueue.URL, LargeQueueURL: st.LargeQueue.URL, MaxUploadBytes: o.MaxUploadBytes,
+		SpillDir: spillDir,
 	}, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
 	st.Apply.Observe = o.ApplyObserve
