@@ -46,10 +46,10 @@ type Sorter struct {
 	free     [][]byte // spare blocks
 	spill    *os.File // spilled runs (unlinked at creation: gone with the process)
 	spillEnd int64
-	spills   int   // times runs were written to disk
+	spills   int // times runs were written to disk
 	// createSpill makes the spill file: createSpillFile, or a test's.
 	createSpill func() (*os.File, error)
-	err      error // first background failure
+	err         error // first background failure
 
 	dups  []Duplicate // after Finish: up to opts.MaxDuplicates, by Second
 	ndups int64       // after Finish: how many duplicate rows in all
