@@ -30,3 +30,16 @@ type PresignedRequest struct {
 	Headers map[string]string
 	Expires time.Time
 }
+
+// Writer is an object written as a stream, for objects too large to hold
+// in memory: nothing is visible at its key until Close returns nil, which
+// makes the whole object appear at once. Abort discards what was written
+// (and does nothing after a successful Close); a failed Write or Close
+// leaves no object either, and every later call returns the same error.
+type Writer interface {
+	io.Writer
+	// Close writes the rest and makes the object appear.
+	Close() error
+	// Abort discards the object.
+	Abort() error
+}

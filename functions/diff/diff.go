@@ -6,7 +6,6 @@
 package diff
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,6 +35,9 @@ type Blobs interface {
 	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 	// Put writes an object.
 	Put(ctx context.Context, key string, body []byte) error
+	// Create starts an object written as a stream (the new generation's
+	// index, which may be larger than memory); it appears at Close.
+	Create(ctx context.Context, key string) (blob.Writer, error)
 }
 
 // IndexRetirer is what a Blobs may also do (s3blob.Store and inmem.Blobs do) so that the
@@ -210,11 +212,15 @@ type run struct {
 	entries  *catalog.Sorter // the new snapshot's (id, hash, line), sorted
 	products int64
 
-	// The last merge: its plan against planBase (no stopped generations)
-	// and the new generation's index, written in the same walk.
+	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan
 	planBase int64
-	index    []byte
+	// The new generation's index, streamed to the blob store by the first
+	// merge walk (whatever its baseline: the index holds the new entries
+	// only) and made to appear by writeIndex, after the take-over; aborted
+	// when the diff ends otherwise.
+	index   blob.Writer
+	indexed bool // index holds every entry
 }
 
 // uploadGone reports that the generation's pinned upload cannot be read any
@@ -266,6 +272,7 @@ func (r *run) diff(ctx context.Context) error {
 		return nil
 	}
 	defer r.entries.Close()
+	defer r.abortIndex(ctx)
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -487,16 +494,26 @@ func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, 
 		}
 		stopped = append(stopped, it)
 	}
-	index := bytes.NewBuffer(make([]byte, 0, r.entries.EncodedSize()+64))
-	iw := catalog.NewIndexWriter(index)
+	var iw *catalog.IndexWriter
+	if !r.indexed {
+		r.abortIndex(ctx) // a walk that failed half way
+		w, err := r.h.blobs.Create(ctx, events.IndexKey(r.job.RetailerID, r.job.Generation))
+		if err != nil {
+			return catalog.Plan{}, fmt.Errorf("write index: %w", err)
+		}
+		r.index = w
+		iw = catalog.NewIndexWriter(w)
+	}
 	plan, err := catalog.MergeRefs(r.entries.Iter(), baseline, stopped, iw)
 	if err != nil {
 		return plan, fmt.Errorf("merge: %w", err)
 	}
-	if err := iw.Close(); err != nil {
-		return plan, err
+	if iw != nil {
+		if err := iw.Close(); err != nil {
+			return plan, err
+		}
+		r.indexed = true
 	}
-	r.index = index.Bytes()
 	if len(d.Stopped) == 0 {
 		r.plan, r.planBase = &plan, d.Baseline
 	} else {
@@ -538,17 +555,33 @@ func (r *run) retireIndexes(ctx context.Context, baseline int64) {
 	}
 }
 
+// writeIndex makes the new generation's index appear: it must exist before
+// any chunk is sent, for the next diff to repair what this one may write
+// if it is stopped (I5).
 func (r *run) writeIndex(ctx context.Context) error {
-	if r.index == nil {
+	if !r.indexed {
+		r.plan = nil // walk again, writing the index
 		if _, err := r.merge(ctx, catalog.DiffDecision{}); err != nil {
 			return err
 		}
 	}
-	if err := r.h.blobs.Put(ctx, events.IndexKey(r.job.RetailerID, r.job.Generation), r.index); err != nil {
-		return err
+	w := r.index
+	r.index = nil
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("write index: %w", err)
 	}
-	r.index = nil // written; merge is not called again
 	return nil
+}
+
+// abortIndex discards an index being written, if any.
+func (r *run) abortIndex(ctx context.Context) {
+	if r.index == nil {
+		return
+	}
+	if err := r.index.Abort(); err != nil {
+		r.log.WarnContext(ctx, "abort the index upload", "err", err)
+	}
+	r.index, r.indexed = nil, false
 }
 
 // sendChunks is pass 2: the changed rows, read again in file order, then the

@@ -172,8 +172,8 @@ func (b *Blobs) List(ctx context.Context, prefix string) ([]string, error) {
 	}
 	if b.Dir != "" {
 		err := filepath.WalkDir(b.Dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() {
-				return err
+			if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), createPrefix) {
+				return err // (a streamed object not closed yet is no object)
 			}
 			rel, err := filepath.Rel(b.Dir, path)
 			if err == nil {
@@ -232,4 +232,106 @@ func (b *Blobs) PresignPut(ctx context.Context, key string, ttl time.Duration) (
 	}
 	return blob.PresignedRequest{Method: "PUT", URL: "inmem://" + b.Bucket() + "/" + key,
 		Headers: map[string]string{}, Expires: time.Now().Add(ttl).UTC()}, nil
+}
+
+// Create starts an object written as a stream (blob.Writer): in a
+// directory, to a temporary file beside it, renamed at Close; in memory, a
+// buffer put at Close.
+func (b *Blobs) Create(ctx context.Context, key string) (blob.Writer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	path := b.file(key)
+	b.mu.Unlock()
+	w := &writer{b: b, ctx: ctx, key: key, path: path}
+	if path != "" {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return nil, fmt.Errorf("create %s: %w", key, err)
+		}
+		f, err := os.CreateTemp(filepath.Dir(path), createPrefix+"*")
+		if err != nil {
+			return nil, fmt.Errorf("create %s: %w", key, err)
+		}
+		w.f = f
+	}
+	return w, nil
+}
+
+// createPrefix starts the name of the temporary file of a streamed object.
+const createPrefix = ".create-"
+
+// writer is a blob.Writer of Blobs.
+type writer struct {
+	b    *Blobs
+	ctx  context.Context
+	key  string
+	path string   // the object's file, or "" in memory
+	f    *os.File // the temporary file, in a directory
+	buf  bytes.Buffer
+	err  error
+	done bool
+}
+
+func (w *writer) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.done {
+		return 0, errors.New("inmem: write after close")
+	}
+	if w.f == nil {
+		return w.buf.Write(p)
+	}
+	n, err := w.f.Write(p)
+	if err != nil {
+		w.fail(fmt.Errorf("write %s: %w", w.key, err))
+	}
+	return n, w.err
+}
+
+func (w *writer) Close() error {
+	if w.err != nil || w.done {
+		return w.err
+	}
+	w.done = true
+	if w.f == nil {
+		if err := w.b.Put(w.ctx, w.key, w.buf.Bytes()); err != nil {
+			w.err = err
+		}
+		w.buf = bytes.Buffer{}
+		return w.err
+	}
+	if err := w.f.Close(); err != nil {
+		w.fail(fmt.Errorf("write %s: %w", w.key, err))
+		return w.err
+	}
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
+	if err := os.Rename(w.f.Name(), w.path); err != nil {
+		w.fail(fmt.Errorf("write %s: %w", w.key, err))
+	}
+	return w.err
+}
+
+func (w *writer) Abort() error {
+	if w.done && w.err == nil {
+		return nil
+	}
+	w.fail(errors.New("inmem: write aborted"))
+	return nil
+}
+
+// fail keeps the first error and drops what was written.
+func (w *writer) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+	w.done = true
+	w.buf = bytes.Buffer{}
+	if w.f != nil {
+		w.f.Close()
+		os.Remove(w.f.Name())
+		w.f = nil
+	}
 }

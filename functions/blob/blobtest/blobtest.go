@@ -6,6 +6,7 @@ package blobtest
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ type Store interface {
 	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 	Get(ctx context.Context, key string) ([]byte, error)
 	Put(ctx context.Context, key string, body []byte) error
+	Create(ctx context.Context, key string) (blob.Writer, error)
 	Size(ctx context.Context, key string) (int64, error)
 	List(ctx context.Context, prefix string) ([]string, error)
 	Tag(ctx context.Context, key, tagKey, tagValue string) error
@@ -43,6 +45,9 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"MissingIsNotFound", testMissingIsNotFound},
 		{"OverwriteChangesETag", testOverwriteChangesETag},
 		{"EmptyObject", testEmptyObject},
+		{"StreamAppearsAtClose", testStreamAppearsAtClose},
+		{"StreamLargerThanParts", testStreamLarge},
+		{"StreamAbortLeavesNothing", testStreamAbort},
 		{"ListUnderPrefixInKeyOrder", testList},
 		{"TagsReplaceTags", testTags},
 		{"PresignPut", testPresign},
@@ -209,5 +214,106 @@ func testPresign(t *testing.T, s Store, prefix string) {
 	}
 	if s.Bucket() == "" {
 		t.Fatal("no bucket name")
+	}
+}
+
+// A streamed object appears whole at Close, not before (an older version
+// stays readable until then); an empty stream is an empty object.
+func testStreamAppearsAtClose(t *testing.T, s Store, prefix string) {
+	key := prefix + "streamed"
+	check(t, s.Put(ctx(t), key, []byte("old version")), "put")
+	w, err := s.Create(ctx(t), key)
+	check(t, err, "create")
+	var want []byte
+	for i := 0; i < 100; i++ {
+		part := bytes.Repeat([]byte{byte('a' + i%26)}, 1+i*37)
+		want = append(want, part...)
+		if _, err := w.Write(part); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	if got, err := s.Get(ctx(t), key); err != nil || string(got) != "old version" {
+		t.Fatalf("before Close: %q, %v; want the old version", got, err)
+	}
+	if keys, err := s.List(ctx(t), prefix); err != nil || len(keys) != 1 {
+		t.Fatalf("list before Close = %q, %v; want the old object only", keys, err)
+	}
+	check(t, w.Close(), "close")
+	got, err := s.Get(ctx(t), key)
+	check(t, err, "get")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("streamed object: %d bytes, want %d", len(got), len(want))
+	}
+	check(t, w.Abort(), "abort after close")
+	if _, err := s.Size(ctx(t), key); err != nil {
+		t.Fatalf("abort after close removed the object: %v", err)
+	}
+
+	empty := prefix + "empty-stream"
+	w, err = s.Create(ctx(t), empty)
+	check(t, err, "create empty")
+	check(t, w.Close(), "close empty")
+	if size, err := s.Size(ctx(t), empty); err != nil || size != 0 {
+		t.Fatalf("empty stream: size %d, %v", size, err)
+	}
+}
+
+// streamBytes is larger than the parts of any store (s3blob: 8 MiB), so
+// that a stream takes several.
+const streamBytes = 20<<20 + 12345
+
+// A stream of several parts reads back byte for byte.
+func testStreamLarge(t *testing.T, s Store, prefix string) {
+	key := prefix + "large"
+	w, err := s.Create(ctx(t), key)
+	check(t, err, "create")
+	sum := sha256.New()
+	chunk := make([]byte, 1<<20+7)
+	for written, i := 0, 0; written < streamBytes; i++ {
+		n := min(len(chunk), streamBytes-written)
+		for j := range chunk[:n] {
+			chunk[j] = byte(i*31 + j)
+		}
+		if _, err := w.Write(chunk[:n]); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		sum.Write(chunk[:n])
+		written += n
+	}
+	check(t, w.Close(), "close")
+	obj, err := s.Open(ctx(t), key, "")
+	check(t, err, "open")
+	defer obj.Body.Close()
+	got := sha256.New()
+	n, err := io.Copy(got, obj.Body)
+	check(t, err, "read")
+	if n != streamBytes || !bytes.Equal(got.Sum(nil), sum.Sum(nil)) {
+		t.Fatalf("read back %d bytes (sha256 match %v), want %d", n, bytes.Equal(got.Sum(nil), sum.Sum(nil)), streamBytes)
+	}
+}
+
+// An aborted stream leaves no object, small or past a part, and writes
+// after it fail.
+func testStreamAbort(t *testing.T, s Store, prefix string) {
+	for _, size := range []int{10, 9 << 20} {
+		key := fmt.Sprintf("%saborted-%d", prefix, size)
+		w, err := s.Create(ctx(t), key)
+		check(t, err, "create")
+		if _, err := w.Write(make([]byte, size)); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+		check(t, w.Abort(), "abort")
+		if _, err := s.Open(ctx(t), key, ""); !errors.Is(err, blob.ErrNotFound) {
+			t.Fatalf("open after abort (%d bytes): %v, want blob.ErrNotFound", size, err)
+		}
+		if _, err := w.Write([]byte("x")); err == nil {
+			t.Fatalf("write after abort succeeded")
+		}
+		if err := w.Close(); err == nil {
+			t.Fatalf("close after abort succeeded")
+		}
+		if keys, err := s.List(ctx(t), prefix); err != nil || len(keys) != 0 {
+			t.Fatalf("list after abort = %q, %v; want nothing", keys, err)
+		}
 	}
 }
