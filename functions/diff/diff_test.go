@@ -17,6 +17,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/inmem"
@@ -228,7 +229,62 @@ func TestRejectsDuplicateIDs(t *testing.T) {
 	st := f.status(g)
 	require.Equal(t, catalog.StateRejected, st.State)
 	require.Equal(t, "duplicate_product_id", st.ErrorCode)
+	require.Equal(t, 4, st.ErrorLine)
+	require.Contains(t, st.ErrorMessage, "first on line 2")
 	require.Empty(t, f.take())
+	_, err := f.blobs.Size(context.Background(), events.IndexKey("r1", g))
+	require.ErrorIs(t, err, blob.ErrNotFound, "a rejected snapshot has no index")
+}
+
+// The new generation's index appears only once the generation took over:
+// a held snapshot leaves none (its upload is aborted), an applied one has
+// it before its first chunk is sent.
+func TestIndexOnlyAfterTakeOver(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	g1 := f.upload(csvOf(200, "1"))
+	f.diff(g1)
+	require.NotEmpty(t, f.object(events.IndexKey("r1", g1)))
+	f.applyAll(f.take())
+
+	g2 := f.upload(csvOf(10, "1")) // deletes 190 of 200: held
+	f.diff(g2)
+	require.Equal(t, catalog.StateHeld, f.status(g2).State)
+	_, err := f.blobs.Size(context.Background(), events.IndexKey("r1", g2))
+	require.ErrorIs(t, err, blob.ErrNotFound, "a held snapshot has no index")
+	keys, err := f.blobs.List(context.Background(), events.IndexPrefix("r1"))
+	require.NoError(t, err)
+	require.Equal(t, []string{events.IndexKey("r1", g1)}, keys)
+}
+
+// A diff whose sorted runs spill to disk sends exactly the chunks of one
+// that keeps them in memory, and writes the same index.
+func TestSpillingDiffSendsTheSameChunks(t *testing.T) {
+	t.Parallel()
+	run := func(sortMemory int64) (map[string][]byte, []sent) {
+		f := newFixture(t, 100000)
+		h := diff.New(diff.Config{ChunkRows: 500, SmallQueueURL: "small", LargeQueueURL: "large",
+			SortMemoryBytes: sortMemory, SpillDir: t.TempDir()}, f.store, f.blobs, f.queue, slog.New(slog.DiscardHandler))
+		var b strings.Builder
+		b.WriteString("product_id,price\n")
+		for i := 0; i < 70000; i++ { // two sort batches, unsorted
+			fmt.Fprintf(&b, "id-%07d,%d\n", (i*7919)%70000, i%7)
+		}
+		g := f.upload([]byte(b.String()))
+		require.NoError(t, h.Diff(context.Background(), events.DiffJob{RetailerID: "r1", Generation: g, Key: events.UploadKey("r1", g)}))
+		require.Equal(t, catalog.StateApplying, f.status(g).State)
+		objects := map[string][]byte{"index": f.object(events.IndexKey("r1", g))}
+		msgs := f.take()
+		for _, m := range msgs {
+			objects[m.msg.Key] = f.object(m.msg.Key)
+		}
+		return objects, msgs
+	}
+	inMemory, msgs := run(1 << 30)
+	spilled, spilledMsgs := run(1)
+	require.Len(t, msgs, 140)
+	require.Equal(t, msgs, spilledMsgs)
+	require.Equal(t, inMemory, spilled)
 }
 
 // An upload of a retailer the registry does not know is dropped, and a
