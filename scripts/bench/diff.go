@@ -78,10 +78,16 @@ func benchDiff(ctx context.Context, args []string) error {
 	// The reference needs sorted files: sort outside the timed section.
 	oldC, newC := filepath.Join(work, "old.sorted"), filepath.Join(work, "new.sorted")
 	for _, s := range [][2]string{{pf.oldSorted, oldC}, {pf.newShuf, newC}} {
-		cmd := exec.CommandContext(ctx, "sort", "-o", s[1], s[0])
+		if _, err := os.Stat(s[1]); err == nil && pf.reused {
+			continue
+		}
+		cmd := exec.CommandContext(ctx, "sort", "-o", s[1]+".part", s[0])
 		cmd.Env = append(os.Environ(), "LC_ALL=C")
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("sort %s: %v: %s", s[0], err, out)
+		}
+		if err := os.Rename(s[1]+".part", s[1]); err != nil {
+			return err
 		}
 	}
 

@@ -213,6 +213,7 @@ type pairFiles struct {
 	oldSorted, newSorted, newShuf string
 	oldBytes, newBytes            int64
 	pair                          pair
+	reused                        bool // written by an earlier run with the same parameters
 }
 
 // makePairFiles generates the pair and writes the old snapshot sorted, the
@@ -233,6 +234,20 @@ func makePairFiles(dir string, n int, seed uint64, idBytes int) (*pairFiles, err
 	pf := &pairFiles{dir: dir, pair: p,
 		oldSorted: filepath.Join(dir, "old.csv"), newSorted: filepath.Join(dir, "new.csv"),
 		newShuf: filepath.Join(dir, "new-shuffled.csv")}
+	// Files written by an earlier run in the same directory with the same
+	// parameters are reused (the 10M-row files take minutes to write).
+	marker := filepath.Join(dir, "generated")
+	params := fmt.Sprintf("rows=%d seed=%d id-bytes=%d\n", n, seed, idBytes)
+	if b, err := os.ReadFile(marker); err == nil && string(b) == params {
+		old, err1 := os.Stat(pf.oldSorted)
+		nw, err2 := os.Stat(pf.newSorted)
+		_, err3 := os.Stat(pf.newShuf)
+		if err1 == nil && err2 == nil && err3 == nil {
+			pf.oldBytes, pf.newBytes, pf.reused = old.Size(), nw.Size(), true
+			return pf, nil
+		}
+	}
+	os.Remove(marker)
 	var err error
 	if pf.oldBytes, err = writeCSV(pf.oldSorted, pf.pair.old); err != nil {
 		return nil, err
@@ -243,5 +258,5 @@ func makePairFiles(dir string, n int, seed uint64, idBytes int) (*pairFiles, err
 	if _, err = writeCSV(pf.newShuf, shuffled(pf.pair.new, seed)); err != nil {
 		return nil, err
 	}
-	return pf, nil
+	return pf, os.WriteFile(marker, []byte(params), 0o644)
 }
