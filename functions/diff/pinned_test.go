@@ -36,6 +36,10 @@ func (b *replacingBlobs) Put(ctx context.Context, key string, body []byte) error
 	return b.blobs.Put(ctx, key, body)
 }
 
+func (b *replacingBlobs) Create(ctx context.Context, key string) (blob.Writer, error) {
+	return b.blobs.Create(ctx, key)
+}
+
 // The diff pins the version it first reads: an upload replaced between its
 // two passes ends the generation rejected (upload_changed), with nothing
 // sent, instead of a retry that can never succeed; a re-run, reading the
