@@ -189,23 +189,6 @@ func (s *Sorter) Add(id []byte, hash snapshot.Hash, line int32) {
 	}
 }
 
-// EncodedSize is the size of the sorted runs, in memory and on disk: an
-// upper bound of the size of an index of the same entries (merging runs
-// only lengthens shared prefixes). Call it after Finish.
-func (s *Sorter) EncodedSize() int64 {
-	var n int64
-	for _, r := range s.runs {
-		for _, b := range r.blocks {
-			if b.mem != nil {
-				n += int64(len(b.mem))
-			} else {
-				n += int64(b.n)
-			}
-		}
-	}
-	return n
-}
-
 // Len is the number of entries added.
 func (s *Sorter) Len() int64 { return s.count }
 
