@@ -1,8 +1,9 @@
 // Package events holds the Go types of every message that crosses a boundary
 // between functions: the chunk message on the apply FIFO queues, the diff job
 // on the diff-jobs queue (an S3 event notification, of which we read a subset),
-// and the change event published to downstream systems. Each has sample JSON in
-// testdata, round-trip tested.
+// and the envelope of the change events published to downstream systems
+// (with the upload status it may carry). Each has sample JSON in testdata,
+// round-trip tested.
 package events
 
 import (
@@ -196,20 +197,6 @@ func NewObjectCreatedEvent(region, bucket, key string, size int64, at time.Time)
 func ObjectCreatedMessage(region, bucket, key string, at time.Time) string {
 	body, _ := json.Marshal(NewObjectCreatedEvent(region, bucket, key, 0, at))
 	return string(body)
-}
-
-// ChangeEvent is published for every product row that actually changed. The
-// outbox keeps only a claim check (product, generation, op, content hash);
-// the relay fills Attributes from the catalog when it publishes, so a
-// consumer sees the product's state at publish time, stamped with the
-// generation that changed it, and keeps the newest generation per product.
-type ChangeEvent struct {
-	RetailerID string         `json:"retailer_id"`
-	ProductID  string         `json:"product_id"`
-	Generation int64          `json:"generation"`
-	Op         string         `json:"op"` // "upsert" or "delete"
-	Attributes map[string]any `json:"attributes,omitempty"`
-	ChangedAt  time.Time      `json:"changed_at"`
 }
 
 // AppendChunkLine appends op as one JSON line of a chunk object. Attributes must

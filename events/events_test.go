@@ -37,13 +37,6 @@ func TestChunkMessageRoundTrip(t *testing.T) {
 	require.Equal(t, ChunkKey("acme", 8, 3), m.Key)
 }
 
-func TestChangeEventRoundTrip(t *testing.T) {
-	t.Parallel()
-	var m ChangeEvent
-	roundTrip(t, "testdata/change_event.json", &m)
-	require.Equal(t, OpUpsert, m.Op)
-}
-
 func TestChunkObjectRoundTrip(t *testing.T) {
 	t.Parallel()
 	sample, err := os.ReadFile("testdata/chunk_object.jsonl")
@@ -184,4 +177,44 @@ func TestObjectCreatedMessageIsADiffJob(t *testing.T) {
 	jobs, err := DiffJobsFromS3Event(ev)
 	require.NoError(t, err)
 	require.Equal(t, []DiffJob{{Bucket: "b", Key: "snapshots/r1/3/upload", RetailerID: "r1", Generation: 3, EventTime: time.Unix(0, 0).UTC()}}, jobs)
+}
+
+func TestEnvelopeRoundTrip(t *testing.T) {
+	t.Parallel()
+	var ch Envelope
+	roundTrip(t, "testdata/envelope_changes.json", &ch)
+	require.NoError(t, ch.Validate())
+	require.Equal(t, EventID(TypeChanges, "acme", 8, 3), ch.ID)
+	require.Equal(t, ChangeKey("acme", 8, 3), ch.Object)
+
+	var held Envelope
+	roundTrip(t, "testdata/envelope_snapshot_held.json", &held)
+	require.NoError(t, held.Validate())
+	require.Equal(t, SnapshotType("held"), held.Type)
+	require.Equal(t, EventID(held.Type, "acme", 9, 0), held.ID)
+	require.Equal(t, "mass_delete", held.Status.Error.Code)
+}
+
+func TestEnvelopeValidate(t *testing.T) {
+	t.Parallel()
+	seq := 0
+	ok := Envelope{ID: "r:1:changes:0", Type: TypeChanges, Time: time.Now(), RetailerID: "r", Generation: 1,
+		Seq: &seq, Count: 1, Object: "chunks/r/1/0", SHA256: strings.Repeat("a", 64)}
+	require.NoError(t, ok.Validate())
+	for name, mutate := range map[string]func(*Envelope){
+		"no seq":         func(e *Envelope) { e.Seq = nil },
+		"no count":       func(e *Envelope) { e.Count = 0 },
+		"short sha":      func(e *Envelope) { e.SHA256 = "ab" },
+		"unknown type":   func(e *Envelope) { e.Type = "catalog.snapshot.diffing" },
+		"status missing": func(e *Envelope) { e.Type = TypeSnapshotApplied },
+		"no generation":  func(e *Envelope) { e.Generation = 0 },
+		"no time":        func(e *Envelope) { e.Time = time.Time{} },
+		"no retailer id": func(e *Envelope) { e.RetailerID = "" },
+	} {
+		bad := ok
+		mutate(&bad)
+		require.Error(t, bad.Validate(), name)
+	}
+	require.Empty(t, SnapshotType("diffing"))
+	require.Equal(t, "r:2:applied", EventID(TypeSnapshotApplied, "r", 2, 0))
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -35,13 +36,21 @@ type Store interface {
 	IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error)
 	// ChunkCounted reports whether a transaction that wrote chunk seq of gen has committed.
 	ChunkCounted(ctx context.Context, retailerID string, gen int64, seq int) (bool, error)
-	// ApplyChunk writes one chunk of gen in one fenced transaction and
-	// counts it exactly once (I2, I3, I4, I6); a superseded or counted
-	// chunk writes nothing and says so in the result.
-	ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error)
+	// ApplyChunk writes the chunk of m (whose ops are ops) in one fenced
+	// transaction, counts it exactly once (I2, I3, I4, I6) and, in the same
+	// transaction, records its change event (DESIGN 8); a superseded or
+	// counted chunk writes nothing and says so in the result.
+	ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp) (catalog.ApplyResult, error)
 	// UpdateDirectory brings the product directory in line with a committed
 	// chunk; fenced by generation and idempotent.
 	UpdateDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error
+}
+
+// Flusher publishes a retailer's pending change events at once: the
+// relay's fast path (relay.Relay implements it). Best effort: what it
+// misses, the relay's sweeper publishes.
+type Flusher interface {
+	Flush(ctx context.Context, retailerID string)
 }
 
 // Handler applies chunks.
@@ -52,6 +61,10 @@ type Handler struct {
 	// Observe, when set, is called around each chunk's apply (tests count
 	// chunks in flight with it); it is nil in production.
 	Observe func(msg events.ChunkMessage, start bool)
+	// Events, when set, publishes the change events a batch committed
+	// right after the batch (one call per retailer); nil leaves them to
+	// the sweeper.
+	Events Flusher
 }
 
 // New builds the handler.
@@ -65,24 +78,34 @@ func New(store Store, blobs Blobs, log *slog.Logger) *Handler {
 // redone.
 func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	var resp lambdaevents.SQSEventResponse
+	var retailers []string // of the chunks applied, for the fast path
 	for i, msg := range ev.Records {
-		if err := h.handleMessage(ctx, msg); err != nil {
+		retailerID, err := h.handleMessage(ctx, msg)
+		if err != nil {
 			h.log.ErrorContext(ctx, "apply failed", "message_id", msg.MessageId, "err", err)
 			for _, rest := range ev.Records[i:] {
 				resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: rest.MessageId})
 			}
 			break
 		}
+		if !slices.Contains(retailers, retailerID) {
+			retailers = append(retailers, retailerID)
+		}
+	}
+	if h.Events != nil {
+		for _, r := range retailers {
+			h.Events.Flush(ctx, r)
+		}
 	}
 	return resp, nil
 }
 
-func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) error {
+func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) (string, error) {
 	var m events.ChunkMessage
 	if err := json.Unmarshal([]byte(msg.Body), &m); err != nil {
-		return fmt.Errorf("message %s is not a chunk message: %w", msg.MessageId, err)
+		return "", fmt.Errorf("message %s is not a chunk message: %w", msg.MessageId, err)
 	}
-	return h.Apply(ctx, m)
+	return m.RetailerID, h.Apply(ctx, m)
 }
 
 // Apply applies one chunk. Superseded and already-applied chunks are
@@ -131,7 +154,7 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 	if err != nil {
 		return fmt.Errorf("apply chunk %d: %w", m.Seq, err)
 	}
-	res, err := h.store.ApplyChunk(ctx, m.RetailerID, m.Generation, m.Seq, ops)
+	res, err := h.store.ApplyChunk(ctx, m, ops)
 	if err != nil {
 		return err
 	}

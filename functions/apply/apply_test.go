@@ -170,7 +170,7 @@ func TestRedeliveryFinishesTheDirectory(t *testing.T) {
 	m := f.chunk(gen, 0, 2, storetest.Upsert("p", `{}`))
 	ops, err := events.ReadChunk(bytesOf(t, f, m.Key))
 	require.NoError(t, err)
-	_, err = f.store.ApplyChunk(context.Background(), "r1", gen, 0, ops) // committed; the directory update never ran
+	_, err = f.store.ApplyChunk(context.Background(), m, ops) // committed; the directory update never ran
 	require.NoError(t, err)
 	require.Empty(t, f.directory("p"))
 	f.start(1)

@@ -23,6 +23,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/rdsauth"
 	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 )
 
@@ -49,6 +50,7 @@ type Config struct {
 	DBUser             string        // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
 	DBIAMAuth          bool          // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
 	DBRootCert         string        // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
+	ChangeTopicARN     string        // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
 	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
 	SpillDir           string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
 	SortMemoryBytes    int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
@@ -71,6 +73,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DBUser:             strings.TrimSpace(getenv("CATALOG_DB_USER")),
 		DBRootCert:         strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
 		SpillDir:           getenv("CATALOG_SPILL_DIR"),
+		ChangeTopicARN:     getenv("CATALOG_CHANGE_TOPIC_ARN"),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -465,4 +468,17 @@ func (c *Config) Sender(ctx context.Context) (*sqsqueue.Sender, error) {
 		return nil, err
 	}
 	return sqsqueue.NewSender(client), nil
+}
+
+// Publisher builds the SNS publisher of the change-events topic
+// (AWS_ENDPOINT_URL_SNS is honoured by the SDK).
+func (c *Config) Publisher(ctx context.Context) (*snstopic.Publisher, error) {
+	if c.ChangeTopicARN == "" {
+		return nil, fmt.Errorf("CATALOG_CHANGE_TOPIC_ARN is required to publish change events")
+	}
+	client, err := snstopic.NewClient(ctx, snstopic.Options{Region: c.Region})
+	if err != nil {
+		return nil, err
+	}
+	return snstopic.New(client, c.ChangeTopicARN), nil
 }

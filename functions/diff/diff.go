@@ -129,6 +129,13 @@ func (c *Config) defaults() {
 	}
 }
 
+// Flusher publishes a retailer's pending change events at once: the
+// relay's fast path (relay.Relay implements it). Best effort: what it
+// misses, the relay's sweeper publishes.
+type Flusher interface {
+	Flush(ctx context.Context, retailerID string)
+}
+
 // Handler runs diffs.
 type Handler struct {
 	cfg   Config
@@ -136,6 +143,10 @@ type Handler struct {
 	blobs Blobs
 	queue queue.Sender
 	log   *slog.Logger
+	// Events, when set, publishes the lifecycle events a diff wrote
+	// (rejected, held, superseded, applied) right after it; nil leaves
+	// them to the sweeper.
+	Events Flusher
 }
 
 // New builds the handler.
@@ -167,7 +178,11 @@ func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage
 		return err
 	}
 	for _, job := range jobs {
-		if err := h.Diff(ctx, job); err != nil {
+		err := h.Diff(ctx, job)
+		if h.Events != nil {
+			h.Events.Flush(ctx, job.RetailerID)
+		}
+		if err != nil {
 			return err
 		}
 	}

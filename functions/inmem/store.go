@@ -32,6 +32,7 @@ type Store struct {
 	retailers map[string]catalog.Retailer
 	state     map[string]*retailerState // created by a retailer's first reservation
 	directory map[string]map[string]dirEntry
+	outbox    outbox
 }
 
 type retailerState struct {
@@ -145,6 +146,7 @@ func (s *Store) withState(retailerID string, noState error, fn func(st *retailer
 	if st == nil {
 		return noState
 	}
+	defer s.watchStates(retailerID, st)()
 	return fn(st)
 }
 
@@ -168,6 +170,7 @@ func (s *Store) ReserveGeneration(ctx context.Context, retailerID, format string
 		}
 		s.state[retailerID] = st
 	}
+	defer s.watchStates(retailerID, st)()
 	st.reserved++
 	gen := st.reserved
 	st.gens[gen] = &generation{GenerationStatus: catalog.GenerationStatus{
@@ -443,8 +446,10 @@ func (s *Store) IsLatest(ctx context.Context, retailerID string, gen int64) (boo
 
 // ApplyChunk writes one chunk of gen at once: the fence (I2, I4), the chunk
 // count (exactly once), the fenced upserts and tombstones (I3) that skip
-// unchanged rows (I6) and, for the last chunk, the generation's completion.
-func (s *Store) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+// unchanged rows (I6), the chunk's change event and, for the last chunk,
+// the generation's completion.
+func (s *Store) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	retailerID, gen, seq := m.RetailerID, m.Generation, m.Seq
 	var res catalog.ApplyResult
 	hashes := make([][]byte, len(ops))
 	for i, op := range ops {
@@ -467,6 +472,7 @@ func (s *Store) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 		res.Outcome = catalog.ChunkSuperseded
 		return res, nil
 	}
+	defer s.watchStates(retailerID, st)()
 	key := [2]int64{gen, int64(seq)}
 	if st.chunks[key] {
 		res.Outcome = catalog.ChunkDuplicate
@@ -479,23 +485,29 @@ func (s *Store) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 	}
 	st.chunks[key] = true
 	now := s.now()
+	unchanged := []string{}
 	for i, op := range ops {
 		row, exists := st.products[op.ProductID]
 		switch op.Op {
 		case events.OpUpsert:
 			if exists && (row.generation >= gen || (!row.deleted && bytes.Equal(row.hash, hashes[i]))) {
+				unchanged = append(unchanged, op.ProductID)
 				continue
 			}
 			st.products[op.ProductID] = &productRow{attributes: bytes.Clone(op.Attributes), hash: hashes[i], generation: gen, updatedAt: now}
 			res.Written++
 		case events.OpDelete:
 			if !exists || row.generation >= gen || row.deleted {
+				unchanged = append(unchanged, op.ProductID)
 				continue
 			}
 			st.products[op.ProductID] = &productRow{generation: gen, deleted: true, updatedAt: now}
 			res.Written++
 		}
 	}
+	changeEvent := catalog.OutboxEntry{Type: "catalog.changes", RetailerID: retailerID, Generation: gen, Seq: seq,
+		ObjectKey: m.Key, SHA256: m.SHA256, Changed: int(res.Written), Unchanged: unchanged, EventTime: now, CreatedAt: now}
+	s.outbox.add(changeEvent)
 	g.ChunksApplied++
 	if g.ChunksApplied >= g.ChunksTotal {
 		res.GenerationApplied = true

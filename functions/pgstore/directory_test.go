@@ -90,7 +90,7 @@ func TestChunkCounted(t *testing.T) {
 	counted, err := sh.ChunkCounted(ctx, "r1", gen, 0)
 	require.NoError(t, err)
 	require.False(t, counted)
-	_, err = sh.ApplyChunk(ctx, "r1", gen, 0, []events.ChunkOp{upsert("a", `{"v":"1"}`)})
+	_, err = sh.ApplyChunk(ctx, chunkOf("r1", gen, 0), []events.ChunkOp{upsert("a", `{"v":"1"}`)})
 	require.NoError(t, err)
 	counted, err = sh.ChunkCounted(ctx, "r1", gen, 0)
 	require.NoError(t, err)

@@ -32,20 +32,20 @@ func TestConcurrentLookupsShareQueries(t *testing.T) {
 		ops = append(ops, upsert(fmt.Sprintf("p%03d", i), fmt.Sprintf(`{"r": 1, "i": %d}`, i)))
 	}
 	g := startGeneration(t, sh, 1)
-	_, err := sh.ApplyChunk(ctx, "r1", g, 0, ops)
+	_, err := sh.ApplyChunk(ctx, chunkOf("r1", g, 0), ops)
 	require.NoError(t, err)
 	g = startGeneration(t, sh, 1)
 	var dels []events.ChunkOp
 	for i := 0; i < 200; i += 5 {
 		dels = append(dels, del(fmt.Sprintf("p%03d", i)))
 	}
-	_, err = sh.ApplyChunk(ctx, "r1", g, 0, dels)
+	_, err = sh.ApplyChunk(ctx, chunkOf("r1", g, 0), dels)
 	require.NoError(t, err)
 	ops = ops[:0]
 	for i := range 100 {
 		ops = append(ops, upsert(fmt.Sprintf("p%03d", i), fmt.Sprintf(`{"r": 2, "i": %d}`, i)))
 	}
-	_, err = sh.ApplyChunk(ctx, "r2", startGenerationOf(t, sh, "r2", 1), 0, ops)
+	_, err = sh.ApplyChunk(ctx, chunkOf("r2", startGenerationOf(t, sh, "r2", 1), 0), ops)
 	require.NoError(t, err)
 
 	// One slot: every lookup that arrives while one runs waits for the next batch.
@@ -130,7 +130,7 @@ func TestLookupsOfAwkwardIDs(t *testing.T) {
 	for i, id := range ids {
 		ops = append(ops, upsert(id, fmt.Sprintf(`{"n": %d}`, i)))
 	}
-	_, err := sh.ApplyChunk(ctx, "r1", startGeneration(t, sh, 1), 0, ops)
+	_, err := sh.ApplyChunk(ctx, chunkOf("r1", startGeneration(t, sh, 1), 0), ops)
 	require.NoError(t, err)
 	require.NoError(t, s.AttachReaders(nil, nil, pgstore.ReaderOptions{LookupSlots: 1}))
 	rs := s.ShardReaders[0]

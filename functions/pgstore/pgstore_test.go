@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -50,6 +51,13 @@ func upsert(id, attrs string) events.ChunkOp {
 }
 
 func del(id string) events.ChunkOp { return events.ChunkOp{Op: events.OpDelete, ProductID: id} }
+
+// chunkOf is the message of chunk seq of gen, as the diff sends it (the
+// checksum is a stand-in: the store only records it).
+func chunkOf(retailerID string, gen int64, seq int) events.ChunkMessage {
+	return events.ChunkMessage{RetailerID: retailerID, Generation: gen, Seq: seq,
+		Key: events.ChunkKey(retailerID, gen, seq), SHA256: strings.Repeat("0", 64)}
+}
 
 // startGeneration reserves gen, receives it and starts applying with chunks chunks.
 func startGeneration(t *testing.T, sh *pgstore.Shard, chunks int) int64 {
@@ -106,12 +114,12 @@ func TestFencingRefusesZombieChunks(t *testing.T) {
 	sh := newStores(t).Shards[0]
 	g7 := startGeneration(t, sh, 1)
 	g8 := startGeneration(t, sh, 1)
-	res, err := sh.ApplyChunk(ctx, "r1", g8, 0, []events.ChunkOp{upsert("a", `{"v": "8"}`), upsert("b", `{"v": "8"}`)})
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", g8, 0), []events.ChunkOp{upsert("a", `{"v": "8"}`), upsert("b", `{"v": "8"}`)})
 	require.NoError(t, err)
 	require.Equal(t, catalog.ChunkApplied, res.Outcome)
 	require.True(t, res.GenerationApplied)
 
-	res, err = sh.ApplyChunk(ctx, "r1", g7, 0, []events.ChunkOp{upsert("a", `{"v": "7"}`), upsert("c", `{"v": "7"}`), del("b")})
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", g7, 0), []events.ChunkOp{upsert("a", `{"v": "7"}`), upsert("c", `{"v": "7"}`), del("b")})
 	require.NoError(t, err)
 	require.Equal(t, catalog.ChunkSuperseded, res.Outcome)
 	require.Equal(t, map[string]string{"a": `{"v": "8"}`, "b": `{"v": "8"}`}, catalogOf(t, sh))
@@ -134,10 +142,10 @@ func TestRowFenceInSQL(t *testing.T) {
 	require.NoError(t, err)
 	_, err = sh.Pool().Exec(ctx, `INSERT INTO generations (retailer_id, generation, state, object_key, upload_expires_at, chunks_total) VALUES ('r1', 7, 'applying', 'k', now(), 2)`)
 	require.NoError(t, err)
-	res, err := sh.ApplyChunk(ctx, "r1", 7, 0, []events.ChunkOp{upsert("a", `{"v": "7"}`)})
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", 7, 0), []events.ChunkOp{upsert("a", `{"v": "7"}`)})
 	require.NoError(t, err)
 	require.Zero(t, res.Written)
-	res, err = sh.ApplyChunk(ctx, "r1", 7, 1, []events.ChunkOp{del("a")})
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", 7, 1), []events.ChunkOp{del("a")})
 	require.NoError(t, err)
 	require.Zero(t, res.Written)
 	require.Equal(t, map[string]string{"a": `{"v": "9"}`}, catalogOf(t, sh))
@@ -150,10 +158,10 @@ func TestNoResurrection(t *testing.T) {
 	ctx := context.Background()
 	sh := newStores(t).Shards[0]
 	g1 := startGeneration(t, sh, 1)
-	_, err := sh.ApplyChunk(ctx, "r1", g1, 0, []events.ChunkOp{upsert("x", `{"v": "1"}`)})
+	_, err := sh.ApplyChunk(ctx, chunkOf("r1", g1, 0), []events.ChunkOp{upsert("x", `{"v": "1"}`)})
 	require.NoError(t, err)
 	g2 := startGeneration(t, sh, 1)
-	res, err := sh.ApplyChunk(ctx, "r1", g2, 0, []events.ChunkOp{del("x")})
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", g2, 0), []events.ChunkOp{del("x")})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Written)
 	require.Empty(t, catalogOf(t, sh))
@@ -163,7 +171,7 @@ func TestNoResurrection(t *testing.T) {
 	require.NoError(t, err)
 	_, err = sh.Pool().Exec(ctx, `UPDATE generations SET state = 'applying', chunks_total = 5 WHERE retailer_id = 'r1' AND generation = $1`, g1)
 	require.NoError(t, err)
-	res, err = sh.ApplyChunk(ctx, "r1", g1, 1, []events.ChunkOp{upsert("x", `{"v": "zombie"}`)})
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", g1, 1), []events.ChunkOp{upsert("x", `{"v": "zombie"}`)})
 	require.NoError(t, err)
 	require.Zero(t, res.Written)
 	require.Empty(t, catalogOf(t, sh), "x stays deleted")
@@ -175,21 +183,21 @@ func TestUnchangedRowsAreNotWritten(t *testing.T) {
 	ctx := context.Background()
 	sh := newStores(t).Shards[0]
 	g1 := startGeneration(t, sh, 1)
-	_, err := sh.ApplyChunk(ctx, "r1", g1, 0, []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "1"}`)})
+	_, err := sh.ApplyChunk(ctx, chunkOf("r1", g1, 0), []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "1"}`)})
 	require.NoError(t, err)
 	var xminBefore string
 	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT xmin::text FROM products WHERE product_id = 'a'`).Scan(&xminBefore))
 
 	g2 := startGeneration(t, sh, 1)
-	res, err := sh.ApplyChunk(ctx, "r1", g2, 0, []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "2"}`), del("zz")})
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", g2, 0), []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "2"}`), del("zz")})
 	require.NoError(t, err)
 	require.EqualValues(t, 1, res.Written)
 	var xminAfter string
 	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT xmin::text FROM products WHERE product_id = 'a'`).Scan(&xminAfter))
 	require.Equal(t, xminBefore, xminAfter, "row a was not rewritten")
-	var events2 int
-	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE generation = $1`, g2).Scan(&events2))
-	require.Equal(t, 1, events2, "one change event, for b")
+	changed, unchanged := changeEvent(t, sh, g2, 0)
+	require.Equal(t, 1, changed, "the chunk's change event counts b alone")
+	require.Equal(t, []string{"a", "zz"}, unchanged, "a (equal) and zz (absent) changed nothing")
 }
 
 // A chunk is counted once, whether delivered twice in a row or twice at once.
@@ -205,7 +213,7 @@ func TestChunkCountedExactlyOnce(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res, err := sh.ApplyChunk(ctx, "r1", g, 0, ops)
+			res, err := sh.ApplyChunk(ctx, chunkOf("r1", g, 0), ops)
 			require.NoError(t, err)
 			outcomes[i] = res.Outcome
 		}()
@@ -225,7 +233,7 @@ func TestChunkCountedExactlyOnce(t *testing.T) {
 	require.Equal(t, 1, st.ChunksApplied)
 	require.Equal(t, catalog.StateApplying, st.State)
 
-	res, err := sh.ApplyChunk(ctx, "r1", g, 1, []events.ChunkOp{upsert("b", `{"v": "1"}`)})
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", g, 1), []events.ChunkOp{upsert("b", `{"v": "1"}`)})
 	require.NoError(t, err)
 	require.True(t, res.GenerationApplied)
 	st, err = sh.Generation(ctx, "r1", g)
@@ -290,18 +298,27 @@ func TestChunkMixesNewAndExistingRows(t *testing.T) {
 	ctx := context.Background()
 	sh := newStores(t).Shards[0]
 	g1 := startGeneration(t, sh, 1)
-	_, err := sh.ApplyChunk(ctx, "r1", g1, 0, []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "1"}`)})
+	_, err := sh.ApplyChunk(ctx, chunkOf("r1", g1, 0), []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "1"}`)})
 	require.NoError(t, err)
 	g2 := startGeneration(t, sh, 1)
 	_, err = sh.Pool().Exec(ctx, `UPDATE products SET generation = $1 + 10, attributes = '{"v": "newer"}' WHERE product_id = 'b'`, g2)
 	require.NoError(t, err)
-	res, err := sh.ApplyChunk(ctx, "r1", g2, 0, []events.ChunkOp{
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", g2, 0), []events.ChunkOp{
 		upsert("a", `{"v": "2"}`), upsert("b", `{"v": "2"}`), upsert("c", `{"v": "2"}`), upsert("d", `{"v": "2"}`)})
 	require.NoError(t, err)
 	require.Equal(t, catalog.ChunkApplied, res.Outcome)
 	require.EqualValues(t, 3, res.Written, "a updated, c and d inserted, b fenced")
 	require.Equal(t, map[string]string{"a": `{"v": "2"}`, "b": `{"v": "newer"}`, "c": `{"v": "2"}`, "d": `{"v": "2"}`}, catalogOf(t, sh))
-	var n int
-	require.NoError(t, sh.Pool().QueryRow(ctx, `SELECT count(*) FROM outbox WHERE generation = $1`, g2).Scan(&n))
-	require.Equal(t, 3, n)
+	changed, unchanged := changeEvent(t, sh, g2, 0)
+	require.Equal(t, 3, changed)
+	require.Equal(t, []string{"b"}, unchanged, "b is a newer generation's")
+}
+
+// changeEvent reads the outbox row of chunk seq of gen: how many products it
+// changed and, sorted, the ids of its ops that changed nothing.
+func changeEvent(t *testing.T, sh *pgstore.Shard, gen int64, seq int) (changed int, unchanged []string) {
+	t.Helper()
+	require.NoError(t, sh.Pool().QueryRow(context.Background(), `SELECT changed, ARRAY(SELECT unnest(unchanged_ids) ORDER BY 1)
+		FROM outbox WHERE event_type = 'catalog.changes' AND generation = $1 AND seq = $2`, gen, seq).Scan(&changed, &unchanged))
+	return changed, unchanged
 }

@@ -124,8 +124,8 @@ SELECT product_id FROM products WHERE retailer_id = $1 AND product_id = ANY($2::
 -- name: upsert_products
 -- Fenced upsert (I2, I3): a row stamped with this generation or a newer one is
 -- never touched, a tombstone of a newer generation stays dead, and a row whose
--- content is already equal is not rewritten (I6). Changed rows go to the outbox
--- in the same statement.
+-- content is already equal is not rewritten (I6). Returns how many rows were
+-- written and the ids that were not (the chunk's change event leaves them out).
 WITH input AS (
     SELECT u.product_id, u.attributes::jsonb AS attributes, u.content_hash
     FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(product_id, attributes, content_hash)
@@ -137,26 +137,31 @@ WITH input AS (
         generation = EXCLUDED.generation, deleted = false, updated_at = EXCLUDED.updated_at
     WHERE p.generation < EXCLUDED.generation
       AND (p.deleted OR p.content_hash IS DISTINCT FROM EXCLUDED.content_hash)
-    RETURNING p.product_id, p.content_hash
-), ob AS (
-    INSERT INTO outbox (retailer_id, generation, product_id, op, content_hash)
-    SELECT $1, $2, product_id, 'upsert', content_hash FROM up
+    RETURNING p.product_id
 )
-SELECT count(*) FROM up;
+SELECT (SELECT count(*) FROM up),
+       ARRAY(SELECT product_id COLLATE "C" FROM input EXCEPT SELECT product_id FROM up);
 
 -- name: delete_products
 -- Fenced delete: the row becomes a tombstone stamped with this generation,
--- unless a newer generation owns it or it is gone already.
+-- unless a newer generation owns it or it is gone already. Returns how many
+-- rows were deleted and the ids that were not.
 WITH del AS (
     UPDATE products SET deleted = true, attributes = NULL, content_hash = NULL,
            generation = $2, updated_at = now()
     WHERE retailer_id = $1 AND product_id = ANY($3::text[]) AND generation < $2 AND NOT deleted
     RETURNING product_id
-), ob AS (
-    INSERT INTO outbox (retailer_id, generation, product_id, op)
-    SELECT $1, $2, product_id, 'delete' FROM del
 )
-SELECT count(*) FROM del;
+SELECT (SELECT count(*) FROM del),
+       ARRAY(SELECT u COLLATE "C" FROM unnest($3::text[]) AS u EXCEPT SELECT product_id FROM del);
+
+-- name: insert_change_event
+-- The chunk's change event (DESIGN 8), in the chunk's transaction: a claim
+-- check on the chunk object, less the ops that changed nothing. The relay
+-- publishes it (writing the change object first when some ops changed
+-- nothing) and deletes it.
+INSERT INTO outbox (event_type, retailer_id, generation, seq, object_key, sha256, changed, unchanged_ids)
+VALUES ('catalog.changes', $1, $2, $3, $4, $5, $6, $7);
 
 -- name: count_chunk_progress
 UPDATE generations SET chunks_applied = chunks_applied + 1
@@ -246,3 +251,52 @@ WHERE NOT p.deleted;
 SELECT product_id, attributes, generation, updated_at
 FROM products WHERE retailer_id = $1 AND product_id > $2 AND NOT deleted
 ORDER BY product_id LIMIT $3;
+
+-- name: outbox_take_retailer
+-- The relay's fast path: a retailer's pending events, oldest first, locked
+-- so that a concurrent relay (the sweeper) skips them.
+SELECT id, event_type, retailer_id, generation, coalesce(seq, 0), coalesce(object_key, ''), coalesce(sha256, ''),
+       coalesce(changed, 0), coalesce(unchanged_ids, '{}'), status, event_time, created_at
+FROM outbox WHERE retailer_id = $1
+ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED;
+
+-- name: outbox_take_old
+-- The relay's sweeper: events written at least $1 seconds ago (their fast
+-- path failed, or a replay wrote them), oldest first.
+SELECT id, event_type, retailer_id, generation, coalesce(seq, 0), coalesce(object_key, ''), coalesce(sha256, ''),
+       coalesce(changed, 0), coalesce(unchanged_ids, '{}'), status, event_time, created_at
+FROM outbox WHERE created_at <= now() - make_interval(secs => $1)
+ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED;
+
+-- name: outbox_delete
+DELETE FROM outbox WHERE id = ANY($1::bigint[]);
+
+-- name: outbox_stats
+-- How many events wait and how old the oldest is (seconds; 0 when none).
+SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 FROM outbox;
+
+-- name: replay_events
+-- Writes again, as outbox rows, the events of a retailer since $2: the
+-- changes of every chunk applied since then and the lifecycle event of every
+-- generation whose state changed since then (its current state), each with
+-- its original time, unless the same event is still pending. The relay
+-- publishes them under their original ids, so consumers ignore what they
+-- have seen: a replay is safe to run any number of times.
+WITH chunks AS (
+    INSERT INTO outbox (event_type, retailer_id, generation, seq, event_time)
+    SELECT 'catalog.changes', c.retailer_id, c.generation, c.seq, c.applied_at
+    FROM applied_chunks c
+    WHERE c.retailer_id = $1 AND c.applied_at >= $2
+      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.retailer_id = c.retailer_id AND o.generation = c.generation
+                                                AND o.seq = c.seq)
+    RETURNING 1
+), lifecycle AS (
+    INSERT INTO outbox (event_type, retailer_id, generation, status, event_time)
+    SELECT 'catalog.snapshot.' || g.state, g.retailer_id, g.generation, to_jsonb(g), g.state_changed_at
+    FROM generations g
+    WHERE g.retailer_id = $1 AND g.state_changed_at >= $2 AND g.state IN ('applied', 'rejected', 'held', 'superseded')
+      AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.retailer_id = g.retailer_id AND o.generation = g.generation
+                                                AND o.event_type = 'catalog.snapshot.' || g.state)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM lifecycle);

@@ -239,7 +239,7 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 		latest, err := apShard.IsLatest(ctx, r, gen)
 		require.NoError(t, err)
 		require.True(t, latest)
-		res, err := apShard.ApplyChunk(ctx, r, gen, seq, ops)
+		res, err := apShard.ApplyChunk(ctx, chunkOf(r, gen, seq), ops)
 		require.NoError(t, err)
 		require.Equal(t, catalog.ChunkApplied, res.Outcome)
 		counted, err := apShard.ChunkCounted(ctx, r, gen, seq)
@@ -342,7 +342,7 @@ func TestEachFunctionRoleIsRefusedTheRest(t *testing.T) {
 	ctx := context.Background()
 	admin := newStores(t)
 	gen := startGeneration(t, admin.Shards[0], 1)
-	_, err := admin.Shards[0].ApplyChunk(ctx, "r1", gen, 0, []events.ChunkOp{upsert("p1", `{"a":"1"}`)})
+	_, err := admin.Shards[0].ApplyChunk(ctx, chunkOf("r1", gen, 0), []events.ChunkOp{upsert("p1", `{"a":"1"}`)})
 	require.NoError(t, err)
 	control, shard := dsnsOf(admin)
 

@@ -145,12 +145,12 @@ func (s *Stores) IsLatest(ctx context.Context, retailerID string, gen int64) (bo
 }
 
 // ApplyChunk is Shard.ApplyChunk on the retailer's shard.
-func (s *Stores) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error) {
-	sh, err := s.shardOf(ctx, retailerID)
+func (s *Stores) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	sh, err := s.shardOf(ctx, m.RetailerID)
 	if err != nil {
 		return catalog.ApplyResult{}, err
 	}
-	return sh.ApplyChunk(ctx, retailerID, gen, seq, ops)
+	return sh.ApplyChunk(ctx, m, ops)
 }
 
 // ChunkCounted is Shard.ChunkCounted on the retailer's shard.

@@ -14,8 +14,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
-// Shard is one shard database: generations, the fenced catalog and the outbox
-// of the retailers it holds.
+// Shard is one shard database: generations, the fenced catalog and the
+// outbox of change events of the retailers it holds.
 type Shard struct {
 	pool *pgxpool.Pool
 }
@@ -320,9 +320,12 @@ func (s *Shard) IsLatest(ctx context.Context, retailerID string, gen int64) (boo
 
 // ApplyChunk writes one chunk of gen in one transaction: the fence check
 // (I2, I4), the chunk count (exactly once), the fenced upserts and deletes,
-// the outbox rows and, for the last chunk, the generation's completion and the
-// new baseline.
-func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, seq int, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+// the chunk's change event (one outbox row, a claim check on the chunk
+// object m.Key) and, for the last chunk, the generation's completion and the
+// new baseline (whose catalog.snapshot.applied event the generations
+// trigger writes).
+func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	retailerID, gen, seq := m.RetailerID, m.Generation, m.Seq
 	var res catalog.ApplyResult
 	ids, attrs, hashes, deletes, err := splitOps(ops)
 	if err != nil {
@@ -347,19 +350,28 @@ func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 			res.Outcome = catalog.ChunkDuplicate
 			return nil
 		}
+		unchanged := []string{}
 		if len(ids) > 0 {
-			n, err := upsertProducts(ctx, tx, retailerID, gen, ids, attrs, hashes)
+			n, skipped, err := upsertProducts(ctx, tx, retailerID, gen, ids, attrs, hashes)
 			if err != nil {
 				return fmt.Errorf("upsert: %w", err)
 			}
 			res.Written += n
+			unchanged = append(unchanged, skipped...)
 		}
 		if len(deletes) > 0 {
 			var n int64
-			if err := tx.QueryRow(ctx, q("delete_products"), retailerID, gen, deletes).Scan(&n); err != nil {
+			var skipped []string
+			if err := tx.QueryRow(ctx, q("delete_products"), retailerID, gen, deletes).Scan(&n, &skipped); err != nil {
 				return fmt.Errorf("delete: %w", err)
 			}
 			res.Written += n
+			unchanged = append(unchanged, skipped...)
+		}
+		// Written even when nothing changed (no event is published then): the
+		// relay leaves an empty change object, so a replay knows.
+		if _, err := tx.Exec(ctx, q("insert_change_event"), retailerID, gen, seq, m.Key, m.SHA256, res.Written, unchanged); err != nil {
+			return fmt.Errorf("change event: %w", err)
 		}
 		var applied, total int
 		var products int64
@@ -388,21 +400,22 @@ func (s *Shard) ApplyChunk(ctx context.Context, retailerID string, gen int64, se
 
 var errRollbackSuperseded = errors.New("generation not applying")
 
-// upsertProducts writes a chunk's upserts. Ids the shard has never seen
-// (a first load, new products) are bulk-loaded with COPY, with their outbox
-// rows: a plain insert cannot change or remove any row, so the fence needs
-// nothing more, and a row that appears meanwhile makes the COPY fail on the
-// primary key, in which case the chunk falls back to the fenced upsert.
-// Every id that exists (live or tombstone) goes through the fenced upsert
-// of queries.sql (I2, I3, I6).
-func upsertProducts(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, error) {
+// upsertProducts writes a chunk's upserts and returns how many rows it wrote
+// and the ids it did not write (their content was equal, or a newer
+// generation owns them). Ids the shard has never seen (a first load, new
+// products) are bulk-loaded with COPY: a plain insert cannot change or
+// remove any row, so the fence needs nothing more, and a row that appears
+// meanwhile makes the COPY fail on the primary key, in which case the chunk
+// falls back to the fenced upsert. Every id that exists (live or tombstone)
+// goes through the fenced upsert of queries.sql (I2, I3, I6).
+func upsertProducts(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, []string, error) {
 	rows, err := tx.Query(ctx, q("select_existing_products"), retailerID, ids)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	if len(existing) == len(ids) {
 		return fencedUpsert(ctx, tx, retailerID, gen, ids, attrs, hashes)
@@ -426,20 +439,22 @@ func upsertProducts(ctx context.Context, tx pgx.Tx, retailerID string, gen int64
 		return fencedUpsert(ctx, tx, retailerID, gen, ids, attrs, hashes)
 	}
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
+	var unchanged []string
 	if len(old) > 0 {
-		n, err := fencedUpsert(ctx, tx, retailerID, gen, pick(ids, old), pick(attrs, old), pick(hashes, old))
+		n, skipped, err := fencedUpsert(ctx, tx, retailerID, gen, pick(ids, old), pick(attrs, old), pick(hashes, old))
 		if err != nil {
-			return 0, err
+			return 0, nil, err
 		}
 		written += n
+		unchanged = skipped
 	}
-	return written, nil
+	return written, unchanged, nil
 }
 
-// copyNew COPYs new products and their outbox rows inside a savepoint, so
-// that a unique violation leaves the transaction usable.
+// copyNew COPYs new products inside a savepoint, so that a unique violation
+// leaves the transaction usable.
 func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, fresh []int, ids, attrs []string, hashes [][]byte) (int64, error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
@@ -452,14 +467,6 @@ func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, fresh
 			i := fresh[k]
 			return []any{retailerID, ids[i], attrs[i], hashes[i], gen, false, now}, nil
 		}))
-	if err == nil {
-		_, err = sp.CopyFrom(ctx, pgx.Identifier{"outbox"},
-			[]string{"retailer_id", "generation", "product_id", "op", "content_hash"},
-			pgx.CopyFromSlice(len(fresh), func(k int) ([]any, error) {
-				i := fresh[k]
-				return []any{retailerID, gen, ids[i], events.OpUpsert, hashes[i]}, nil
-			}))
-	}
 	if err != nil {
 		sp.Rollback(ctx)
 		return 0, err
@@ -467,10 +474,11 @@ func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, fresh
 	return n, sp.Commit(ctx)
 }
 
-func fencedUpsert(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, error) {
+func fencedUpsert(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, []string, error) {
 	var n int64
-	err := tx.QueryRow(ctx, q("upsert_products"), retailerID, gen, ids, attrs, hashes).Scan(&n)
-	return n, err
+	var unchanged []string
+	err := tx.QueryRow(ctx, q("upsert_products"), retailerID, gen, ids, attrs, hashes).Scan(&n, &unchanged)
+	return n, unchanged, err
 }
 
 func pick[T any](all []T, at []int) []T {

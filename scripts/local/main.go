@@ -130,6 +130,7 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	fmt.Printf("API:         %s\n", st.APIURL)
 	fmt.Printf("admin token: %s\n", st.AdminToken)
 	fmt.Printf("S3:          %s (bucket %s)\n", st.S3Endpoint, st.Bucket)
+	fmt.Printf("topic:       %s (change events; SNS and SQS at %s)\n", st.TopicARN, st.SQSEndpoint)
 	if len(st.Replicas) > 0 {
 		fmt.Printf("replicas:    %s (storefront reads; the writer when none answers)\n", strings.Join(st.Replicas, ", "))
 	}

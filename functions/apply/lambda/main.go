@@ -11,6 +11,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/relay"
 )
 
 func main() {
@@ -33,6 +34,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(apply.New(stores, blobs, cfg.Logger()).HandleSQS)
+	pub, err := cfg.Publisher(ctx)
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger()
+	h := apply.New(stores, blobs, log)
+	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of change events
+	lambda.Start(h.HandleSQS)
 	return nil
 }

@@ -4,7 +4,8 @@
 // pins down the rules the pipeline's correctness rests on: generations in
 // order, the fence (I2, I4), no resurrection (I3), the repair set of
 // stopped generations (I5), only changed rows written (I6), holds (I8),
-// chunks counted exactly once, and the product directory.
+// chunks counted exactly once, the product directory, and the outbox of
+// change events.
 package storetest
 
 import (
@@ -12,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +25,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/read"
+	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
@@ -34,6 +37,7 @@ type Store interface {
 	apply.Store
 	upload.Store
 	read.Store
+	relay.Store
 	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
 }
 
@@ -65,6 +69,9 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"UnknownRetailer", testUnknownRetailer},
 		{"UploadVersionPinned", testUploadVersionPinned},
 		{"RejectWhileApplying", testRejectWhileApplying},
+		{"ChangeEventPerChunk", testChangeEvents},
+		{"LifecycleEventPerStateChange", testLifecycleEvents},
+		{"DrainOutbox", testDrainOutbox},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +133,9 @@ func start(t *testing.T, s Store, retailerID string, chunks int, c catalog.Count
 
 func applyChunk(t *testing.T, s Store, retailerID string, gen int64, seq int, ops ...events.ChunkOp) catalog.ApplyResult {
 	t.Helper()
-	res, err := s.ApplyChunk(ctx(t), retailerID, gen, seq, ops)
+	m := events.ChunkMessage{RetailerID: retailerID, Generation: gen, Seq: seq,
+		Key: events.ChunkKey(retailerID, gen, seq), SHA256: strings.Repeat("0", 64)}
+	res, err := s.ApplyChunk(ctx(t), m, ops)
 	require.NoError(t, err)
 	return res
 }

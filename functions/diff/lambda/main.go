@@ -10,6 +10,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/relay"
 )
 
 func main() {
@@ -36,11 +37,17 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pub, err := cfg.Publisher(ctx)
+	if err != nil {
+		return err
+	}
+	log := cfg.Logger()
 	h := diff.New(diff.Config{
 		InflightCap: cfg.InflightCap, LargeThreshold: cfg.LargeThresholdRows,
 		SmallQueueURL: cfg.ApplySmallQueueURL, LargeQueueURL: cfg.ApplyLargeQueueURL,
 		MaxUploadBytes: cfg.MaxUploadBytes, SortMemoryBytes: cfg.SortMemoryBytes, SpillDir: cfg.SpillDir,
-	}, stores, blobs, sender, cfg.Logger())
+	}, stores, blobs, sender, log)
+	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
 	lambda.Start(h.HandleSQS)
 	return nil
 }

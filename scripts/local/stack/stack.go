@@ -1,7 +1,8 @@
 // Package stack wires the whole system on one machine: a private PostgreSQL
 // server (control + shard databases), the SQS emulator with the diff-jobs and
-// apply FIFO queues, the S3 stand-in with object-created notifications, one
-// poller per queue playing the Lambda event source, and the HTTP API — all
+// apply FIFO queues and the change-events topic (its SNS), the S3 stand-in
+// with object-created notifications, one poller per queue playing the Lambda
+// event source, the relay's sweeper on a ticker, and the HTTP API — all
 // running the same handlers as Lambda. The local command, the demo and the
 // integration tests start it.
 package stack
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/retailcatalog/catalog/events"
@@ -32,8 +34,11 @@ import (
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/read"
+	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/topic"
 	"github.com/retailcatalog/catalog/functions/upload"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
@@ -85,11 +90,21 @@ type Options struct {
 	HandlerTimeout    time.Duration // [25s]
 	UploadTTL         time.Duration // [15m]
 
-	// Test seams: wrap what the diff writes and sends, observe applies.
+	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
+	// age from which it takes an event [30s] (DESIGN 8).
+	SweepEvery time.Duration
+	SweepAge   time.Duration
+	// NoFastPath leaves every change event to the sweeper (the apply and
+	// the diff do not publish right after they commit).
+	NoFastPath bool
+
+	// Test seams: wrap what the diff writes and sends, observe applies,
+	// wrap what the relay publishes through.
 	WrapDiffBlobs func(diff.Blobs) diff.Blobs
 	WrapDiffQueue func(queue.Sender) queue.Sender
 	WrapApply     func(eventsource.Handler) eventsource.Handler
 	ApplyObserve  func(msg events.ChunkMessage, start bool)
+	WrapPublisher func(topic.Publisher) topic.Publisher
 	// NoPollers starts no event-source pollers (tests drive handlers by hand).
 	NoPollers bool
 }
@@ -143,6 +158,12 @@ func (o *Options) defaults() {
 	if o.ReadConns <= 0 {
 		o.ReadConns = 8
 	}
+	if o.SweepEvery <= 0 {
+		o.SweepEvery = time.Minute
+	}
+	if o.SweepAge <= 0 {
+		o.SweepAge = 30 * time.Second
+	}
 }
 
 // Queue is one queue of the stack.
@@ -160,14 +181,19 @@ type Stack struct {
 	Stores     *pgstore.Stores
 	Blobs      *s3blob.Store
 	SQS        *sqs.Client
-	DiffQueue  Queue
-	SmallQueue Queue
-	LargeQueue Queue
-	Diff       *diff.Handler
-	Apply      *apply.Handler
-	Upload     *upload.Handler
-	Read       *read.Handler
-	Replicas   []string // host:port of the read replicas serving the storefront
+	SNS        *sns.Client
+	// SQSEndpoint is the emulator's URL (SQS and SNS).
+	SQSEndpoint string
+	TopicARN    string // the change-events topic, catalog-changes
+	DiffQueue   Queue
+	SmallQueue  Queue
+	LargeQueue  Queue
+	Diff        *diff.Handler
+	Apply       *apply.Handler
+	Upload      *upload.Handler
+	Read        *read.Handler
+	Relay       *relay.Relay
+	Replicas    []string // host:port of the read replicas serving the storefront
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -255,6 +281,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		sqsEndpoint = emu.Endpoint()
 		progress("sqs: emulator at %s", sqsEndpoint)
 	}
+	st.SQSEndpoint = sqsEndpoint
 	st.SQS, err = sqsemulator.NewSQSClient(ctx, sqsEndpoint)
 	if err != nil {
 		return nil, err
@@ -274,6 +301,16 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		}
 	}
 	sender := sqsqueue.NewSender(st.SQS)
+
+	// SNS: the change-events topic (the emulator keeps no state across a
+	// restart; the outbox keeps what is not published yet).
+	if st.SNS, err = sqsemulator.NewSNSClient(ctx, sqsEndpoint); err != nil {
+		return nil, err
+	}
+	if st.TopicARN, err = sqsemulator.EnsureTopic(ctx, st.SNS, o.Prefix+"catalog-changes"); err != nil {
+		return nil, err
+	}
+	progress("sns: topic %s", st.TopicARN)
 
 	// S3, with object-created notifications to diff-jobs.
 	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
@@ -325,6 +362,14 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Upload = upload.New(upload.Config{AdminToken: st.AdminToken, UploadTTL: o.UploadTTL, DiffQueueURL: st.DiffQueue.URL, Region: Region},
 		st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
 	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.ready)
+	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
+	if o.WrapPublisher != nil {
+		publisher = o.WrapPublisher(publisher)
+	}
+	st.Relay = relay.New(relay.Config{SweepAge: o.SweepAge}, st.Stores, st.Blobs, publisher, o.Logger.With("function", "relay"))
+	if !o.NoFastPath {
+		st.Diff.Events, st.Apply.Events = st.Relay, st.Relay
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
@@ -336,6 +381,10 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		st.poll(runCtx, st.DiffQueue, 1, o.DiffConcurrency, st.Diff.HandleSQS)
 		st.poll(runCtx, st.SmallQueue, 10, o.ApplyConcurrency, applyHandler)
 		st.poll(runCtx, st.LargeQueue, 10, o.ApplyConcurrency, applyHandler)
+		st.every(runCtx, o.SweepEvery, "relay sweeper", func(ctx context.Context) error {
+			_, err := st.Relay.Sweep(ctx)
+			return err
+		})
 	}
 
 	// HTTP API.
@@ -418,6 +467,27 @@ func (st *Stack) poll(ctx context.Context, q Queue, batch, concurrency int, h ev
 		}, h)
 		if err != nil {
 			st.Options.Logger.Error("poller stopped", "queue", q.Name, "err", err)
+		}
+	}()
+}
+
+// every runs fn now and then every interval until ctx ends, as
+// EventBridge Scheduler runs a scheduled function.
+func (st *Stack) every(ctx context.Context, interval time.Duration, name string, fn func(context.Context) error) {
+	st.wg.Add(1)
+	go func() {
+		defer st.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			if err := fn(ctx); err != nil && ctx.Err() == nil {
+				st.Options.Logger.Error(name+" failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
 		}
 	}()
 }

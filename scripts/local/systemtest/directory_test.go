@@ -43,7 +43,7 @@ func (e *env) chunkOps(msg lambdaevents.SQSMessage) (events.ChunkMessage, []even
 func (e *env) commitOnly(msg lambdaevents.SQSMessage) catalog.ApplyResult {
 	e.T.Helper()
 	m, ops := e.chunkOps(msg)
-	res, err := e.Stack.Stores.Shards[e.ShardOf(m.RetailerID)].ApplyChunk(context.Background(), m.RetailerID, m.Generation, m.Seq, ops)
+	res, err := e.Stack.Stores.Shards[e.ShardOf(m.RetailerID)].ApplyChunk(context.Background(), m, ops)
 	require.NoError(e.T, err)
 	return res
 }

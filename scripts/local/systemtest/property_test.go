@@ -72,7 +72,7 @@ func (q *faultyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID
 // some malformed), duplicate S3 events, redeliveries, delays and crashes on
 // both sides of every commit; once everything settles, every retailer's
 // catalog equals its newest accepted snapshot (I1) and that generation is
-// applied. CATALOG_PROPERTY_SEEDS sets how many sequences run (default 2);
+// applied, and every change event has left the outbox. CATALOG_PROPERTY_SEEDS sets how many sequences run (default 2);
 // CATALOG_PROPERTY_SEED replays one.
 func TestPropertyLatestWins(t *testing.T) {
 	t.Parallel()
@@ -102,6 +102,7 @@ func runProperty(t *testing.T, seed uint64) {
 	}
 	e := newEnv(t, stack.Options{
 		ChunkRows: 7, HandlerTimeout: 4 * time.Second, VisibilityTimeout: 4 * time.Second,
+		SweepEvery: 500 * time.Millisecond, SweepAge: time.Second,
 		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, rng: rng} },
 		WrapApply: func(next eventsource.Handler) eventsource.Handler {
 			return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
@@ -200,4 +201,5 @@ func runProperty(t *testing.T, seed uint64) {
 		require.Equal(t, "applied", s.State, "seed %d: %s's newest accepted generation %d", seed, r, newest)
 		require.Equal(t, snapshots[r][newest], e.Catalog(r), "seed %d: catalog of %s", seed, r)
 	}
+	e.WaitOutboxEmpty(30 * time.Second)
 }

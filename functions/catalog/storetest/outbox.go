@@ -1,0 +1,206 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+)
+
+// The outbox part of the contract (DESIGN 8): a change event per applied
+// chunk and per lifecycle state change, written with the change, and a
+// drain that hands each event to one relay at a time and deletes only what
+// was published.
+
+// drainAll takes and deletes every pending event of retailerID, oldest first.
+func drainAll(t *testing.T, s Store, retailerID string) []catalog.OutboxEntry {
+	t.Helper()
+	shard, err := s.RetailerShard(ctx(t), retailerID)
+	require.NoError(t, err)
+	var out []catalog.OutboxEntry
+	for {
+		n, err := s.DrainOutbox(ctx(t), shard, catalog.OutboxFilter{RetailerID: retailerID}, 3,
+			func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+				out = append(out, entries...)
+				done := make([]bool, len(entries))
+				for i := range done {
+					done[i] = true
+				}
+				return done, nil
+			})
+		require.NoError(t, err)
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// kinds lists entries as "type" or "type seq changed unchanged...".
+func kinds(entries []catalog.OutboxEntry) []string {
+	var out []string
+	for _, e := range entries {
+		if e.Type == events.TypeChanges {
+			u := slices.Clone(e.Unchanged)
+			slices.Sort(u)
+			out = append(out, e.Type+" "+string(rune('0'+e.Seq))+" "+string(rune('0'+e.Changed))+" "+joined(u))
+			continue
+		}
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func joined(s []string) string {
+	out := "["
+	for i, v := range s {
+		if i > 0 {
+			out += " "
+		}
+		out += v
+	}
+	return out + "]"
+}
+
+func testChangeEvents(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := start(t, s, r, 2, catalog.Counts{Inserted: 2, Products: 2})
+	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`), Upsert("b", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`)) // a duplicate: no event
+	got := drainAll(t, s, r)
+	require.Equal(t, []string{"catalog.changes 0 2 []"}, kinds(got))
+	e := got[0]
+	require.Equal(t, g1, e.Generation)
+	require.Equal(t, events.ChunkKey(r, g1, 0), e.ObjectKey, "a claim check on the chunk object")
+	require.Len(t, e.SHA256, 64)
+	require.False(t, e.EventTime.IsZero())
+	require.Nil(t, e.Status)
+	require.Empty(t, drainAll(t, s, r), "a drained event is gone")
+
+	// The last chunk: a equal, zz absent, c new; the generation is applied.
+	applyChunk(t, s, r, g1, 1, Upsert("a", `{"v":"1"}`), Delete("zz"), Upsert("c", `{"v":"1"}`))
+	got = drainAll(t, s, r)
+	require.Equal(t, []string{"catalog.changes 1 1 [a zz]", "catalog.snapshot.applied"}, kinds(got))
+	st := got[1].Status
+	require.NotNil(t, st, "a lifecycle event carries the generation's status")
+	require.Equal(t, catalog.StateApplied, st.State)
+	require.Equal(t, g1, st.Generation)
+	require.Equal(t, 2, st.ChunksApplied)
+	require.NotNil(t, st.AppliedAt)
+
+	// A chunk that changes nothing still leaves its (empty) record.
+	g2 := start(t, s, r, 1, catalog.Counts{Unchanged: 3, Products: 3})
+	applyChunk(t, s, r, g2, 0, Upsert("b", `{"v":"1"}`))
+	require.Equal(t, []string{"catalog.changes 0 0 [b]", "catalog.snapshot.applied"}, kinds(drainAll(t, s, r)))
+}
+
+func testLifecycleEvents(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1, _ := arrive(t, s, r)
+	require.NoError(t, s.Reject(ctx(t), r, g1, "malformed_csv", "bad quote", 3))
+	g2, _ := arrive(t, s, r)
+	require.NoError(t, s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", catalog.Counts{}))
+	got := drainAll(t, s, r)
+	require.Equal(t, []string{events.TypeSnapshotRejected, events.TypeSnapshotHeld}, kinds(got))
+	require.Equal(t, "malformed_csv", got[0].Status.ErrorCode)
+	require.Equal(t, 3, got[0].Status.ErrorLine)
+	require.Equal(t, catalog.StateHeld, got[1].Status.State)
+
+	// Confirmed, then overtaken by a newer upload: superseded, by it.
+	require.NoError(t, s.Confirm(ctx(t), r, g2))
+	require.Empty(t, drainAll(t, s, r), "a confirmation is no lifecycle event")
+	g3 := start(t, s, r, 1, catalog.Counts{})
+	got = drainAll(t, s, r)
+	require.Equal(t, []string{events.TypeSnapshotSuperseded}, kinds(got))
+	require.Equal(t, g2, got[0].Generation)
+	require.Equal(t, &g3, got[0].Status.SupersededBy)
+}
+
+func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	for range 4 {
+		g, _ := arrive(t, s, r)
+		require.NoError(t, s.Reject(ctx(t), r, g, "malformed_csv", "bad", 1))
+	}
+	shard, err := s.RetailerShard(ctx(t), r)
+	require.NoError(t, err)
+	mine := catalog.OutboxFilter{RetailerID: r}
+
+	// A failed publish deletes nothing; a partial one deletes what it reports.
+	n, err := s.DrainOutbox(ctx(t), shard, mine, 10, func(context.Context, []catalog.OutboxEntry) ([]bool, error) {
+		return nil, errors.New("topic down")
+	})
+	require.Error(t, err)
+	require.Zero(t, n)
+	var first []int64
+	_, err = s.DrainOutbox(ctx(t), shard, mine, 10, func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+		for _, e := range entries {
+			first = append(first, e.Generation)
+		}
+		return []bool{true, false, true, false}, nil
+	})
+	require.NoError(t, err)
+	require.Len(t, first, 4)
+	left := drainAll(t, s, r)
+	require.Equal(t, []int64{first[1], first[3]}, []int64{left[0].Generation, left[1].Generation}, "the unpublished stay, in order")
+
+	// Two relays at once never take the same event.
+	for range 6 {
+		g, _ := arrive(t, s, r)
+		require.NoError(t, s.Reject(ctx(t), r, g, "malformed_csv", "bad", 1))
+	}
+	var mu sync.Mutex
+	seen := map[int64]int{}
+	var wg sync.WaitGroup
+	hold := make(chan struct{})
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := s.DrainOutbox(ctx(t), shard, mine, 3, func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+				mu.Lock()
+				for _, e := range entries {
+					seen[e.ID]++
+				}
+				mu.Unlock()
+				<-hold // both hold their events at once
+				return make([]bool, len(entries)), nil
+			})
+			require.NoError(t, err)
+		}()
+	}
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == 6
+	}, 10*time.Second, 10*time.Millisecond, "each relay took three different events")
+	close(hold)
+	wg.Wait()
+	for id, times := range seen {
+		require.Equal(t, 1, times, "event %d taken twice", id)
+	}
+	require.Len(t, drainAll(t, s, r), 6, "nothing was reported published")
+
+	// The sweeper's filter: only events at least OlderThan old.
+	g, _ := arrive(t, s, r)
+	require.NoError(t, s.Reject(ctx(t), r, g, "malformed_csv", "bad", 1))
+	n, err = s.DrainOutbox(ctx(t), shard, catalog.OutboxFilter{OlderThan: time.Hour}, 100,
+		func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+			for _, e := range entries {
+				require.NotEqual(t, r, e.RetailerID, "an event of a second ago is not an hour old")
+			}
+			return make([]bool, len(entries)), nil
+		})
+	require.NoError(t, err)
+	_ = n
+	require.Len(t, drainAll(t, s, r), 1)
+}

@@ -1,0 +1,204 @@
+package relay_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/catalog/storetest"
+	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/topic"
+)
+
+// fixture is the relay and the apply handler on the in-memory stand-ins,
+// retailer r1 registered.
+type fixture struct {
+	t     *testing.T
+	now   time.Time
+	store *inmem.Store
+	blobs *inmem.Blobs
+	topic *inmem.Topic
+	apply *apply.Handler
+	relay *relay.Relay
+}
+
+func newFixture(t *testing.T) *fixture {
+	f := &fixture{t: t, now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), store: inmem.NewStore(), blobs: inmem.NewBlobs(), topic: inmem.NewTopic()}
+	f.store.Now = func() time.Time { return f.now }
+	log := slog.New(slog.DiscardHandler)
+	f.apply = apply.New(f.store, f.blobs, log)
+	f.relay = relay.New(relay.Config{SweepAge: 30 * time.Second, DrainSize: 3}, f.store, f.blobs, f.topic, log)
+	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
+	return f
+}
+
+// start makes a new generation of r1 the latest, applying chunks chunks.
+func (f *fixture) start(chunks int) int64 {
+	f.t.Helper()
+	ctx := context.Background()
+	gen, err := f.store.ReserveGeneration(ctx, "r1", "csv", f.now.Add(time.Hour))
+	require.NoError(f.t, err)
+	_, err = f.store.BeginDiff(ctx, "r1", gen, "")
+	require.NoError(f.t, err)
+	_, err = f.store.TakeOver(ctx, "r1", gen)
+	require.NoError(f.t, err)
+	require.NoError(f.t, f.store.StartApplying(ctx, "r1", gen, catalog.Counts{}, chunks))
+	return gen
+}
+
+// applyChunk writes a chunk object as the diff does and applies it.
+func (f *fixture) applyChunk(gen int64, seq int, ops ...events.ChunkOp) {
+	f.t.Helper()
+	var body []byte
+	for _, op := range ops {
+		body = events.AppendChunkLine(body, op)
+	}
+	key := events.ChunkKey("r1", gen, seq)
+	require.NoError(f.t, f.blobs.Put(context.Background(), key, body))
+	sum := sha256.Sum256(body)
+	m := events.ChunkMessage{RetailerID: "r1", Generation: gen, Seq: seq, Rows: len(ops), Key: key, SHA256: hex.EncodeToString(sum[:])}
+	require.NoError(f.t, f.apply.Apply(context.Background(), m))
+}
+
+// published decodes what the topic took since the last call.
+func (f *fixture) published() []events.Envelope {
+	f.t.Helper()
+	var out []events.Envelope
+	for _, m := range f.topic.Take() {
+		var env events.Envelope
+		require.NoError(f.t, json.Unmarshal([]byte(m.Body), &env))
+		require.NoError(f.t, env.Validate())
+		require.Equal(f.t, env.Type, m.Attributes[events.AttrType])
+		require.Equal(f.t, env.RetailerID, m.Attributes[events.AttrRetailerID])
+		out = append(out, env)
+	}
+	return out
+}
+
+// changes reads the change object an event refers to, checking its checksum and count.
+func (f *fixture) changes(env events.Envelope) []events.ChunkOp {
+	f.t.Helper()
+	body, err := f.blobs.Get(context.Background(), env.Object)
+	require.NoError(f.t, err)
+	sum := sha256.Sum256(body)
+	require.Equal(f.t, hex.EncodeToString(sum[:]), env.SHA256)
+	ops, err := events.ReadChunk(bytes.NewReader(body))
+	require.NoError(f.t, err)
+	require.Len(f.t, ops, env.Count)
+	return ops
+}
+
+func ids(ops []events.ChunkOp) []string {
+	var out []string
+	for _, op := range ops {
+		out = append(out, op.ProductID)
+	}
+	return out
+}
+
+// A chunk whose every op changed its product is its own change object; the
+// fast path publishes it and the generation's applied event, and empties
+// the outbox.
+func TestFlushPublishesChunkAndLifecycle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gen := f.start(1)
+	f.applyChunk(gen, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`))
+	f.relay.Flush(context.Background(), "r1")
+	got := f.published()
+	require.Len(t, got, 2)
+	ch, applied := got[0], got[1]
+	require.Equal(t, events.TypeChanges, ch.Type)
+	require.Equal(t, events.EventID(events.TypeChanges, "r1", gen, 0), ch.ID)
+	require.Equal(t, events.ChunkKey("r1", gen, 0), ch.Object, "no copy: the chunk object is the change object")
+	require.Equal(t, []string{"a", "b"}, ids(f.changes(ch)))
+	require.Equal(t, f.now, ch.Time)
+	require.Equal(t, events.TypeSnapshotApplied, applied.Type)
+	require.Equal(t, "applied", applied.Status.State)
+	require.Equal(t, events.Chunks{Total: 1, Applied: 1}, applied.Status.Chunks)
+	require.Empty(t, f.store.Outbox())
+}
+
+// A chunk with ops that changed nothing gets a change object of its own,
+// written before the event that refers to it; a chunk that changed nothing
+// publishes nothing, and leaves an empty change object for replays.
+func TestPartialChunkWritesChangeObject(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g1 := f.start(1)
+	f.applyChunk(g1, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`), storetest.Upsert("c", `{"v":"1"}`))
+	f.relay.Flush(context.Background(), "r1")
+	f.published()
+
+	g2 := f.start(2)
+	f.applyChunk(g2, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"2"}`), storetest.Delete("zz"), storetest.Delete("c"))
+	f.applyChunk(g2, 1, storetest.Upsert("b", `{"v":"2"}`))
+	f.relay.Flush(context.Background(), "r1")
+	got := f.published()
+	require.Len(t, got, 2, "chunk 0's changes and the applied event; chunk 1 changed nothing")
+	require.Equal(t, events.ChangeKey("r1", g2, 0), got[0].Object)
+	ops := f.changes(got[0])
+	require.Equal(t, []string{"b", "c"}, ids(ops), "a's equal upsert and zz's delete left out")
+	require.Equal(t, events.OpDelete, ops[1].Op)
+	empty, err := f.blobs.Get(context.Background(), events.ChangeKey("r1", g2, 1))
+	require.NoError(t, err)
+	require.Empty(t, empty)
+	require.Empty(t, f.store.Outbox())
+}
+
+// A publish that fails leaves the events in the outbox; the sweeper
+// publishes them once they are SweepAge old, not before.
+func TestSweeperPublishesWhatTheFastPathMissed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	down := true
+	f.topic.Fail = func(topic.Message) error {
+		if down {
+			return errors.New("topic down")
+		}
+		return nil
+	}
+	gen := f.start(1)
+	f.applyChunk(gen, 0, storetest.Upsert("a", `{"v":"1"}`))
+	f.relay.Flush(context.Background(), "r1")
+	require.Len(t, f.store.Outbox(), 2)
+	down = false
+	st, err := f.relay.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, st.Taken, "younger than SweepAge: the fast path's")
+	f.now = f.now.Add(31 * time.Second)
+	st, err = f.relay.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 2, st.Published)
+	require.Len(t, f.published(), 2)
+	require.Empty(t, f.store.Outbox())
+}
+
+// A chunk object that changed since the apply read it (a different
+// checksum) is never published as the change: the event stays.
+func TestChangedChunkObjectIsNotPublished(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gen := f.start(1)
+	f.applyChunk(gen, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Delete("gone"))
+	require.NoError(t, f.blobs.Put(context.Background(), events.ChunkKey("r1", gen, 0), []byte(`{"op":"delete","product_id":"x"}`+"\n")))
+	f.relay.Flush(context.Background(), "r1")
+	got := f.published()
+	require.Len(t, got, 1)
+	require.Equal(t, events.TypeSnapshotApplied, got[0].Type)
+	left := f.store.Outbox()
+	require.Len(t, left, 1)
+	require.Equal(t, events.TypeChanges, left[0].Type)
+}

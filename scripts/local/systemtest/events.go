@@ -1,0 +1,110 @@
+package systemtest
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
+)
+
+// Probe is a queue subscribed to the change-events topic with raw message
+// delivery, as the consumers' queues are: what it receives is what a
+// consumer receives.
+type Probe struct {
+	t   *testing.T
+	sqs *sqs.Client
+	url string
+	mu  sync.Mutex
+	got []events.Envelope
+}
+
+// Subscribe subscribes a new probe queue, named name, to the stack's topic.
+func (e *Env) Subscribe(name string) *Probe {
+	e.T.Helper()
+	ctx := context.Background()
+	q := e.Stack.Options.Prefix + name
+	url, _, err := sqsemulator.EnsureQueue(ctx, e.Stack.SQS, q, 30*time.Second, 5)
+	require.NoError(e.T, err)
+	_, err = sqsemulator.Subscribe(ctx, e.Stack.SNS, e.Stack.TopicARN, q, nil)
+	require.NoError(e.T, err)
+	return &Probe{t: e.T, sqs: e.Stack.SQS, url: url}
+}
+
+// Receive takes what has arrived (deleting it from the queue; each message
+// must be a valid envelope with its type attribute) and returns everything
+// received so far.
+func (p *Probe) Receive() []events.Envelope {
+	p.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		out, err := p.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &p.url, MaxNumberOfMessages: 10, MessageAttributeNames: []string{"All"}})
+		require.NoError(p.t, err)
+		if len(out.Messages) == 0 {
+			break
+		}
+		for _, m := range out.Messages {
+			var env events.Envelope
+			require.NoError(p.t, json.Unmarshal([]byte(aws.ToString(m.Body)), &env))
+			require.NoError(p.t, env.Validate())
+			require.Equal(p.t, env.Type, aws.ToString(m.MessageAttributes[events.AttrType].StringValue))
+			p.mu.Lock()
+			p.got = append(p.got, env)
+			p.mu.Unlock()
+			_, err := p.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &p.url, ReceiptHandle: m.ReceiptHandle})
+			require.NoError(p.t, err)
+		}
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.got)
+}
+
+// WaitFor receives until ok holds of everything received, or fails after d.
+func (p *Probe) WaitFor(d time.Duration, what string, ok func([]events.Envelope) bool) []events.Envelope {
+	p.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		got := p.Receive()
+		if ok(got) {
+			return got
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("after %s, still waiting for %s; received %d events", d, what, len(got))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// ByID groups events by id (an event published twice is there twice).
+func ByID(envs []events.Envelope) map[string][]events.Envelope {
+	out := map[string][]events.Envelope{}
+	for _, e := range envs {
+		out[e.ID] = append(out[e.ID], e)
+	}
+	return out
+}
+
+// WaitOutboxEmpty waits until every shard's outbox is empty: every change
+// event has been published.
+func (e *Env) WaitOutboxEmpty(d time.Duration) {
+	e.T.Helper()
+	require.Eventually(e.T, func() bool {
+		for _, sh := range e.Stack.Stores.Shards {
+			n, _, err := sh.OutboxStats(context.Background())
+			if err != nil || n > 0 {
+				return false
+			}
+		}
+		return true
+	}, d, 50*time.Millisecond, "the outboxes empty")
+}
