@@ -161,10 +161,27 @@ func (s *Stores) DrainOutbox(ctx context.Context, shard int, f catalog.OutboxFil
 	return s.Shards[shard].DrainOutbox(ctx, f, limit, publish)
 }
 
-// RetailerShard is the shard a registered retailer is on; catalog.ErrNotFound when unknown.
+// RetailerShard is the shard a registered retailer is on; catalog.ErrNotFound
+// when unknown. It reads only the registry's retailer_id and shard columns
+// (the relay's and the consumers' roles may read no more), through the
+// control database's readers, and remembers the answer: a retailer never
+// moves shard.
 func (s *Stores) RetailerShard(ctx context.Context, retailerID string) (int, error) {
-	r, _, err := s.ForRetailer(ctx, retailerID)
-	return r.Shard, err
+	if r, ok := s.retailers.Load(retailerID); ok {
+		return r.(catalog.Retailer).Shard, nil
+	}
+	if shard, ok := s.shardOfRetailer.Load(retailerID); ok {
+		return shard.(int), nil
+	}
+	r, err := s.ControlReaders.retailer(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	if r.Shard < 0 || r.Shard >= len(s.Shards) {
+		return 0, fmt.Errorf("retailer %s is on shard %d, but %d shards are configured", retailerID, r.Shard, len(s.Shards))
+	}
+	s.shardOfRetailer.Store(retailerID, r.Shard)
+	return r.Shard, nil
 }
 
 // Replay is Shard.Replay on the retailer's shard.

@@ -24,7 +24,10 @@ type Stores struct {
 	ShardReaders   []*ReaderSet
 
 	retailers sync.Map // retailer id -> catalog.Retailer (a retailer never moves shard)
-	readShard sync.Map // retailer id -> shard index, for the storefront (ReadersFor)
+	// shardOfRetailer: retailer id -> shard, for the roles that may read
+	// nothing else of the registry (RetailerShard)
+	shardOfRetailer sync.Map
+	readShard       sync.Map // retailer id -> shard index, for the storefront (ReadersFor)
 }
 
 // PoolOptions size the connection pools of one process.

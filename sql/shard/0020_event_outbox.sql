@@ -68,3 +68,29 @@ CREATE TRIGGER generation_lifecycle_event AFTER UPDATE OF state ON generations
 CREATE TRIGGER generation_lifecycle_event_insert AFTER INSERT ON generations
     FOR EACH ROW WHEN (NEW.state IN ('applied', 'rejected', 'held', 'superseded'))
     EXECUTE FUNCTION generation_lifecycle_event();
+
+-- Grants (docs/DEPLOY.md, "Database roles"). This migration is numbered
+-- before the roles' (roles/0050, grants 0051): on a new database it makes
+-- the roles it grants to, as 0050 makes them (0050 then finds them); on a
+-- database migrated past 0051 it gives the new outbox the grants 0051 gave
+-- the old one. The apply and the diff publish what they commit right after
+-- the commit (the relay's fast path): they take, lock and delete outbox
+-- rows as the relay does.
+DO $$
+DECLARE
+    r text;
+BEGIN
+    FOREACH r IN ARRAY ARRAY['catalog_upload', 'catalog_diff', 'catalog_apply', 'catalog_relay', 'catalog_ops'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r) THEN
+            BEGIN
+                EXECUTE format('CREATE ROLE %I LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS', r);
+            EXCEPTION WHEN duplicate_object OR unique_violation THEN
+                NULL; -- made meanwhile by another database's migration on the same server
+            END;
+        END IF;
+    END LOOP;
+END $$;
+GRANT INSERT ON outbox TO catalog_upload, catalog_diff, catalog_apply, catalog_ops;
+GRANT USAGE ON SEQUENCE outbox_id_seq TO catalog_upload, catalog_diff, catalog_apply, catalog_ops;
+GRANT SELECT, UPDATE, DELETE ON outbox TO catalog_relay, catalog_apply, catalog_diff;
+GRANT SELECT ON outbox TO catalog_ops;
