@@ -9,6 +9,7 @@ package events
 import (
 	"bufio"
 	"bytes"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -163,6 +164,20 @@ func DiffJobsFromS3Event(ev lambdaevents.S3Event) ([]DiffJob, error) {
 		})
 	}
 	return jobs, nil
+}
+
+// DiffJobGroupID is the FIFO group of a retailer's diff jobs on
+// diff-jobs.fifo: one group per retailer, so that SQS hands out one job of a
+// retailer at a time (one diff running per retailer) while every other
+// retailer's group stays available to the other diff workers.
+func DiffJobGroupID(retailerID string) string { return retailerID }
+
+// DiffJobDedupID is the FIFO deduplication id of a diff-jobs.fifo message
+// body: the same S3 event delivered twice is one job, while a re-sent job
+// (a confirmation, a restart) carries a new event time and goes through.
+func DiffJobDedupID(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return hex.EncodeToString(sum[:])
 }
 
 // QuoteETag returns an ETag in the quoted form GetObject returns (S3 events

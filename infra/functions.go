@@ -25,19 +25,24 @@ import (
 // functions/<name>/lambda or infra/<name>/lambda directory) the stack
 // deploys. apply is one asset deployed as two functions; migrate is the
 // deploy-time schema custom resource.
-var CodeAssets = []string{"upload", "read", "diff", "apply", "migrate"}
+var CodeAssets = []string{"upload", "read", "arrival", "diff", "apply", "migrate"}
 
 // Function settings that are not parameters.
 const (
-	uploadMemoryMB     = 512
-	diffMemoryMB       = 3008  // streams multi-GB snapshots and builds the sorted index
-	diffEphemeralMB    = 10240 // /tmp: the diff's spilled sorted runs, ~(id bytes + 22) a product: 20M products with 256-byte ids (4096 held 15M)
-	diffSortMemoryMB   = 256   // sorted runs kept in memory before they spill to /tmp (10M products with 128-byte ids: peak RSS ~1 GiB)
-	diffSpillDir       = "/tmp"
-	applyMemoryMB      = 1024 // a batch is up to 10 chunks of ~10 MB
-	diffBatchSize      = 1    // one snapshot per invocation: a slow diff holds nobody else
-	applyBatchSize     = 10
-	functionLogsRetain = awslogs.RetentionDays_ONE_MONTH
+	uploadMemoryMB   = 512
+	arrivalMemoryMB  = 256 // a row update and a send per upload
+	arrivalBatchSize = 10
+	// arrivalMaxConcurrency bounds the arrival function's database
+	// connections; an arrival takes milliseconds.
+	arrivalMaxConcurrency = 10
+	diffMemoryMB          = 3008  // streams multi-GB snapshots and builds the sorted index
+	diffEphemeralMB       = 10240 // /tmp: the diff's spilled sorted runs, ~(id bytes + 22) a product: 20M products with 256-byte ids (4096 held 15M)
+	diffSortMemoryMB      = 256   // sorted runs kept in memory before they spill to /tmp (10M products with 128-byte ids: peak RSS ~1 GiB)
+	diffSpillDir          = "/tmp"
+	applyMemoryMB         = 1024 // a batch is up to 10 chunks of ~10 MB
+	diffBatchSize         = 1    // one snapshot per invocation: a slow diff holds nobody else
+	applyBatchSize        = 10
+	functionLogsRetain    = awslogs.RetentionDays_ONE_MONTH
 )
 
 // Environment variable names the functions read.
@@ -71,7 +76,7 @@ func diffEnv() map[string]string {
 
 // catalogFunctions are the deployed functions.
 type catalogFunctions struct {
-	upload, read, diff, applySmall, applyLarge awslambda.Function
+	upload, read, arrival, diff, applySmall, applyLarge awslambda.Function
 	// migrate runs only during deployments (Custom::CatalogSchema).
 	migrate awslambda.Function
 }
@@ -79,7 +84,7 @@ type catalogFunctions struct {
 // byName returns the functions keyed by their deployed role name.
 func (f *catalogFunctions) byName() map[string]awslambda.Function {
 	return map[string]awslambda.Function{
-		"upload": f.upload, "read": f.read, "diff": f.diff,
+		"upload": f.upload, "read": f.read, "arrival": f.arrival, "diff": f.diff,
 		"apply-small": f.applySmall, "apply-large": f.applyLarge,
 	}
 }
@@ -167,10 +172,18 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 		description: "catalog read: storefront product routes and /healthz (HTTP API)",
 		env:         with(readEnv),
 	})
+	f.arrival = newFunction(scope, d, fnSpec{
+		id: "Arrival", asset: "arrival", memoryMB: arrivalMemoryMB, timeout: arrivalTimeout,
+		// The arrival marks generations received: a part of the diff's
+		// database work, under the diff's role.
+		dbRole:      catalogsql.RoleDiff,
+		description: "catalog arrival: records an upload's arrival, queues its diff in the retailer's group (arrivals queue)",
+		env:         with(nil),
+	})
 	f.diff = newFunction(scope, d, fnSpec{
 		id: "Diff", asset: "diff", memoryMB: diffMemoryMB, timeout: diffTimeout, ephemeralMB: diffEphemeralMB,
 		dbRole:      catalogsql.RoleDiff,
-		description: "catalog diff: snapshot vs baseline, chunk objects, apply messages (diff-jobs queue)",
+		description: "catalog diff: snapshot vs baseline, chunk objects, apply messages (diff-jobs.fifo)",
 		env:         with(diffEnv()),
 	})
 	f.applySmall = newFunction(scope, d, fnSpec{
@@ -190,6 +203,13 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 
 	grantPermissions(d, f)
 
+	f.arrival.AddEventSource(awslambdaeventsources.NewSqsEventSource(d.queues.arrivals, &awslambdaeventsources.SqsEventSourceProps{
+		BatchSize:               jsii.Number(arrivalBatchSize),
+		ReportBatchItemFailures: jsii.Bool(true),
+		MaxConcurrency:          jsii.Number(arrivalMaxConcurrency),
+	}))
+	// diff-jobs.fifo: the poller hands out one job per retailer group at a
+	// time; MaxConcurrency bounds the diffs running over all retailers.
 	f.diff.AddEventSource(awslambdaeventsources.NewSqsEventSource(d.queues.diffJobs, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(diffBatchSize),
 		ReportBatchItemFailures: jsii.Bool(true),
@@ -335,6 +355,10 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 
 	// read: databases only (newFunction granted every function its own
 	// database login, and nothing else of the databases).
+
+	// arrival: queues diff jobs; consumes the arrivals queue (granted by
+	// the event source); its database login is the diff's.
+	d.queues.diffJobs.GrantSendMessages(f.arrival)
 
 	// diff: reads uploads, reads and writes indexes (and tags superseded
 	// ones for expiry), writes chunks, sends chunk messages.

@@ -21,6 +21,7 @@ var (
 	// oldestMessageAge is the ApproximateAgeOfOldestMessage threshold per
 	// work queue.
 	oldestMessageAge = map[string]time.Duration{
+		"arrivals":    5 * time.Minute,
 		"diff-jobs":   15 * time.Minute,
 		"apply-small": 10 * time.Minute,
 		"apply-large": 30 * time.Minute,
@@ -29,7 +30,7 @@ var (
 	// The pipeline functions report item failures themselves: an
 	// invocation error there means a crash or a timeout.
 	functionErrorThreshold = map[string]float64{
-		"upload": 5, "read": 10, "diff": 1, "apply-small": 1, "apply-large": 1,
+		"upload": 5, "read": 10, "arrival": 1, "diff": 1, "apply-small": 1, "apply-large": 1,
 	}
 	// apiServerErrorThreshold is the HTTP API 5xx count per 5 minutes.
 	apiServerErrorThreshold = 10.0

@@ -65,6 +65,9 @@ func addNagSuppressions(r nagRefs) {
 		{role(r.fns.migrate), []*cdknag.NagPackSuppression{
 			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
 		}},
+		{role(r.fns.arrival), []*cdknag.NagPackSuppression{
+			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
+		}},
 		{role(r.fns.diff), []*cdknag.NagPackSuppression{
 			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
 			suppress("AwsSolutions-IAM5", "diff reads the upload of any retailer and generation named by the S3 event: "+

@@ -25,7 +25,7 @@ func TestStackFollowsParameters(t *testing.T) {
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBInstance"), jsii.Number(4*3))
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBProxy"), jsii.Number(0))
 	tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::RotationSchedule"), jsii.Number(4))
-	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(3+3+2*5+1+4))
+	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+2*6+1+4))
 
 	for name, want := range map[string]float64{"apply-small": 30, "apply-large": 12} {
 		fn := r.function(t, name)
@@ -40,7 +40,7 @@ func TestStackFollowsParameters(t *testing.T) {
 		conc = append(conc, render(p["ScalingConfig"]))
 	}
 	equalLines(t, "event source maximum concurrency", sortedCopy(conc), []string{
-		`{"MaximumConcurrency":12}`, `{"MaximumConcurrency":30}`, `{"MaximumConcurrency":5}`})
+		`{"MaximumConcurrency":10}`, `{"MaximumConcurrency":12}`, `{"MaximumConcurrency":30}`, `{"MaximumConcurrency":5}`})
 
 	var dbs, readers []string
 	for i := range 3 {

@@ -98,7 +98,8 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	}
 	out("ApiUrl", httpAPI.url, "Base URL of the HTTP API (DESIGN 5)")
 	out("BucketName", *store.bucket.BucketName(), "Catalog bucket (snapshots/, indexes/, chunks/)")
-	out("DiffJobsQueueUrl", *q.diffJobs.QueueUrl(), "diff-jobs queue")
+	out("ArrivalsQueueUrl", *q.arrivals.QueueUrl(), "arrivals queue (S3 notifications of uploads)")
+	out("DiffJobsQueueUrl", *q.diffJobs.QueueUrl(), "diff-jobs.fifo queue (a message group per retailer)")
 	out("ApplySmallQueueUrl", *q.applySmall.QueueUrl(), "apply-small.fifo queue")
 	out("ApplyLargeQueueUrl", *q.applyLarge.QueueUrl(), "apply-large.fifo queue")
 	out("ChangeEventsTopicArn", *tp.changes.TopicArn(), "SNS topic of change events")

@@ -26,6 +26,8 @@ func TestStack(t *testing.T) {
 	tmpl := r.template
 
 	bucket := r.logicalID(t, "AWS::S3::Bucket", "CatalogBucket")
+	arrivals := r.logicalID(t, "AWS::SQS::Queue", "ArrivalsQueue")
+	arrivalsDLQ := r.logicalID(t, "AWS::SQS::Queue", "ArrivalsDLQ")
 	diffJobs := r.logicalID(t, "AWS::SQS::Queue", "DiffJobsQueue")
 	diffDLQ := r.logicalID(t, "AWS::SQS::Queue", "DiffJobsDLQ")
 	applySmall := r.logicalID(t, "AWS::SQS::Queue", "ApplySmallQueue")
@@ -33,7 +35,7 @@ func TestStack(t *testing.T) {
 	applyLarge := r.logicalID(t, "AWS::SQS::Queue", "ApplyLargeQueue")
 	applyLargeDLQ := r.logicalID(t, "AWS::SQS::Queue", "ApplyLargeDLQ")
 	fns := map[string]string{}
-	for _, name := range []string{"upload", "read", "diff", "apply-small", "apply-large"} {
+	for _, name := range []string{"upload", "read", "arrival", "diff", "apply-small", "apply-large"} {
 		fns[name] = r.function(t, name)
 	}
 
@@ -68,21 +70,21 @@ func TestStack(t *testing.T) {
 				"Condition": map[string]any{"Bool": map[string]any{"aws:SecureTransport": "false"}},
 			}))})})),
 		})))
-		// Object-created under snapshots/ goes to diff-jobs (a standard queue).
+		// Object-created under snapshots/ goes to arrivals (a standard queue).
 		tmpl.ResourceCountIs(jsii.String("Custom::S3BucketNotifications"), jsii.Number(1))
 		tmpl.HasResourceProperties(jsii.String("Custom::S3BucketNotifications"), match(obj(map[string]any{
 			"BucketName": map[string]any{"Ref": bucket},
 			"NotificationConfiguration": map[string]any{"QueueConfigurations": []any{map[string]any{
 				"Events":   []any{"s3:ObjectCreated:*"},
 				"Filter":   map[string]any{"Key": map[string]any{"FilterRules": []any{map[string]any{"Name": "prefix", "Value": "snapshots/"}}}},
-				"QueueArn": map[string]any{"Fn::GetAtt": []any{diffJobs, "Arn"}},
+				"QueueArn": map[string]any{"Fn::GetAtt": []any{arrivals, "Arn"}},
 			}}},
 		})))
 	})
 
 	t.Run("queues", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(6))
+		tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(8))
 		for _, q := range []struct {
 			id, dlq, name string
 			maxReceive    float64
@@ -90,7 +92,8 @@ func TestStack(t *testing.T) {
 		}{
 			{applySmall, applySmallDLQ, "apply-small", applyMaxReceiveCount, true},
 			{applyLarge, applyLargeDLQ, "apply-large", applyMaxReceiveCount, true},
-			{diffJobs, diffDLQ, "diff-jobs", diffMaxReceiveCount, false},
+			{diffJobs, diffDLQ, "diff-jobs", diffMaxReceiveCount, true},
+			{arrivals, arrivalsDLQ, "arrivals", arrivalMaxReceiveCount, false},
 		} {
 			props, dlqProps := r.props(t, q.id), r.props(t, q.dlq)
 			equal(t, q.name+" redrive", render(props["RedrivePolicy"]),
@@ -115,7 +118,7 @@ func TestStack(t *testing.T) {
 			}
 		}
 		// Every queue's policy denies requests without TLS.
-		for _, q := range []string{diffJobs, diffDLQ, applySmall, applySmallDLQ, applyLarge, applyLargeDLQ} {
+		for _, q := range []string{arrivals, arrivalsDLQ, diffJobs, diffDLQ, applySmall, applySmallDLQ, applyLarge, applyLargeDLQ} {
 			tmpl.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), match(obj(map[string]any{
 				"Queues": []any{map[string]any{"Ref": q}},
 				"PolicyDocument": match(obj(map[string]any{"Statement": arrayW(&[]any{match(obj(map[string]any{
@@ -124,9 +127,9 @@ func TestStack(t *testing.T) {
 				}))})})),
 			})))
 		}
-		// S3 may send to diff-jobs, from this bucket only.
+		// S3 may send to arrivals, from this bucket only.
 		tmpl.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), match(obj(map[string]any{
-			"Queues": []any{map[string]any{"Ref": diffJobs}},
+			"Queues": []any{map[string]any{"Ref": arrivals}},
 			"PolicyDocument": match(obj(map[string]any{"Statement": arrayW(&[]any{match(obj(map[string]any{
 				"Effect":    "Allow",
 				"Principal": map[string]any{"Service": "s3.amazonaws.com"},
@@ -143,6 +146,7 @@ func TestStack(t *testing.T) {
 		}{
 			"upload":      {uploadMemoryMB, uploadTimeout.Seconds(), 0, "upload"},
 			"read":        {float64(p.ReadMemoryMB), readTimeout.Seconds(), float64(p.ReadReservedConcurrency), "read"},
+			"arrival":     {arrivalMemoryMB, arrivalTimeout.Seconds(), 0, "arrival"},
 			"diff":        {diffMemoryMB, diffTimeout.Seconds(), 0, "diff"},
 			"apply-small": {applyMemoryMB, applyTimeout.Seconds(), float64(p.ApplySmallConcurrency), "apply"},
 			"apply-large": {applyMemoryMB, applyTimeout.Seconds(), float64(p.ApplyLargeConcurrency), "apply"},
@@ -175,8 +179,8 @@ func TestStack(t *testing.T) {
 			}
 			codeKeys[w.asset] = key
 		}
-		if len(codeKeys) != 4 {
-			t.Errorf("want 4 distinct code assets (apply shared by two functions), got %v", codeKeys)
+		if len(codeKeys) != 5 {
+			t.Errorf("want 5 distinct code assets (apply shared by two functions), got %v", codeKeys)
 		}
 		equal(t, "diff ephemeral storage", r.props(t, fns["diff"])["EphemeralStorage"], map[string]any{"Size": float64(diffEphemeralMB)})
 		// Function log groups have a retention.
@@ -239,6 +243,7 @@ func TestStack(t *testing.T) {
 			EnvControlReader: "${" + r.logicalID(t, "AWS::RDS::DBProxyEndpoint", "ControlClusterProxyReadOnly") + ".Endpoint}",
 		}, dbEnv(catalogsql.RoleRead, true)))
 		equal(t, "diff env", r.env(t, fns["diff"]), with(dbEnv(catalogsql.RoleDiff, false), map[string]string{EnvSpillDir: "/tmp", EnvSortMemoryMB: "256"}))
+		equal(t, "arrival env", r.env(t, fns["arrival"]), with(dbEnv(catalogsql.RoleDiff, false)))
 		for _, name := range []string{"apply-small", "apply-large"} {
 			equal(t, name+" env", r.env(t, fns[name]), with(dbEnv(catalogsql.RoleApply, false)))
 		}
@@ -246,11 +251,12 @@ func TestStack(t *testing.T) {
 
 	t.Run("event sources", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(3))
+		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(4))
 		for _, es := range []struct {
 			fn, queue      string
 			batch, maxConc float64
 		}{
+			{"arrival", arrivals, arrivalBatchSize, arrivalMaxConcurrency},
 			{"diff", diffJobs, diffBatchSize, float64(p.DiffMaxConcurrency)},
 			{"apply-small", applySmall, applyBatchSize, float64(p.ApplySmallConcurrency)},
 			{"apply-large", applyLarge, applyBatchSize, float64(p.ApplyLargeConcurrency)},
@@ -370,7 +376,8 @@ func TestStack(t *testing.T) {
 		want := map[string][]string{
 			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots)}, send(diffJobs), readSecrets(admin),
 				connect(catalogsql.RoleUpload, true)),
-			"read": connect(catalogsql.RoleRead, true),
+			"read":    connect(catalogsql.RoleRead, true),
+			"arrival": cat(send(diffJobs), consume(arrivals), connect(catalogsql.RoleDiff, false)),
 			"diff": cat([]string{
 				"Allow s3:GetObject " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixIndexes), "Allow s3:PutObject " + obj(prefixIndexes), "Allow s3:PutObjectTagging " + obj(prefixIndexes),
@@ -584,9 +591,10 @@ func TestStack(t *testing.T) {
 			}
 			equal(t, metric+" on "+dim+" threshold", a["Threshold"], threshold)
 		}
-		for _, dlq := range []string{diffDLQ, applySmallDLQ, applyLargeDLQ} {
+		for _, dlq := range []string{arrivalsDLQ, diffDLQ, applySmallDLQ, applyLargeDLQ} {
 			expect("ApproximateNumberOfMessagesVisible", dlq, 1)
 		}
+		expect("ApproximateAgeOfOldestMessage", arrivals, oldestMessageAge["arrivals"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", diffJobs, oldestMessageAge["diff-jobs"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", applySmall, oldestMessageAge["apply-small"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", applyLarge, oldestMessageAge["apply-large"].Seconds())
@@ -599,7 +607,7 @@ func TestStack(t *testing.T) {
 		for i := range p.Shards {
 			expect("ACUUtilization", r.logicalID(t, "AWS::RDS::DBCluster", fmt.Sprintf("Shard%dCluster", i)), acuUtilizationPercent)
 		}
-		equal(t, "alarm count", len(alarms), 3+3+2*5+1+1+p.Shards)
+		equal(t, "alarm count", len(alarms), 4+4+2*6+1+1+p.Shards)
 		tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 
 		// Topics: change events (for the relay) and alarms, KMS-encrypted, TLS only.
@@ -625,7 +633,7 @@ func TestStack(t *testing.T) {
 
 	t.Run("outputs", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		for _, name := range []string{"ApiUrl", "BucketName", "DiffJobsQueueUrl", "ApplySmallQueueUrl", "ApplyLargeQueueUrl",
+		for _, name := range []string{"ApiUrl", "BucketName", "ArrivalsQueueUrl", "DiffJobsQueueUrl", "ApplySmallQueueUrl", "ApplyLargeQueueUrl",
 			"ChangeEventsTopicArn", "AlarmTopicArn", "AdminTokenSecretArn", "ControlClusterEndpoint", "ShardClusterEndpoints", "DashboardName"} {
 			tmpl.HasOutput(jsii.String(name), match(obj(map[string]any{"Value": assertions.Match_AnyValue()})))
 		}

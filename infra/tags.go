@@ -30,7 +30,7 @@ var componentRules = []struct {
 	{regexp.MustCompile(`(Alarm|Dashboard)$|^AlarmTopic`), "monitoring"},
 	{regexp.MustCompile(`^(Upload)`), "upload"},
 	{regexp.MustCompile(`^(Read)`), "read"},
-	{regexp.MustCompile(`^(Diff)`), "diff"},
+	{regexp.MustCompile(`^(Diff|Arrival)`), "diff"},
 	{regexp.MustCompile(`^(Apply)`), "apply"},
 	{regexp.MustCompile(`^(Relay)`), "relay"},
 	{regexp.MustCompile(`^(Consumer|Analytics|Webhook)`), "consumers"},

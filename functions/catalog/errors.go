@@ -3,6 +3,7 @@ package catalog
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Kinds of domain error. Handlers map each kind to one HTTP status in one table.
@@ -13,6 +14,7 @@ var (
 	ErrNotFound     = errors.New("not found")    // no such retailer, generation or product
 	ErrConflict     = errors.New("conflict")     // exists already, or not in the required state
 	ErrTooLarge     = errors.New("too large")    // over a size limit
+	ErrRateLimited  = errors.New("rate limited") // over a per-retailer rate limit
 )
 
 // Error is a domain error with a stable snake_case code and a message for people.
@@ -20,6 +22,8 @@ type Error struct {
 	Kind    error
 	Code    string
 	Message string
+	// RetryAfter, for ErrRateLimited, is when the request may succeed again.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return e.Message }
@@ -51,4 +55,16 @@ func ValidateRetailerID(id string) error {
 const (
 	CodeUploadChanged = "upload_changed"
 	CodeUploadMissing = "upload_missing"
+	// CodeUploadExpired: the upload arrived after its slot expired.
+	CodeUploadExpired = "upload_expired"
 )
+
+// TooManyReservations is the error of a reservation over a retailer's
+// hourly limit; a slot frees after retryAfter.
+func TooManyReservations(retailerID string, perHour int, retryAfter time.Duration) *Error {
+	e := Errorf(ErrRateLimited, "too_many_reservations",
+		"retailer %q has reserved %d generations in the last hour, the limit; the next reservation is possible in %s",
+		retailerID, perHour, retryAfter.Round(time.Second))
+	e.RetryAfter = retryAfter
+	return e
+}

@@ -15,12 +15,19 @@ const (
 	StateSuperseded     State = "superseded"
 	StateRejected       State = "rejected"
 	StateHeld           State = "held"
+	// StateExpired is a slot whose upload never arrived before its expiry
+	// (or arrived too late to be taken, see the arrival function).
+	StateExpired State = "expired"
 )
+
+// States lists every state, in the order of a generation's life.
+var States = []State{StateAwaitingUpload, StateReceived, StateDiffing, StateApplying,
+	StateApplied, StateSuperseded, StateRejected, StateHeld, StateExpired}
 
 // Terminal reports whether nothing more happens to a generation in this state
 // (held waits for a confirmation, so it is not terminal).
 func (s State) Terminal() bool {
-	return s == StateApplied || s == StateSuperseded || s == StateRejected
+	return s == StateApplied || s == StateSuperseded || s == StateRejected || s == StateExpired
 }
 
 // HoldPolicy says when a snapshot is held for confirmation instead of applied (I8).

@@ -37,23 +37,26 @@ type Config struct {
 	ShardHosts         []string      // CATALOG_SHARD_HOSTS: likewise, one entry per shard like CATALOG_SHARD_DBS ("" keeps the DSN's host)
 	ShardReaders       [][]string    // CATALOG_SHARD_READERS: see ParseReaders
 	ControlReaders     []string      // CATALOG_CONTROL_READER: "|"-separated readers of the control database
-	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL
+	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL: diff-jobs.fifo
 	ApplySmallQueueURL string        // CATALOG_APPLY_SMALL_QUEUE_URL
 	ApplyLargeQueueURL string        // CATALOG_APPLY_LARGE_QUEUE_URL
 	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS (default 100000)
 	InflightCap        int           // CATALOG_INFLIGHT_CAP (default 20)
 	MaxUploadBytes     int64         // CATALOG_MAX_UPLOAD_BYTES (default 12 GiB)
 	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL (default 15m)
-	AdminToken         string        // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
-	AdminTokenSecret   string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
-	DBMaxConns         int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
-	DBUser             string        // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
-	DBIAMAuth          bool          // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
-	DBRootCert         string        // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
-	ChangeTopicARN     string        // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
-	LogLevel           slog.Level    // CATALOG_LOG_LEVEL
-	SpillDir           string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
-	SortMemoryBytes    int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
+	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
+	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
+	ReservationsPerHour int
+	AdminToken          string     // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
+	AdminTokenSecret    string     // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
+	DBMaxConns          int32      // CATALOG_DB_MAX_CONNS per database per instance (default 4)
+	DBUser              string     // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
+	DBIAMAuth           bool       // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
+	DBRootCert          string     // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
+	ChangeTopicARN      string     // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
+	LogLevel            slog.Level // CATALOG_LOG_LEVEL
+	SpillDir            string     // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
+	SortMemoryBytes     int64      // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 
 	secrets *secrets
 }
@@ -123,6 +126,15 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if c.UploadTTL, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("CATALOG_UPLOAD_TTL %q: %w", v, err)
 		}
+	}
+	c.UploadGrace = time.Hour
+	if v := getenv("CATALOG_UPLOAD_GRACE"); v != "" {
+		if c.UploadGrace, err = time.ParseDuration(v); err != nil {
+			return c, fmt.Errorf("CATALOG_UPLOAD_GRACE %q: %w", v, err)
+		}
+	}
+	if c.ReservationsPerHour, err = intVar(getenv, "CATALOG_RESERVATIONS_PER_HOUR", 30); err != nil {
+		return c, err
 	}
 	if v := getenv("CATALOG_LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"runtime"
 	"slices"
+	"strconv"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -51,6 +52,16 @@ type IndexRetirer interface {
 	Tag(ctx context.Context, key, tagKey, tagValue string) error
 }
 
+// Backoff is what the diff's queue may also do (sqsqueue.Sender does) so
+// that a failed diff job comes back after a short backoff rather than after
+// diff-jobs.fifo's visibility timeout (six times the function's timeout):
+// a failed job holds its retailer's message group, and with it the
+// retailer's later uploads, until it comes back.
+type Backoff interface {
+	// ChangeVisibility makes a received message visible again after timeout.
+	ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error
+}
+
 // Store is what the diff needs of the databases, keyed by retailer: the
 // registry, the fence and the generation's state. pgstore.Stores and
 // inmem.Store implement it.
@@ -68,6 +79,9 @@ type Store interface {
 	// returns the baseline and the stopped generations (I5);
 	// catalog.ErrSuperseded when a newer generation took over first.
 	TakeOver(ctx context.Context, retailerID string, gen int64) (catalog.DiffDecision, error)
+	// NewerArrival returns the newest generation after gen whose upload has
+	// arrived (0: none); gen, not applying yet, then ends superseded by it.
+	NewerArrival(ctx context.Context, retailerID string, gen int64) (int64, error)
 	// IsLatest reports whether gen is still the retailer's newest arrived generation (I4).
 	IsLatest(ctx context.Context, retailerID string, gen int64) (bool, error)
 	// StartApplying records gen's counts and chunk total (zero chunks: applied
@@ -101,6 +115,10 @@ type Config struct {
 	// the function's ephemeral storage).
 	SortMemoryBytes int64
 	SpillDir        string
+	// JobQueueURL is diff-jobs.fifo, where a failed job is given its
+	// RetryBackoff [30s], doubled at each receive, capped at 15 minutes.
+	JobQueueURL  string
+	RetryBackoff time.Duration
 }
 
 // DefaultSortMemoryBytes is the default Config.SortMemoryBytes: a snapshot
@@ -126,6 +144,9 @@ func (c *Config) defaults() {
 	}
 	if c.SortMemoryBytes <= 0 {
 		c.SortMemoryBytes = DefaultSortMemoryBytes
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = 30 * time.Second
 	}
 }
 
@@ -163,9 +184,28 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 		if err := h.handleMessage(ctx, msg); err != nil {
 			h.log.ErrorContext(ctx, "diff job failed", "message_id", msg.MessageId, "err", err)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			h.backOff(ctx, msg)
 		}
 	}
 	return resp, nil
+}
+
+// backOff brings a failed job back after RetryBackoff x 2^(receives-1).
+// Best effort: without it the job comes back after the visibility timeout.
+func (h *Handler) backOff(ctx context.Context, msg lambdaevents.SQSMessage) {
+	b, ok := h.queue.(Backoff)
+	if !ok || h.cfg.JobQueueURL == "" || msg.ReceiptHandle == "" {
+		return
+	}
+	receives, _ := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	delay := h.cfg.RetryBackoff
+	for i := 1; i < receives && delay < 15*time.Minute; i++ {
+		delay *= 2
+	}
+	delay = min(delay, 15*time.Minute)
+	if err := b.ChangeVisibility(context.WithoutCancel(ctx), h.cfg.JobQueueURL, msg.ReceiptHandle, delay); err != nil {
+		h.log.WarnContext(ctx, "diff job back-off", "message_id", msg.MessageId, "err", err)
+	}
 }
 
 func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) error {
@@ -418,6 +458,15 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		n++
 		if n%r.h.cfg.SupersedeCheckRows == 0 {
 			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
+			// Before taking over, a newer upload that has merely arrived
+			// stops this one (its state says superseded); the fence
+			// (IsLatest) covers the rest.
+			if newer, err := r.store.NewerArrival(ctx, r.job.RetailerID, r.job.Generation); err != nil {
+				return false, err
+			} else if newer > 0 {
+				r.log.InfoContext(ctx, "a newer upload arrived while reading; stopping", "newer", newer)
+				return false, nil
+			}
 			if latest, err := r.store.IsLatest(ctx, r.job.RetailerID, r.job.Generation); err != nil {
 				return false, err
 			} else if !latest {

@@ -44,7 +44,7 @@ func newFixture(t *testing.T, largeThreshold int) *fixture {
 // upload reserves the next generation and puts its file.
 func (f *fixture) upload(data []byte) int64 {
 	f.t.Helper()
-	gen, err := f.store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour))
+	gen, err := f.store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(f.t, err)
 	require.NoError(f.t, f.blobs.Put(context.Background(), events.UploadKey("r1", gen), data))
 	return gen
@@ -195,7 +195,7 @@ func (q *supersedingQueue) Send(ctx context.Context, queueURL, body, groupID, de
 		return err
 	}
 	if q.sends++; q.sends == q.after {
-		gen, err := q.store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour))
+		gen, err := q.store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour), 0)
 		if err != nil {
 			return err
 		}
@@ -293,7 +293,7 @@ func TestUnknownRetailerAndMissingUpload(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, 1000)
 	require.NoError(t, f.h.Diff(context.Background(), events.DiffJob{RetailerID: "nobody", Generation: 1, Key: events.UploadKey("nobody", 1)}))
-	gen, err := f.store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour))
+	gen, err := f.store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	f.diff(gen)
 	st := f.status(gen)

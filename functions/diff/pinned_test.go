@@ -2,8 +2,13 @@ package diff_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"strconv"
 	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/stretchr/testify/require"
 
@@ -11,6 +16,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/inmem"
 )
 
 // replacingBlobs replaces the upload with other bytes right after the
@@ -76,4 +82,46 @@ func TestEventOfAnotherVersionRefused(t *testing.T) {
 	require.NoError(t, f.h.Diff(context.Background(), job))
 	require.Empty(t, f.take())
 	require.Equal(t, catalog.StateApplying, f.status(g).State)
+}
+
+// backoffQueue records the visibility changes asked of it.
+type backoffQueue struct {
+	*inmem.Queue
+	changed []time.Duration
+}
+
+func (q *backoffQueue) ChangeVisibility(_ context.Context, queueURL, receiptHandle string, timeout time.Duration) error {
+	q.changed = append(q.changed, timeout)
+	return nil
+}
+
+// A failed diff job comes back after a short back-off that doubles at each
+// receive, not after diff-jobs.fifo's long visibility timeout (its retailer's
+// later uploads wait behind it in the group).
+func TestFailedJobBacksOff(t *testing.T) {
+	t.Parallel()
+	store := inmem.NewStore()
+	require.NoError(t, store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
+	gen, err := store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour), 0)
+	require.NoError(t, err)
+	q := &backoffQueue{Queue: inmem.NewQueue()}
+	h := diff.New(diff.Config{JobQueueURL: "jobs.fifo", RetryBackoff: time.Second}, store, failingBlobs{}, q, slog.New(slog.DiscardHandler))
+	body := events.ObjectCreatedMessage("us-east-1", "b", events.UploadKey("r1", gen), time.Now())
+	for receives := 1; receives <= 3; receives++ {
+		resp, err := h.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{{
+			MessageId: "m", ReceiptHandle: "rh", Body: body, Attributes: map[string]string{"ApproximateReceiveCount": strconv.Itoa(receives)}}}})
+		require.NoError(t, err)
+		require.Len(t, resp.BatchItemFailures, 1)
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, q.changed)
+}
+
+// failingBlobs fails every read, as a storage outage would.
+type failingBlobs struct{}
+
+func (failingBlobs) Open(context.Context, string, string) (blob.Object, error) {
+	return blob.Object{}, errors.New("storage unavailable")
+}
+func (failingBlobs) Put(context.Context, string, []byte) error {
+	return errors.New("storage unavailable")
 }

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
@@ -29,6 +30,7 @@ var statusByKind = []struct {
 	{catalog.ErrNotFound, http.StatusNotFound},
 	{catalog.ErrConflict, http.StatusConflict},
 	{catalog.ErrTooLarge, http.StatusRequestEntityTooLarge},
+	{catalog.ErrRateLimited, http.StatusTooManyRequests},
 }
 
 // ErrorBody is the contract's error shape.
@@ -49,6 +51,10 @@ func WriteError(w http.ResponseWriter, r *http.Request, log *slog.Logger, err er
 	if errors.As(err, &de) {
 		for _, row := range statusByKind {
 			if errors.Is(de.Kind, row.kind) {
+				if de.RetryAfter > 0 {
+					// Whole seconds, rounded up: never earlier than the limit frees.
+					w.Header().Set("Retry-After", strconv.FormatInt(int64((de.RetryAfter+time.Second-1)/time.Second), 10))
+				}
 				WriteJSON(w, row.status, ErrorBody{ErrorDetail{Code: de.Code, Message: de.Message}})
 				return
 			}

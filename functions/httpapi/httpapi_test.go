@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
@@ -45,14 +46,20 @@ func TestWriteErrorMapsKindsToStatuses(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for kind, status := range map[error]int{
 		catalog.ErrInvalid: 400, catalog.ErrUnauthorized: 401, catalog.ErrForbidden: 403,
-		catalog.ErrNotFound: 404, catalog.ErrConflict: 409, catalog.ErrTooLarge: 413,
+		catalog.ErrNotFound: 404, catalog.ErrConflict: 409, catalog.ErrTooLarge: 413, catalog.ErrRateLimited: 429,
 	} {
 		rec := httptest.NewRecorder()
 		httpapi.WriteError(rec, httptest.NewRequest("GET", "/", nil), log, catalog.Errorf(kind, "some_code", "msg"))
 		require.Equal(t, status, rec.Code, kind.Error())
 		require.JSONEq(t, `{"error":{"code":"some_code","message":"msg"}}`, rec.Body.String())
 	}
+	limited := catalog.Errorf(catalog.ErrRateLimited, "too_many_reservations", "msg")
+	limited.RetryAfter = 1500 * time.Millisecond
 	rec := httptest.NewRecorder()
+	httpapi.WriteError(rec, httptest.NewRequest("POST", "/", nil), log, limited)
+	require.Equal(t, 429, rec.Code)
+	require.Equal(t, "2", rec.Header().Get("Retry-After"), "whole seconds, rounded up")
+	rec = httptest.NewRecorder()
 	httpapi.WriteError(rec, httptest.NewRequest("GET", "/", nil), log, errors.New("db password in here"))
 	require.Equal(t, 500, rec.Code)
 	require.NotContains(t, rec.Body.String(), "password", "internal details stay in the log")

@@ -48,7 +48,7 @@ func (s *Store) watchStates(retailerID string, st *retailerState) func() {
 		slices.Sort(changed)
 		now := s.now()
 		for _, gen := range changed {
-			status := st.gens[gen].status()
+			status := st.gens[gen].status(s.now())
 			s.outbox.add(catalog.OutboxEntry{Type: "catalog.snapshot." + string(status.State), RetailerID: retailerID,
 				Generation: gen, Status: &status, EventTime: now, CreatedAt: now})
 		}

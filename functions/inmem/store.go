@@ -155,8 +155,10 @@ func noFence(op, retailerID string) error {
 }
 
 // ReserveGeneration reserves the retailer's next generation, in increasing
-// order, awaiting its upload until expires.
-func (s *Store) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error) {
+// order, awaiting its upload until expires, and supersedes the retailer's
+// older slots still awaiting theirs; with perHour > 0, at most perHour per
+// rolling hour (then catalog.ErrRateLimited).
+func (s *Store) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st, err := s.registered(retailerID)
@@ -171,16 +173,107 @@ func (s *Store) ReserveGeneration(ctx context.Context, retailerID, format string
 		s.state[retailerID] = st
 	}
 	defer s.watchStates(retailerID, st)()
+	now := s.now()
+	if perHour > 0 {
+		inWindow := 0
+		for g := st.reserved; g >= 1; g-- {
+			gg, ok := st.gens[g]
+			if !ok || !gg.CreatedAt.After(now.Add(-time.Hour)) {
+				break
+			}
+			if inWindow++; inWindow == perHour {
+				return 0, catalog.TooManyReservations(retailerID, perHour, gg.CreatedAt.Add(time.Hour).Sub(now))
+			}
+		}
+	}
 	st.reserved++
 	gen := st.reserved
 	st.gens[gen] = &generation{GenerationStatus: catalog.GenerationStatus{
 		RetailerID: retailerID, Generation: gen, State: catalog.StateAwaitingUpload, Format: format,
-		ObjectKey: events.UploadKey(retailerID, gen), UploadExpires: expires, CreatedAt: s.now()}}
+		ObjectKey: events.UploadKey(retailerID, gen), UploadExpires: expires, CreatedAt: now}}
+	for n, older := range st.gens {
+		if n < gen && older.State == catalog.StateAwaitingUpload {
+			if older.UploadExpires.Before(now) {
+				older.State = catalog.StateExpired
+			} else {
+				older.State = catalog.StateSuperseded
+				by := gen
+				older.SupersededBy = &by
+			}
+		}
+	}
 	return gen, nil
 }
 
-func (g *generation) status() catalog.GenerationStatus {
+// MarkArrived records that gen's upload arrived at: a slot awaiting it
+// becomes received, unless it came more than grace after the slot's expiry
+// (then the slot ends expired); it returns the state after.
+func (s *Store) MarkArrived(ctx context.Context, retailerID string, gen int64, at time.Time, grace time.Duration) (catalog.State, error) {
+	var state catalog.State
+	err := s.withState(retailerID, generationNotFound(retailerID, gen), func(st *retailerState) error {
+		g, ok := st.gens[gen]
+		if !ok {
+			return generationNotFound(retailerID, gen)
+		}
+		if g.State == catalog.StateAwaitingUpload || g.State == catalog.StateExpired {
+			if at.After(g.UploadExpires.Add(grace)) {
+				g.State, g.ReceivedAt = catalog.StateExpired, nil
+				g.ErrorCode = catalog.CodeUploadExpired
+				g.ErrorMessage = fmt.Sprintf("the upload arrived at %s, after its slot expired at %s; reserve a new generation and upload again",
+					at.UTC().Format(time.RFC3339), g.UploadExpires.UTC().Format(time.RFC3339))
+			} else {
+				at := at
+				g.State, g.ReceivedAt, g.ErrorCode, g.ErrorMessage = catalog.StateReceived, &at, "", ""
+			}
+		}
+		state = g.viewState(s.now())
+		return nil
+	})
+	return state, err
+}
+
+// newerArrival is the newest generation after gen whose upload arrived
+// (0: none); gen, not yet applying, then ends superseded by it.
+func (s *Store) newerArrival(st *retailerState, gen int64) int64 {
+	var newer int64
+	for n, g := range st.gens {
+		if n > gen && g.ReceivedAt != nil && g.State != catalog.StateRejected && g.State != catalog.StateExpired {
+			newer = max(newer, n)
+		}
+	}
+	if g, ok := st.gens[gen]; ok && newer > 0 {
+		switch g.State {
+		case catalog.StateAwaitingUpload, catalog.StateReceived, catalog.StateDiffing, catalog.StateHeld:
+			g.State = catalog.StateSuperseded
+			g.SupersededBy = &newer
+		}
+	}
+	return newer
+}
+
+// NewerArrival returns the newest generation after gen whose upload has
+// arrived (0: none); gen, not yet applying, then ends superseded by it.
+func (s *Store) NewerArrival(ctx context.Context, retailerID string, gen int64) (int64, error) {
+	var newer int64
+	err := s.withState(retailerID, noFence("newer arrival than", retailerID), func(st *retailerState) error {
+		newer = s.newerArrival(st, gen)
+		return nil
+	})
+	return newer, err
+}
+
+// viewState is the state the status route shows: a slot past its expiry
+// reads expired.
+func (g *generation) viewState(now time.Time) catalog.State {
+	if g.State == catalog.StateAwaitingUpload && g.UploadExpires.Before(now) {
+		return catalog.StateExpired
+	}
+	return g.State
+}
+
+func (g *generation) status(now time.Time) catalog.GenerationStatus {
 	st := g.GenerationStatus
+	st.State = g.viewState(now)
 	st.ReceivedAt, st.AppliedAt, st.SupersededBy = clonePtr(st.ReceivedAt), clonePtr(st.AppliedAt), clonePtr(st.SupersededBy)
 	return st
 }
@@ -201,7 +294,7 @@ func (s *Store) Generation(ctx context.Context, retailerID string, gen int64) (c
 		if !ok {
 			return generationNotFound(retailerID, gen)
 		}
-		out = g.status()
+		out = g.status(s.now())
 		return nil
 	})
 	return out, err
@@ -213,7 +306,7 @@ func (s *Store) Generations(ctx context.Context, retailerID string, limit int) (
 	err := s.withState(retailerID, nil, func(st *retailerState) error {
 		for g := st.reserved; g >= 1 && len(out) < limit; g-- {
 			if gg, ok := st.gens[g]; ok {
-				out = append(out, gg.status())
+				out = append(out, gg.status(s.now()))
 			}
 		}
 		return nil
@@ -234,7 +327,7 @@ func (s *Store) Confirm(ctx context.Context, retailerID string, gen int64) error
 		}
 		var newer int64
 		for n, other := range st.gens {
-			if n > gen && other.State != catalog.StateAwaitingUpload && other.State != catalog.StateRejected {
+			if n > gen && other.ReceivedAt != nil && other.State != catalog.StateRejected && other.State != catalog.StateExpired {
 				newer = max(newer, n)
 			}
 		}
@@ -248,8 +341,7 @@ func (s *Store) Confirm(ctx context.Context, retailerID string, gen int64) error
 
 // markSuperseded ends gen as superseded by latest (nothing when finished).
 func (s *Store) markSuperseded(g *generation, latest int64) {
-	switch g.State {
-	case catalog.StateApplied, catalog.StateSuperseded, catalog.StateRejected:
+	if g.State.Terminal() {
 		return
 	}
 	g.State = catalog.StateSuperseded
@@ -277,6 +369,7 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		d.Reason = "retailer has no reserved generation on this shard"
 		return d, nil
 	}
+	defer s.watchStates(retailerID, st)()
 	g, ok := st.gens[gen]
 	if !ok {
 		d.Reason = "generation was never reserved"
@@ -303,6 +396,12 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		s.markSuperseded(g, st.latest)
 		d.Reason = fmt.Sprintf("superseded by generation %d", st.latest)
 		return d, nil
+	}
+	if g.State != catalog.StateApplying {
+		if newer := s.newerArrival(st, gen); newer > 0 {
+			d.Reason = fmt.Sprintf("superseded by generation %d, which has arrived", newer)
+			return d, nil
+		}
 	}
 	if g.objectETag == "" {
 		g.objectETag = etag
@@ -352,6 +451,9 @@ func (s *Store) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 		d.Baseline, d.BaselineProducts, d.Confirmed = st.applied, st.appliedProducts, g.Confirmed
 		if st.latest > gen || (g.State != catalog.StateDiffing && g.State != catalog.StateApplying) {
 			s.markSuperseded(g, st.latest)
+			return catalog.ErrSuperseded
+		}
+		if g.State == catalog.StateDiffing && s.newerArrival(st, gen) > 0 {
 			return catalog.ErrSuperseded
 		}
 		st.latest = max(st.latest, gen)

@@ -69,7 +69,7 @@ func startGeneration(t *testing.T, sh *pgstore.Shard, chunks int) int64 {
 func startGenerationOf(t *testing.T, sh *pgstore.Shard, retailerID string, chunks int) int64 {
 	t.Helper()
 	ctx := context.Background()
-	gen, err := sh.ReserveGeneration(ctx, retailerID, "", time.Now().Add(time.Hour))
+	gen, err := sh.ReserveGeneration(ctx, retailerID, "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	d, err := sh.BeginDiff(ctx, retailerID, gen, "")
 	require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestGenerationsAreReservedInIncreasingOrder(t *testing.T) {
 	sh := newStores(t).Shards[0]
 	var last int64
 	for i := 0; i < 5; i++ {
-		g, err := sh.ReserveGeneration(context.Background(), "r1", "csv", time.Now().Add(time.Hour))
+		g, err := sh.ReserveGeneration(context.Background(), "r1", "csv", time.Now().Add(time.Hour), 0)
 		require.NoError(t, err)
 		require.Greater(t, g, last)
 		last = g
@@ -247,9 +247,11 @@ func TestOutOfOrderArrivalIsSuperseded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sh := newStores(t).Shards[0]
-	g1, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	g1, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
-	g2, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	_, err = sh.MarkArrived(ctx, "r1", g1, time.Now(), time.Hour)
+	require.NoError(t, err)
+	g2, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	d, err := sh.BeginDiff(ctx, "r1", g2, "")
 	require.NoError(t, err)
@@ -276,7 +278,7 @@ func TestConfirmOnlyHeldLatest(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	sh := newStores(t).Shards[0]
-	g, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour))
+	g, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	require.ErrorIs(t, sh.Confirm(ctx, "r1", g), catalog.ErrConflict, "not held")
 	_, err = sh.BeginDiff(ctx, "r1", g, "")

@@ -13,25 +13,69 @@ FROM retailers WHERE retailer_id = $1;
 -- The storefront's routing: its role may read these two columns only.
 SELECT retailer_id, shard FROM retailers WHERE retailer_id = $1;
 
+-- name: ensure_retailer_state
+INSERT INTO retailer_state (retailer_id) VALUES ($1) ON CONFLICT (retailer_id) DO NOTHING;
+
+-- name: lock_reservations
+-- A retailer's reservations take turns on its fence row. FOR NO KEY UPDATE
+-- waits for a diff raising the fence (FOR UPDATE) but not for applies (FOR
+-- KEY SHARE).
+SELECT reserved_generation FROM retailer_state WHERE retailer_id = $1 FOR NO KEY UPDATE;
+
+-- name: reservation_window_full
+-- With $2 reservations allowed per rolling hour: the $2-th newest
+-- reservation of the last hour, if there is one, means the hour is full; the
+-- answer is how long until it is an hour old and a slot frees.
+SELECT extract(epoch FROM created_at + interval '1 hour' - now())::float8 FROM generations
+WHERE retailer_id = $1 AND created_at > now() - interval '1 hour'
+ORDER BY generation DESC OFFSET $2 - 1 LIMIT 1;
+
 -- name: reserve_generation
-INSERT INTO retailer_state AS s (retailer_id, reserved_generation)
-VALUES ($1, 1)
-ON CONFLICT (retailer_id) DO UPDATE SET reserved_generation = s.reserved_generation + 1
+UPDATE retailer_state SET reserved_generation = reserved_generation + 1
+WHERE retailer_id = $1
 RETURNING reserved_generation;
+
+-- name: supersede_awaiting
+-- A new reservation supersedes the retailer's older slots still awaiting
+-- their upload (an upload to one later is ignored); one past its expiry
+-- ends expired instead.
+UPDATE generations
+SET state = CASE WHEN upload_expires_at < now() THEN 'expired' ELSE 'superseded' END,
+    superseded_by = CASE WHEN upload_expires_at < now() THEN NULL ELSE $2::bigint END
+WHERE retailer_id = $1 AND generation < $2 AND state = 'awaiting_upload';
+
+-- name: mark_arrived
+-- The upload of a generation arrived at $3 (the S3 event's time). Taken
+-- when it arrived within $4 of the slot's expiry (S3 checks a presigned
+-- URL's expiry when the PUT starts, so a long upload ends after it);
+-- later, the slot ends expired. Only a slot awaiting its upload (or read
+-- as expired) changes; the answer is the generation's state.
+UPDATE generations
+SET state = CASE WHEN $3 <= upload_expires_at + $4::interval THEN 'received' ELSE 'expired' END,
+    received_at = CASE WHEN $3 <= upload_expires_at + $4::interval THEN $3 END,
+    error_code = CASE WHEN $3 <= upload_expires_at + $4::interval THEN NULL ELSE 'upload_expired' END,
+    error_message = CASE WHEN $3 <= upload_expires_at + $4::interval THEN NULL
+        ELSE 'the upload arrived at ' || to_char($3 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+             ', after its slot expired at ' || to_char(upload_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+             '; reserve a new generation and upload again' END
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('awaiting_upload', 'expired')
+RETURNING state;
 
 -- name: insert_generation
 INSERT INTO generations (retailer_id, generation, format, object_key, upload_expires_at)
 VALUES ($1, $2, $3, $4, $5);
 
 -- name: select_generation
-SELECT retailer_id, generation, state, format, object_key, upload_expires_at, created_at,
+-- A slot past its expiry reads expired (persisted by the next reservation
+-- or a late arrival).
+SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed
 FROM generations WHERE retailer_id = $1 AND generation = $2;
 
 -- name: list_generations
-SELECT retailer_id, generation, state, format, object_key, upload_expires_at, created_at,
+SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed
@@ -73,7 +117,7 @@ WHERE retailer_id = $1 AND generation < $2
 -- name: mark_superseded
 UPDATE generations SET state = 'superseded', superseded_by = nullif($3::bigint, $2::bigint),
        received_at = coalesce(received_at, now())
-WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected');
+WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected', 'expired');
 
 -- name: mark_diffing
 -- A re-run of a generation already applying keeps it applying: its chunks in
@@ -194,9 +238,17 @@ ORDER BY retailer_id, generation;
 SELECT retailer_id FROM retailers WHERE token_hash = $1;
 
 -- name: newer_arrived
--- The newest generation after $2 whose upload arrived and was not rejected (0: none).
+-- The newest generation after $2 whose upload arrived and was not rejected
+-- or too late (0: none). An older upload that has not taken over stops for it.
 SELECT coalesce(max(generation), 0) FROM generations
-WHERE retailer_id = $1 AND generation > $2 AND state NOT IN ('awaiting_upload', 'rejected');
+WHERE retailer_id = $1 AND generation > $2 AND received_at IS NOT NULL
+  AND state NOT IN ('rejected', 'expired');
+
+-- name: supersede_not_started
+-- gen stops for a newer arrival: only before it applies (a generation that
+-- took over is stopped by the fence of the one that takes over next).
+UPDATE generations SET state = 'superseded', superseded_by = $3
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('awaiting_upload', 'received', 'diffing', 'held');
 
 -- name: directory_apply
 -- The product directory follows a chunk's ops after the chunk's shard commit

@@ -46,12 +46,30 @@ func (s *Stores) UpdateDirectory(ctx context.Context, retailerID string, gen int
 }
 
 // ReserveGeneration is Shard.ReserveGeneration on the retailer's shard.
-func (s *Stores) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error) {
+func (s *Stores) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return 0, err
 	}
-	return sh.ReserveGeneration(ctx, retailerID, format, expires)
+	return sh.ReserveGeneration(ctx, retailerID, format, expires, perHour)
+}
+
+// MarkArrived is Shard.MarkArrived on the retailer's shard.
+func (s *Stores) MarkArrived(ctx context.Context, retailerID string, gen int64, at time.Time, grace time.Duration) (catalog.State, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return "", err
+	}
+	return sh.MarkArrived(ctx, retailerID, gen, at, grace)
+}
+
+// NewerArrival is Shard.NewerArrival on the retailer's shard.
+func (s *Stores) NewerArrival(ctx context.Context, retailerID string, gen int64) (int64, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	return sh.NewerArrival(ctx, retailerID, gen)
 }
 
 // Generation is Shard.Generation on the retailer's shard.

@@ -27,20 +27,93 @@ func NewShard(pool *pgxpool.Pool) *Shard { return &Shard{pool: pool} }
 func (s *Shard) Pool() *pgxpool.Pool { return s.pool }
 
 // ReserveGeneration reserves the retailer's next generation, in increasing
-// order, and records it as awaiting its upload.
-func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error) {
+// order, and records it as awaiting its upload until expires. It supersedes
+// the retailer's older slots still awaiting their upload. With perHour > 0,
+// at most perHour reservations are made per rolling hour: one more is
+// catalog.ErrRateLimited, with the time until a slot frees.
+func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&gen); err != nil {
+			return err
+		}
+		if perHour > 0 {
+			var wait float64
+			err := tx.QueryRow(ctx, q("reservation_window_full"), retailerID, perHour).Scan(&wait)
+			if err == nil {
+				return catalog.TooManyReservations(retailerID, perHour, time.Duration(wait*float64(time.Second)))
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
+		}
 		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, q("insert_generation"), retailerID, gen, format, events.UploadKey(retailerID, gen), expires)
+		if _, err := tx.Exec(ctx, q("insert_generation"), retailerID, gen, format, events.UploadKey(retailerID, gen), expires); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen)
 		return err
 	})
+	var de *catalog.Error
+	if errors.As(err, &de) {
+		return 0, err
+	}
 	if err != nil {
 		return 0, fmt.Errorf("reserve generation for %s: %w", retailerID, err)
 	}
 	return gen, nil
+}
+
+// MarkArrived records that gen's upload arrived at (the S3 event's time):
+// a slot awaiting it becomes received, unless the upload came more than
+// grace after the slot's expiry (then the slot ends expired). It returns
+// the generation's state after; catalog.ErrNotFound when never reserved.
+func (s *Shard) MarkArrived(ctx context.Context, retailerID string, gen int64, at time.Time, grace time.Duration) (catalog.State, error) {
+	var state string
+	err := s.pool.QueryRow(ctx, q("mark_arrived"), retailerID, gen, at, grace).Scan(&state)
+	if errors.Is(err, pgx.ErrNoRows) {
+		st, err := s.Generation(ctx, retailerID, gen)
+		return st.State, err
+	}
+	if err != nil {
+		return "", fmt.Errorf("mark arrival of %s/%d: %w", retailerID, gen, err)
+	}
+	return catalog.State(state), nil
+}
+
+// NewerArrival returns the newest generation after gen whose upload has
+// arrived (0: none); when there is one and gen has not started applying,
+// gen ends superseded by it (an older upload stops for a newer one at
+// once, even before the newer one is read).
+func (s *Shard) NewerArrival(ctx context.Context, retailerID string, gen int64) (int64, error) {
+	var newer int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		newer, err = supersedeForNewerArrival(ctx, tx, retailerID, gen)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("newer arrival than %s/%d: %w", retailerID, gen, err)
+	}
+	return newer, nil
+}
+
+func supersedeForNewerArrival(ctx context.Context, tx pgx.Tx, retailerID string, gen int64) (int64, error) {
+	var newer int64
+	if err := tx.QueryRow(ctx, q("newer_arrived"), retailerID, gen).Scan(&newer); err != nil {
+		return 0, err
+	}
+	if newer > 0 {
+		if _, err := tx.Exec(ctx, q("supersede_not_started"), retailerID, gen, newer); err != nil {
+			return 0, err
+		}
+	}
+	return newer, nil
 }
 
 func scanStatus(row pgx.Row) (catalog.GenerationStatus, error) {
@@ -179,6 +252,18 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 			d.Reason = fmt.Sprintf("superseded by generation %d", latest)
 			return nil
 		}
+		if st != catalog.StateApplying {
+			// A newer upload has arrived: this one stops at once, before
+			// a first pass that could only be superseded.
+			newer, err := supersedeForNewerArrival(ctx, tx, retailerID, gen)
+			if err != nil {
+				return err
+			}
+			if newer > 0 {
+				d.Reason = fmt.Sprintf("superseded by generation %d, which has arrived", newer)
+				return nil
+			}
+		}
 		if pinned == "" && etag != "" {
 			if err := tx.QueryRow(ctx, q("pin_upload"), retailerID, gen, etag).Scan(&pinned); err != nil {
 				return err
@@ -232,6 +317,13 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 				return err
 			}
 			return catalog.ErrSuperseded
+		}
+		if state == string(catalog.StateDiffing) {
+			if newer, err := supersedeForNewerArrival(ctx, tx, retailerID, gen); err != nil {
+				return err
+			} else if newer > 0 {
+				return catalog.ErrSuperseded
+			}
 		}
 		if _, err := tx.Exec(ctx, q("raise_fence"), retailerID, gen); err != nil {
 			return err

@@ -1,11 +1,13 @@
 // Package sqsqueue is the queue adapter over Amazon SQS (or the local
-// SQS-compatible emulator): it sends chunk messages to FIFO queues and diff
-// jobs to the standard queue.
+// SQS-compatible emulator): it sends chunk messages and diff jobs to FIFO
+// queues, and brings a failed message back sooner than its visibility timeout.
 package sqsqueue
 
 import (
 	"context"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -61,6 +63,20 @@ func (s *Sender) Send(ctx context.Context, queueURL, body, groupID, dedupID stri
 	}
 	if _, err := s.client.SendMessage(ctx, in); err != nil {
 		return fmt.Errorf("send to %s: %w", queueURL, err)
+	}
+	return nil
+}
+
+// ChangeVisibility makes a received message visible again after timeout
+// (whole seconds, rounded up, at most 12 hours): a handler that failed it
+// has it retried then instead of after the queue's visibility timeout.
+func (s *Sender) ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error {
+	secs := int32(min(math.Ceil(timeout.Seconds()), 43200))
+	_, err := s.client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl: &queueURL, ReceiptHandle: &receiptHandle, VisibilityTimeout: secs,
+	})
+	if err != nil {
+		return fmt.Errorf("change visibility on %s: %w", queueURL, err)
 	}
 	return nil
 }

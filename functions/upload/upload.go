@@ -45,8 +45,11 @@ type Store interface {
 	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
 	// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
 	RetailerByTokenHash(ctx context.Context, hash []byte) (string, error)
-	// ReserveGeneration reserves the retailer's next generation, awaiting its upload until expires.
-	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time) (int64, error)
+	// ReserveGeneration reserves the retailer's next generation, awaiting
+	// its upload until expires, and supersedes the retailer's older slots
+	// still awaiting theirs. With perHour > 0, a reservation over perHour in
+	// the rolling hour is catalog.ErrRateLimited with its RetryAfter.
+	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
 	// Generations lists a retailer's generations, newest first.
@@ -60,9 +63,15 @@ type Store interface {
 type Config struct {
 	AdminToken   string        // bearer token of the admin routes
 	UploadTTL    time.Duration // how long a presigned PUT stays valid
-	DiffQueueURL string        // where a confirmation re-sends the diff job
+	DiffQueueURL string        // diff-jobs.fifo, where a confirmation re-sends the diff job
 	Region       string
+	// ReservationsPerHour is how many generations a retailer may reserve
+	// per rolling hour [DefaultReservationsPerHour].
+	ReservationsPerHour int
 }
+
+// DefaultReservationsPerHour is the contract's per-retailer reservation limit.
+const DefaultReservationsPerHour = 30
 
 // Handler serves the admin and retailer routes.
 type Handler struct {
@@ -79,6 +88,9 @@ type Handler struct {
 func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog.Logger) *Handler {
 	if cfg.UploadTTL <= 0 {
 		cfg.UploadTTL = DefaultUploadTTL
+	}
+	if cfg.ReservationsPerHour <= 0 {
+		cfg.ReservationsPerHour = DefaultReservationsPerHour
 	}
 	h := &Handler{cfg: cfg, store: store, blobs: blobs, queue: queue, log: log, mux: http.NewServeMux()}
 	for _, r := range []struct {
@@ -242,7 +254,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	expires := time.Now().Add(h.cfg.UploadTTL)
-	gen, err := h.store.ReserveGeneration(r.Context(), retailer.ID, string(format), expires)
+	gen, err := h.store.ReserveGeneration(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -330,7 +342,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 	}
 	// Ask the diff to look at the upload again; it now proceeds past the hold.
 	body := events.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), events.UploadKey(retailer.ID, gen), time.Now())
-	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, "", ""); err != nil {
+	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, events.DiffJobGroupID(retailer.ID), events.DiffJobDedupID(body)); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}

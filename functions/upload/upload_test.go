@@ -106,9 +106,12 @@ func TestReserveAndStatus(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, f.call("POST", "/v1/retailers/r9/snapshots", admin, "", nil))
 
 	var st upload.Status
-	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots/1", token, "", &st))
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots/2", token, "", &st))
 	require.Equal(t, "awaiting_upload", st.State)
 	require.Nil(t, st.Error)
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots/1", token, "", &st))
+	require.Equal(t, "superseded", st.State, "a new reservation supersedes an unused slot")
+	require.Equal(t, int64(2), *st.SupersededBy)
 	require.Equal(t, http.StatusNotFound, f.call("GET", "/v1/retailers/r1/snapshots/7", token, "", nil))
 	require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots/x", token, "", nil))
 	var list struct{ Items []upload.Status }

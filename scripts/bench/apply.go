@@ -96,7 +96,7 @@ func benchApply(ctx context.Context, args []string) error {
 
 	// diffGen uploads a snapshot as the next generation and diffs it (not timed).
 	diffGen := func(products []product) (int64, []events.ChunkMessage, error) {
-		gen, err := shard.ReserveGeneration(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour))
+		gen, err := shard.ReserveGeneration(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour), 0)
 		if err != nil {
 			return 0, nil, err
 		}

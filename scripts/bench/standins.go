@@ -20,7 +20,7 @@ func benchStore(ctx context.Context, gen, baseline, baselineProducts int64) (*in
 		return nil, err
 	}
 	for g := int64(1); g <= gen; g++ {
-		if _, err := s.ReserveGeneration(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour)); err != nil {
+		if _, err := s.ReserveGeneration(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour), 0); err != nil {
 			return nil, err
 		}
 		if g != baseline {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/read"
@@ -33,6 +34,7 @@ import (
 // Store is everything the handlers ask of the databases (each declares
 // the part it uses), plus the list of unfinished work the stack resumes.
 type Store interface {
+	arrival.Store
 	diff.Store
 	apply.Store
 	upload.Store
@@ -72,6 +74,10 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ChangeEventPerChunk", testChangeEvents},
 		{"LifecycleEventPerStateChange", testLifecycleEvents},
 		{"DrainOutbox", testDrainOutbox},
+		{"ReservationsLimitedPerHour", testReservationLimit},
+		{"ReservationSupersedesUnusedSlots", testReservationSupersedes},
+		{"ArrivalAndExpiry", testArrival},
+		{"NewerArrivalStopsOlderUploads", testNewerArrival},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,7 +112,7 @@ func onboard(t *testing.T, s Store, retailerID string) {
 
 func reserve(t *testing.T, s Store, retailerID string) int64 {
 	t.Helper()
-	gen, err := s.ReserveGeneration(ctx(t), retailerID, "csv", time.Now().Add(time.Hour))
+	gen, err := s.ReserveGeneration(ctx(t), retailerID, "csv", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	return gen
 }
@@ -195,9 +201,9 @@ func testGenerationsInOrder(t *testing.T, s Store, id func(string) string) {
 	for want := int64(1); want <= 3; want++ {
 		require.Equal(t, want, reserve(t, s, r))
 	}
-	st := status(t, s, r, 2)
+	st := status(t, s, r, 3)
 	require.Equal(t, catalog.StateAwaitingUpload, st.State)
-	require.Equal(t, events.UploadKey(r, 2), st.ObjectKey)
+	require.Equal(t, events.UploadKey(r, 3), st.ObjectKey)
 	require.Equal(t, "csv", st.Format)
 	list, err = s.Generations(ctx(t), r, 2)
 	require.NoError(t, err)
@@ -351,6 +357,9 @@ func testOutOfOrder(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1 := reserve(t, s, r)
+	state, err := s.MarkArrived(ctx(t), r, g1, time.Now(), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateReceived, state)
 	g2 := reserve(t, s, r)
 	d, err := s.BeginDiff(ctx(t), r, g2, "")
 	require.NoError(t, err)
@@ -505,7 +514,7 @@ func testUnknownRetailer(t *testing.T, s Store, id func(string) string) {
 	r := id("nobody")
 	_, err := s.Retailer(ctx(t), r)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	_, err = s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(time.Hour))
+	_, err = s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(time.Hour), 0)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = s.Product(ctx(t), r, "x", false)
 	require.ErrorIs(t, err, catalog.ErrNotFound)

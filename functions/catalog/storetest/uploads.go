@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -72,4 +73,162 @@ func testRejectWhileApplying(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, catalog.StateRejected, st.State)
 	require.Equal(t, 1, st.ChunksApplied)
 	require.Equal(t, map[string]any{"a": jsonOf(t, `{"v": "1"}`)}, catalogOf(t, s, r))
+}
+
+// At most perHour reservations per rolling hour: one more is
+// catalog.ErrRateLimited with the wait until a slot frees; a refused
+// reservation uses no generation number.
+func testReservationLimit(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	for want := int64(1); want <= 3; want++ {
+		g, err := s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(time.Hour), 3)
+		require.NoError(t, err)
+		require.Equal(t, want, g)
+	}
+	_, err := s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(time.Hour), 3)
+	require.ErrorIs(t, err, catalog.ErrRateLimited)
+	var de *catalog.Error
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, "too_many_reservations", de.Code)
+	require.Greater(t, de.RetryAfter, 59*time.Minute)
+	require.LessOrEqual(t, de.RetryAfter, time.Hour)
+	// Another retailer is not limited by this one.
+	other := id("other")
+	onboard(t, s, other)
+	_, err = s.ReserveGeneration(ctx(t), other, "csv", time.Now().Add(time.Hour), 3)
+	require.NoError(t, err)
+	// A higher limit lets the next one through, numbered right after.
+	g, err := s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(time.Hour), 4)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, g)
+}
+
+// A new reservation supersedes the retailer's older slots still awaiting
+// their upload (an expired one ends expired); slots whose upload arrived
+// are left alone.
+func testReservationSupersedes(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := reserve(t, s, r)
+	_, err := s.MarkArrived(ctx(t), r, g1, time.Now(), time.Hour)
+	require.NoError(t, err)
+	g2, err := s.ReserveGeneration(ctx(t), r, "csv", time.Now().Add(-time.Second), 0)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateExpired, status(t, s, r, g2).State, "an unused slot past its expiry reads expired")
+	g3 := reserve(t, s, r)
+	g4 := reserve(t, s, r)
+	require.Equal(t, catalog.StateReceived, status(t, s, r, g1).State)
+	st := status(t, s, r, g2)
+	require.Equal(t, catalog.StateExpired, st.State)
+	require.Nil(t, st.SupersededBy)
+	st = status(t, s, r, g3)
+	require.Equal(t, catalog.StateSuperseded, st.State)
+	require.Equal(t, g4, *st.SupersededBy)
+	require.Nil(t, st.ReceivedAt)
+	require.Equal(t, catalog.StateAwaitingUpload, status(t, s, r, g4).State)
+	list, err := s.Generations(ctx(t), r, 10)
+	require.NoError(t, err)
+	var states []catalog.State
+	for _, g := range list {
+		states = append(states, g.State)
+	}
+	require.Equal(t, []catalog.State{catalog.StateAwaitingUpload, catalog.StateSuperseded, catalog.StateExpired, catalog.StateReceived}, states)
+}
+
+// An upload is received when it arrives before its slot's expiry plus the
+// grace; later, the slot ends expired (upload_expired) and is not diffed.
+func testArrival(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	expires := time.Now().Add(-2 * time.Minute)
+	g1, err := s.ReserveGeneration(ctx(t), r, "csv", expires, 0)
+	require.NoError(t, err)
+	state, err := s.MarkArrived(ctx(t), r, g1, expires.Add(time.Minute), 5*time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateReceived, state, "a PUT that started in time and ended after the expiry")
+	st := status(t, s, r, g1)
+	require.NotNil(t, st.ReceivedAt)
+	state, err = s.MarkArrived(ctx(t), r, g1, time.Now(), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateReceived, state, "a duplicate arrival changes nothing")
+
+	g2, err := s.ReserveGeneration(ctx(t), r, "csv", expires, 0)
+	require.NoError(t, err)
+	state, err = s.MarkArrived(ctx(t), r, g2, expires.Add(time.Minute), 30*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateExpired, state)
+	st = status(t, s, r, g2)
+	require.Equal(t, catalog.StateExpired, st.State)
+	require.Equal(t, catalog.CodeUploadExpired, st.ErrorCode)
+	require.Nil(t, st.ReceivedAt)
+	d, err := s.BeginDiff(ctx(t), r, g2, "")
+	require.NoError(t, err)
+	require.False(t, d.Proceed, "an expired slot is not diffed")
+
+	g3 := reserve(t, s, r)
+	reserve(t, s, r)
+	state, err = s.MarkArrived(ctx(t), r, g3, time.Now(), time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateSuperseded, state, "an upload to a slot a newer reservation superseded")
+	_, err = s.MarkArrived(ctx(t), r, 99, time.Now(), time.Hour)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
+
+// An older upload that has not taken over stops at once for a newer one
+// that has arrived, even before the newer one is read: at BeginDiff, while
+// reading (NewerArrival) and at TakeOver; one that applies is left to the
+// fence.
+func testNewerArrival(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1 := reserve(t, s, r)
+	_, err := s.MarkArrived(ctx(t), r, g1, time.Now(), time.Hour)
+	require.NoError(t, err)
+	d, err := s.BeginDiff(ctx(t), r, g1, "")
+	require.NoError(t, err)
+	require.True(t, d.Proceed)
+	newer, err := s.NewerArrival(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.Zero(t, newer)
+
+	g2 := reserve(t, s, r)
+	require.Equal(t, catalog.StateDiffing, status(t, s, r, g1).State, "a reservation alone stops nothing")
+	_, err = s.MarkArrived(ctx(t), r, g2, time.Now(), time.Hour)
+	require.NoError(t, err)
+	newer, err = s.NewerArrival(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.Equal(t, g2, newer)
+	st := status(t, s, r, g1)
+	require.Equal(t, catalog.StateSuperseded, st.State)
+	require.Equal(t, g2, *st.SupersededBy)
+	_, err = s.TakeOver(ctx(t), r, g1)
+	require.ErrorIs(t, err, catalog.ErrSuperseded)
+
+	// Arrived in order g3, g4; g3's diff starts after g4 arrived.
+	g3 := reserve(t, s, r)
+	_, err = s.MarkArrived(ctx(t), r, g3, time.Now(), time.Hour)
+	require.NoError(t, err)
+	g4 := reserve(t, s, r)
+	_, err = s.MarkArrived(ctx(t), r, g4, time.Now(), time.Hour)
+	require.NoError(t, err)
+	d, err = s.BeginDiff(ctx(t), r, g3, "")
+	require.NoError(t, err)
+	require.False(t, d.Proceed)
+	require.Equal(t, g4, *status(t, s, r, g3).SupersededBy)
+
+	// A generation applying is not stopped by a mere arrival.
+	d, err = s.BeginDiff(ctx(t), r, g4, "")
+	require.NoError(t, err)
+	require.True(t, d.Proceed, d.Reason)
+	_, err = s.TakeOver(ctx(t), r, g4)
+	require.NoError(t, err)
+	require.NoError(t, s.StartApplying(ctx(t), r, g4, catalog.Counts{}, 1))
+	g5 := reserve(t, s, r)
+	_, err = s.MarkArrived(ctx(t), r, g5, time.Now(), time.Hour)
+	require.NoError(t, err)
+	newer, err = s.NewerArrival(ctx(t), r, g4)
+	require.NoError(t, err)
+	require.Equal(t, g5, newer)
+	require.Equal(t, catalog.StateApplying, status(t, s, r, g4).State)
 }

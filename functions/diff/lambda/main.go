@@ -46,6 +46,7 @@ func run(ctx context.Context) error {
 		InflightCap: cfg.InflightCap, LargeThreshold: cfg.LargeThresholdRows,
 		SmallQueueURL: cfg.ApplySmallQueueURL, LargeQueueURL: cfg.ApplyLargeQueueURL,
 		MaxUploadBytes: cfg.MaxUploadBytes, SortMemoryBytes: cfg.SortMemoryBytes, SpillDir: cfg.SpillDir,
+		JobQueueURL: cfg.DiffQueueURL,
 	}, stores, blobs, sender, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
 	lambda.Start(h.HandleSQS)

@@ -38,7 +38,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := upload.New(upload.Config{AdminToken: cfg.AdminToken, UploadTTL: cfg.UploadTTL, DiffQueueURL: cfg.DiffQueueURL, Region: cfg.Region},
+	h := upload.New(upload.Config{AdminToken: cfg.AdminToken, UploadTTL: cfg.UploadTTL, DiffQueueURL: cfg.DiffQueueURL, Region: cfg.Region,
+		ReservationsPerHour: cfg.ReservationsPerHour},
 		stores, blobs, sender, log)
 	lambda.Start(httpapi.LambdaHandler(h))
 	return nil

@@ -1,9 +1,10 @@
 // Package stack wires the whole system on one machine: a private PostgreSQL
-// server (control + shard databases), the SQS emulator with the diff-jobs and
-// apply FIFO queues and the change-events topic (its SNS), the S3 stand-in
-// with object-created notifications, one poller per queue playing the Lambda
-// event source, the relay's sweeper on a ticker, and the HTTP API — all
-// running the same handlers as Lambda. The local command, the demo and the
+// server (control + shard databases), the SQS emulator with the arrivals
+// queue, the diff-jobs and apply FIFO queues and the change-events topic (its
+// SNS), the S3 stand-in with object-created notifications (to arrivals), one
+// poller per queue playing the Lambda event source, the relay's sweeper on a
+// ticker, and the HTTP API — all running the same handlers as Lambda. The
+// local command, the demo and the
 // integration tests start it.
 package stack
 
@@ -29,6 +30,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/pgstore"
@@ -89,6 +91,11 @@ type Options struct {
 	VisibilityTimeout time.Duration
 	HandlerTimeout    time.Duration // [25s]
 	UploadTTL         time.Duration // [15m]
+	// UploadGrace is how long after its slot's expiry an upload is still
+	// taken [arrival.DefaultGrace].
+	UploadGrace time.Duration
+	// ReservationsPerHour per retailer [upload.DefaultReservationsPerHour].
+	ReservationsPerHour int
 
 	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
 	// age from which it takes an event [30s] (DESIGN 8).
@@ -103,6 +110,7 @@ type Options struct {
 	WrapDiffBlobs func(diff.Blobs) diff.Blobs
 	WrapDiffQueue func(queue.Sender) queue.Sender
 	WrapApply     func(eventsource.Handler) eventsource.Handler
+	WrapDiff      func(eventsource.Handler) eventsource.Handler
 	ApplyObserve  func(msg events.ChunkMessage, start bool)
 	WrapPublisher func(topic.Publisher) topic.Publisher
 	// NoPollers starts no event-source pollers (tests drive handlers by hand).
@@ -185,15 +193,19 @@ type Stack struct {
 	// SQSEndpoint is the emulator's URL (SQS and SNS).
 	SQSEndpoint string
 	TopicARN    string // the change-events topic, catalog-changes
-	DiffQueue   Queue
-	SmallQueue  Queue
-	LargeQueue  Queue
-	Diff        *diff.Handler
-	Apply       *apply.Handler
-	Upload      *upload.Handler
-	Read        *read.Handler
-	Relay       *relay.Relay
-	Replicas    []string // host:port of the read replicas serving the storefront
+	// ArrivalQueue receives the bucket's notifications (the arrival
+	// function's queue); DiffQueue is diff-jobs.fifo, a group per retailer.
+	ArrivalQueue Queue
+	DiffQueue    Queue
+	SmallQueue   Queue
+	LargeQueue   Queue
+	Arrival      *arrival.Handler
+	Diff         *diff.Handler
+	Apply        *apply.Handler
+	Upload       *upload.Handler
+	Read         *read.Handler
+	Relay        *relay.Relay
+	Replicas     []string // host:port of the read replicas serving the storefront
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -286,18 +298,17 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, q := range []*Queue{{Name: o.Prefix + "diff-jobs"}, {Name: o.Prefix + "apply-small.fifo"}, {Name: o.Prefix + "apply-large.fifo"}} {
-		q.URL, q.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.Name, o.VisibilityTimeout, 5)
+	for _, q := range []struct {
+		name string
+		into *Queue
+	}{
+		{"arrivals", &st.ArrivalQueue}, {"diff-jobs.fifo", &st.DiffQueue},
+		{"apply-small.fifo", &st.SmallQueue}, {"apply-large.fifo", &st.LargeQueue},
+	} {
+		q.into.Name = o.Prefix + q.name
+		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, o.VisibilityTimeout, 5)
 		if err != nil {
 			return nil, err
-		}
-		switch {
-		case strings.HasSuffix(q.Name, "diff-jobs"):
-			st.DiffQueue = *q
-		case strings.HasSuffix(q.Name, "apply-small.fifo"):
-			st.SmallQueue = *q
-		default:
-			st.LargeQueue = *q
 		}
 	}
 	sender := sqsqueue.NewSender(st.SQS)
@@ -312,7 +323,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	progress("sns: topic %s", st.TopicARN)
 
-	// S3, with object-created notifications to diff-jobs.
+	// S3, with object-created notifications to arrivals.
 	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
 	s3srv, err := s3server.Start(ctx, s3server.Options{
 		Dir: filepath.Join(dataDir, "s3"), Addr: o.S3Addr, Buckets: []string{st.Bucket},
@@ -322,7 +333,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			if err != nil {
 				return err
 			}
-			return sender.Send(ctx, st.DiffQueue.URL, string(body), "", "")
+			return sender.Send(ctx, st.ArrivalQueue.URL, string(body), "", "")
 		},
 	})
 	if err != nil {
@@ -355,11 +366,15 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Diff = diff.New(diff.Config{
 		ChunkRows: o.ChunkRows, InflightCap: o.InflightCap, LargeThreshold: o.LargeThreshold,
 		SmallQueueURL: st.SmallQueue.URL, LargeQueueURL: st.LargeQueue.URL, MaxUploadBytes: o.MaxUploadBytes,
-		SpillDir: spillDir,
+		SpillDir:    spillDir,
+		JobQueueURL: st.DiffQueue.URL, RetryBackoff: time.Second,
 	}, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
+	st.Arrival = arrival.New(arrival.Config{DiffQueueURL: st.DiffQueue.URL, Grace: o.UploadGrace},
+		st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
 	st.Apply.Observe = o.ApplyObserve
-	st.Upload = upload.New(upload.Config{AdminToken: st.AdminToken, UploadTTL: o.UploadTTL, DiffQueueURL: st.DiffQueue.URL, Region: Region},
+	st.Upload = upload.New(upload.Config{AdminToken: st.AdminToken, UploadTTL: o.UploadTTL, DiffQueueURL: st.DiffQueue.URL, Region: Region,
+		ReservationsPerHour: o.ReservationsPerHour},
 		st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
 	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.ready)
 	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
@@ -378,7 +393,12 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		if o.WrapApply != nil {
 			applyHandler = o.WrapApply(applyHandler)
 		}
-		st.poll(runCtx, st.DiffQueue, 1, o.DiffConcurrency, st.Diff.HandleSQS)
+		diffHandler := eventsource.Handler(st.Diff.HandleSQS)
+		if o.WrapDiff != nil {
+			diffHandler = o.WrapDiff(diffHandler)
+		}
+		st.poll(runCtx, st.ArrivalQueue, 10, 2, st.Arrival.HandleSQS)
+		st.poll(runCtx, st.DiffQueue, 1, o.DiffConcurrency, diffHandler)
 		st.poll(runCtx, st.SmallQueue, 10, o.ApplyConcurrency, applyHandler)
 		st.poll(runCtx, st.LargeQueue, 10, o.ApplyConcurrency, applyHandler)
 		st.every(runCtx, o.SweepEvery, "relay sweeper", func(ctx context.Context) error {
@@ -523,21 +543,27 @@ func (st *Stack) Resume(ctx context.Context) error {
 	return nil
 }
 
-// ResendDiffJob puts an object-created notification for key on diff-jobs,
-// as S3 would (again).
+// ResendDiffJob puts the diff job of an upload key (an object-created
+// notification) on diff-jobs.fifo, in its retailer's group, as the
+// arrival function and a confirmation do.
 func (st *Stack) ResendDiffJob(ctx context.Context, key string) error {
+	retailerID, _, err := events.ParseUploadKey(key)
+	if err != nil {
+		return err
+	}
 	body := events.ObjectCreatedMessage(Region, st.Bucket, key, time.Now())
-	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, body, "", "")
+	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, body, events.DiffJobGroupID(retailerID), events.DiffJobDedupID(body))
 }
 
 // SendS3Event delivers an S3 event notification where the bucket's
-// notifications go, as S3 would (tests forge events with it).
+// notifications go (the arrivals queue), as S3 would; tests forge events
+// with it.
 func (st *Stack) SendS3Event(ctx context.Context, ev lambdaevents.S3Event) error {
 	body, err := json.Marshal(ev)
 	if err != nil {
 		return err
 	}
-	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, string(body), "", "")
+	return sqsqueue.NewSender(st.SQS).Send(ctx, st.ArrivalQueue.URL, string(body), "", "")
 }
 
 // Close stops the pollers, the API and every process the stack started.

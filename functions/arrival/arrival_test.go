@@ -1,0 +1,77 @@
+package arrival_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"testing"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/arrival"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/inmem"
+)
+
+const diffJobs = "https://sqs.example/diff-jobs.fifo"
+
+func sqsEvent(t *testing.T, evs ...lambdaevents.S3Event) lambdaevents.SQSEvent {
+	var out lambdaevents.SQSEvent
+	for i, ev := range evs {
+		body, err := json.Marshal(ev)
+		require.NoError(t, err)
+		out.Records = append(out.Records, lambdaevents.SQSMessage{MessageId: string(rune('a' + i)), Body: string(body)})
+	}
+	return out
+}
+
+// An upload's event marks its generation received and queues its diff job
+// in the retailer's FIFO group (a duplicate event is the same job); an
+// upload too late after its slot's expiry ends expired and is not diffed;
+// events of unknown retailers, generations and other keys are dropped.
+func TestArrival(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store, q := inmem.NewStore(), inmem.NewQueue()
+	for _, id := range []string{"r1", "r2"} {
+		require.NoError(t, store.CreateRetailer(ctx, catalog.Retailer{ID: id, TokenHash: []byte(id)}))
+	}
+	h := arrival.New(arrival.Config{DiffQueueURL: diffJobs, Grace: time.Minute}, store, q, slog.New(slog.DiscardHandler))
+	g1, err := store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour), 0)
+	require.NoError(t, err)
+	late, err := store.ReserveGeneration(ctx, "r2", "csv", time.Now().Add(-time.Hour), 0)
+	require.NoError(t, err)
+
+	ev := events.NewObjectCreatedEvent("us-east-1", "b", events.UploadKey("r1", g1), 10, time.Now())
+	ev.Records[0].S3.Object.ETag = "abc"
+	resp, err := h.HandleSQS(ctx, sqsEvent(t, ev, ev,
+		events.NewObjectCreatedEvent("us-east-1", "b", events.UploadKey("r2", late), 10, time.Now()),
+		events.NewObjectCreatedEvent("us-east-1", "b", events.UploadKey("nobody", 1), 10, time.Now()),
+		events.NewObjectCreatedEvent("us-east-1", "b", events.UploadKey("r1", 42), 10, time.Now()),
+		events.NewObjectCreatedEvent("us-east-1", "b", "snapshots/readme.txt", 10, time.Now()),
+		events.NewObjectCreatedEvent("us-east-1", "b", events.IndexKey("r1", 1), 10, time.Now()),
+	))
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+
+	st, err := store.Generation(ctx, "r1", g1)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateReceived, st.State)
+	jobs := q.Take(diffJobs)
+	require.Len(t, jobs, 1, "the duplicate event is the same job")
+	require.Equal(t, "r1", jobs[0].GroupID)
+	var forwarded lambdaevents.S3Event
+	require.NoError(t, json.Unmarshal([]byte(jobs[0].Body), &forwarded))
+	dj, err := events.DiffJobsFromS3Event(forwarded)
+	require.NoError(t, err)
+	require.Equal(t, []events.DiffJob{{Bucket: "b", Key: events.UploadKey("r1", g1), RetailerID: "r1", Generation: g1,
+		Size: 10, ETag: `"abc"`, EventTime: ev.Records[0].EventTime.UTC()}}, dj)
+
+	st, err = store.Generation(ctx, "r2", late)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateExpired, st.State)
+	require.Equal(t, catalog.CodeUploadExpired, st.ErrorCode)
+}
