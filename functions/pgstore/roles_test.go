@@ -213,7 +213,7 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	require.NoError(t, err)
 	reserve := func() int64 {
 		t.Helper()
-		gen, err := upShard.ReserveGeneration(ctx, r, "csv", expires)
+		gen, err := upShard.ReserveGeneration(ctx, r, "csv", expires, 30)
 		require.NoError(t, err)
 		_, err = upShard.Generation(ctx, r, gen)
 		require.NoError(t, err)
@@ -221,9 +221,14 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 		require.NoError(t, err)
 		return gen
 	}
-	// diff: receive and take over a generation.
+	// diff (and arrival, under the diff's role): receive and take over a generation.
 	takeOver := func(gen int64) {
 		t.Helper()
+		_, err := dfShard.MarkArrived(ctx, r, gen, time.Now(), time.Hour)
+		require.NoError(t, err)
+		newer, err := dfShard.NewerArrival(ctx, r, gen)
+		require.NoError(t, err)
+		require.Zero(t, newer)
 		d, err := dfShard.BeginDiff(ctx, r, gen, fmt.Sprintf(`"etag-%d"`, gen))
 		require.NoError(t, err)
 		require.True(t, d.Proceed, d.Reason)

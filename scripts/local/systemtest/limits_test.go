@@ -1,4 +1,4 @@
-package stack_test
+package systemtest_test
 
 import (
 	"context"
@@ -20,25 +20,26 @@ import (
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
+	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
 // reserveRaw reserves a generation and returns the raw answer's status,
 // Retry-After header and generation.
 func (e *env) reserveRaw(retailer string) (status int, retryAfter string, gen int64) {
-	e.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, e.st.APIURL+"/v1/retailers/"+retailer+"/snapshots", nil)
-	require.NoError(e.t, err)
-	req.Header.Set("Authorization", "Bearer "+e.token(retailer))
+	e.T.Helper()
+	req, err := http.NewRequest(http.MethodPost, e.Stack.APIURL+"/v1/retailers/"+retailer+"/snapshots", nil)
+	require.NoError(e.T, err)
+	req.Header.Set("Authorization", "Bearer "+e.Token(retailer))
 	resp, err := http.DefaultClient.Do(req)
-	require.NoError(e.t, err)
+	require.NoError(e.T, err)
 	defer resp.Body.Close()
 	var body struct {
 		Generation int64 `json:"generation"`
 		Error      struct{ Code string }
 	}
-	require.NoError(e.t, json.NewDecoder(resp.Body).Decode(&body))
+	require.NoError(e.T, json.NewDecoder(resp.Body).Decode(&body))
 	if resp.StatusCode == http.StatusTooManyRequests {
-		require.Equal(e.t, "too_many_reservations", body.Error.Code)
+		require.Equal(e.T, "too_many_reservations", body.Error.Code)
 	}
 	return resp.StatusCode, resp.Header.Get("Retry-After"), body.Generation
 }
@@ -49,8 +50,8 @@ func (e *env) reserveRaw(retailer string) (status int, retryAfter string, gen in
 func TestReservationFloodLimited(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{})
-	e.onboard("r1")
-	e.onboard("r2")
+	e.Onboard("r1")
+	e.Onboard("r2")
 	var granted []int64
 	for i := 0; i < 40; i++ {
 		status, retryAfter, gen := e.reserveRaw("r1")
@@ -67,7 +68,7 @@ func TestReservationFloodLimited(t *testing.T) {
 	}
 	require.Equal(t, int64(30), granted[29], "refused reservations use no generation")
 	ctx := context.Background()
-	list, err := e.api.List(ctx, e.token("r1"), "r1", 100)
+	list, err := e.API.List(ctx, e.Token("r1"), "r1", 100)
 	require.NoError(t, err)
 	require.Len(t, list, 30)
 	require.Equal(t, "awaiting_upload", list[0].State)
@@ -86,27 +87,27 @@ func TestReservationFloodLimited(t *testing.T) {
 func TestUploadSlotExpires(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{UploadTTL: 2 * time.Second, UploadGrace: time.Second})
-	e.onboard("r1")
-	ctx := ctxFor(t, time.Minute)
+	e.Onboard("r1")
+	ctx := systemtest.Context(t, time.Minute)
 	base := fixtures.Generate("p", 20)
-	require.Equal(t, "applied", e.upload("r1", base.CSV(nil)).State)
+	require.Equal(t, "applied", e.Upload("r1", base.CSV(nil)).State)
 
-	slot, err := e.api.Reserve(ctx, e.token("r1"), "r1", "")
+	slot, err := e.API.Reserve(ctx, e.Token("r1"), "r1", "")
 	require.NoError(t, err)
 	require.WithinDuration(t, time.Now().Add(2*time.Second), slot.Upload.ExpiresAt, time.Second)
-	s, err := e.api.WaitFor(ctx, e.token("r1"), "r1", slot.Generation, func(s apiclient.Status) bool { return s.State != "awaiting_upload" }, nil)
+	s, err := e.API.WaitFor(ctx, e.Token("r1"), "r1", slot.Generation, func(s apiclient.Status) bool { return s.State != "awaiting_upload" }, nil)
 	require.NoError(t, err)
 	require.Equal(t, "expired", s.State)
-	requireHTTPStatus(t, e.api.Put(ctx, slot, fixtures.Generate("late", 20).CSV(nil)), http.StatusForbidden)
+	requireHTTPStatus(t, e.API.Put(ctx, slot, fixtures.Generate("late", 20).CSV(nil)), http.StatusForbidden)
 
 	require.Eventually(t, func() bool { return time.Now().After(slot.Upload.ExpiresAt.Add(time.Second)) }, 10*time.Second, 50*time.Millisecond)
 	e.replaceUpload("r1", slot.Generation, fixtures.Generate("late", 20).CSV(nil))
-	s, err = e.api.WaitFor(ctx, e.token("r1"), "r1", slot.Generation, func(s apiclient.Status) bool { return s.Error != nil }, nil)
+	s, err = e.API.WaitFor(ctx, e.Token("r1"), "r1", slot.Generation, func(s apiclient.Status) bool { return s.Error != nil }, nil)
 	require.NoError(t, err)
 	require.Equal(t, "expired", s.State)
 	require.Equal(t, "upload_expired", s.Error.Code)
 	require.Nil(t, s.ReceivedAt)
-	e.requireCatalog("r1", base)
+	e.RequireCatalog("r1", base)
 }
 
 // diffObserver counts each retailer's diff invocations in flight, and
@@ -173,14 +174,14 @@ func TestDiffFairnessAcrossRetailers(t *testing.T) {
 	e := newEnv(t, stack.Options{DiffConcurrency: 2, HandlerTimeout: 30 * time.Second, VisibilityTimeout: 35 * time.Second,
 		WrapDiff:      o.wrap,
 		WrapDiffBlobs: func(next diff.Blobs) diff.Blobs { return countingBlobs{Blobs: next, o: o} }})
-	e.onboard("ra")
-	e.onboard("rb")
-	ctx := ctxFor(t, 2*time.Minute)
+	e.Onboard("ra")
+	e.Onboard("rb")
+	ctx := systemtest.Context(t, 2*time.Minute)
 	var gens []int64
 	var last fixtures.Catalog
 	for i := 0; i < 6; i++ {
 		last = fixtures.Generate(fmt.Sprintf("a%d", i), 30)
-		gen, err := e.api.Upload(ctx, e.token("ra"), "ra", "", last.CSV(nil))
+		gen, err := e.API.Upload(ctx, e.Token("ra"), "ra", "", last.CSV(nil))
 		require.NoError(t, err)
 		gens = append(gens, gen)
 	}
@@ -190,25 +191,25 @@ func TestDiffFairnessAcrossRetailers(t *testing.T) {
 		t.Fatal("no diff of ra started")
 	}
 	for _, g := range gens {
-		_, err := e.api.WaitFor(ctx, e.token("ra"), "ra", g, func(s apiclient.Status) bool { return s.State != "awaiting_upload" }, nil)
+		_, err := e.API.WaitFor(ctx, e.Token("ra"), "ra", g, func(s apiclient.Status) bool { return s.State != "awaiting_upload" }, nil)
 		require.NoError(t, err)
 	}
 
 	// B is not queued behind A's backlog: applied while A's diff is held.
 	other := fixtures.Generate("b", 40)
-	sb := e.upload("rb", other.CSV(nil))
+	sb := e.Upload("rb", other.CSV(nil))
 	require.Equal(t, "applied", sb.State)
-	e.requireCatalog("rb", other)
+	e.RequireCatalog("rb", other)
 
 	close(o.gate)
 	newest := gens[len(gens)-1]
-	require.Equal(t, "applied", e.wait("ra", newest).State)
+	require.Equal(t, "applied", e.Wait("ra", newest).State)
 	for _, g := range gens[:len(gens)-1] {
-		s := e.wait("ra", g)
+		s := e.Wait("ra", g)
 		require.Equal(t, "superseded", s.State, "generation %d", g)
 		require.Zero(t, o.opened[events.UploadKey("ra", g)], "generation %d was read", g)
 	}
-	e.requireCatalog("ra", last)
+	e.RequireCatalog("ra", last)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	require.Equal(t, 1, o.maxSeen["ra"], "one diff of a retailer at a time")
