@@ -125,3 +125,6 @@ func (failingBlobs) Open(context.Context, string, string) (blob.Object, error) {
 func (failingBlobs) Put(context.Context, string, []byte) error {
 	return errors.New("storage unavailable")
 }
+func (failingBlobs) Create(context.Context, string) (blob.Writer, error) {
+	return nil, errors.New("storage unavailable")
+}
