@@ -48,7 +48,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) start(chunks int) int64 {
 	f.t.Helper()
 	ctx := context.Background()
-	gen, err := f.store.ReserveGeneration(ctx, "r1", "csv", f.now.Add(time.Hour))
+	gen, err := f.store.ReserveGeneration(ctx, "r1", "csv", f.now.Add(time.Hour), 0)
 	require.NoError(f.t, err)
 	_, err = f.store.BeginDiff(ctx, "r1", gen, "")
 	require.NoError(f.t, err)
