@@ -19,6 +19,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metrics"
 )
 
 // Blobs reads chunk objects. s3blob.Store and inmem.Blobs implement it.
@@ -44,6 +45,9 @@ type Store interface {
 	// UpdateDirectory brings the product directory in line with a committed
 	// chunk; fenced by generation and idempotent.
 	UpdateDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error
+	// Generation returns one generation's status (its times, for the
+	// PUT-to-applied metric).
+	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
 }
 
 // Flusher publishes a retailer's pending change events at once: the
@@ -65,6 +69,9 @@ type Handler struct {
 	// right after the batch (one call per retailer); nil leaves them to
 	// the sweeper.
 	Events Flusher
+	// Metrics records chunks applied, rows written, fenced writes refused
+	// and each generation's PUT-to-applied time (nil: none).
+	Metrics *metrics.Recorder
 }
 
 // New builds the handler.
@@ -138,6 +145,7 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 		}
 		if !counted {
 			log.InfoContext(ctx, "chunk superseded; acknowledged without writing")
+			h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.FencedWritesRefused, 1))
 			return nil
 		}
 	}
@@ -164,11 +172,33 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 	switch res.Outcome {
 	case catalog.ChunkSuperseded:
 		log.InfoContext(ctx, "chunk superseded; nothing written")
+		h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.FencedWritesRefused, 1))
 	case catalog.ChunkDuplicate:
 		log.InfoContext(ctx, "chunk applied before; nothing written")
 	default:
 		log.InfoContext(ctx, "chunk applied", "rows", len(ops), "written", res.Written,
 			"generation_applied", res.GenerationApplied, "elapsed_ms", time.Since(start).Milliseconds())
+		h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.ChunksApplied, 1), metrics.Count(metrics.RowsWritten, res.Written))
+		if res.GenerationApplied {
+			h.generationApplied(ctx, m)
+		}
 	}
 	return nil
+}
+
+func fields(m events.ChunkMessage) metrics.Fields {
+	return metrics.Fields{RetailerID: m.RetailerID, Generation: m.Generation}
+}
+
+// generationApplied records an upload that reached applied: its final
+// state and the time from its arrival to now.
+func (h *Handler) generationApplied(ctx context.Context, m events.ChunkMessage) {
+	if h.Metrics == nil {
+		return
+	}
+	applied := []metrics.Value{metrics.Count(metrics.Uploads, 1).By("State", string(catalog.StateApplied))}
+	if st, err := h.store.Generation(ctx, m.RetailerID, m.Generation); err == nil && st.ReceivedAt != nil && st.AppliedAt != nil {
+		applied = append(applied, metrics.Duration(metrics.PutToAppliedSeconds, st.AppliedAt.Sub(*st.ReceivedAt)))
+	}
+	h.Metrics.Emit(ctx, fields(m), applied...)
 }

@@ -18,20 +18,25 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 )
 
 // fixture is the apply handler on the in-memory stand-ins, retailer r1
 // registered.
 type fixture struct {
-	t     *testing.T
-	store *inmem.Store
-	blobs *inmem.Blobs
-	h     *apply.Handler
+	t       *testing.T
+	store   *inmem.Store
+	blobs   *inmem.Blobs
+	h       *apply.Handler
+	metrics *metricstest.Capture
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs()}
+	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), metrics: &metricstest.Capture{}}
 	f.h = apply.New(f.store, f.blobs, slog.New(slog.DiscardHandler))
+	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "apply"})
+	t.Cleanup(func() { require.NoError(t, f.metrics.Validate()) })
 	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
 	return f
 }
@@ -116,6 +121,21 @@ func TestAppliesBatch(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"price":"3"}`, string(p.Attributes))
 	require.Equal(t, []string{"r1"}, f.directory("a"))
+
+	require.Equal(t, 2.0, f.metrics.Sum(metrics.ChunksApplied), "the redelivery is not counted")
+	require.Equal(t, 3.0, f.metrics.Sum(metrics.RowsWritten))
+	require.Equal(t, 1.0, f.metrics.Sum(metrics.Uploads, "State=applied", "retailer_id=r1"))
+	require.Len(t, linesWith(f.metrics, metrics.PutToAppliedSeconds), 1)
+}
+
+func linesWith(c *metricstest.Capture, name string) []metricstest.Line {
+	var out []metricstest.Line
+	for _, l := range c.Lines() {
+		if _, ok := l[name]; ok {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // After the first failure, that message and every later one of the batch
@@ -158,6 +178,8 @@ func TestSupersededAndUnknownAreAcknowledged(t *testing.T) {
 	unknown := stale
 	unknown.RetailerID = "nobody"
 	require.NoError(t, f.h.Apply(context.Background(), unknown))
+	require.Equal(t, 1.0, f.metrics.Sum(metrics.FencedWritesRefused))
+	require.Zero(t, f.metrics.Sum(metrics.ChunksApplied))
 }
 
 // A chunk whose transaction committed before the process stopped (so its

@@ -20,6 +20,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
 
+	"github.com/retailcatalog/catalog/functions/logging"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/rdsauth"
 	"github.com/retailcatalog/catalog/functions/s3blob"
@@ -54,7 +56,8 @@ type Config struct {
 	DBIAMAuth           bool       // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
 	DBRootCert          string     // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
 	ChangeTopicARN      string     // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
-	LogLevel            slog.Level // CATALOG_LOG_LEVEL
+	LogLevel            slog.Level // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
+	MetricsNamespace    string     // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
 	SpillDir            string     // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
 	SortMemoryBytes     int64      // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 
@@ -77,6 +80,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		DBRootCert:         strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
 		SpillDir:           getenv("CATALOG_SPILL_DIR"),
 		ChangeTopicARN:     getenv("CATALOG_CHANGE_TOPIC_ARN"),
+		MetricsNamespace:   firstNonEmpty(strings.TrimSpace(getenv("CATALOG_METRICS_NAMESPACE")), metrics.DefaultNamespace),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -136,9 +140,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.ReservationsPerHour, err = intVar(getenv, "CATALOG_RESERVATIONS_PER_HOUR", 30); err != nil {
 		return c, err
 	}
-	if v := getenv("CATALOG_LOG_LEVEL"); v != "" {
-		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			return c, fmt.Errorf("CATALOG_LOG_LEVEL %q: %w", v, err)
+	// Lambda's advanced logging controls set AWS_LAMBDA_LOG_LEVEL (and
+	// drop lines below it); it wins over our own variable.
+	for _, name := range []string{"AWS_LAMBDA_LOG_LEVEL", "CATALOG_LOG_LEVEL"} {
+		if v := strings.TrimSpace(getenv(name)); v != "" {
+			if c.LogLevel, err = logging.ParseLevel(v); err != nil {
+				return c, fmt.Errorf("%s: %w", name, err)
+			}
+			break
 		}
 	}
 	if v := getenv("CATALOG_DB_IAM_AUTH"); v != "" {
@@ -201,9 +210,19 @@ func firstNonEmpty(vs ...string) string {
 	return ""
 }
 
-// Logger is the JSON logger every function uses.
-func (c Config) Logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stdout, &slog.HandlerOptions{Level: c.LogLevel}))
+// stdout is the functions' log stream: the logger and the metrics share it
+// (Lambda sends stdout to the function's log group, where the EMF lines
+// become metrics).
+var stdout = logging.NewSyncWriter(os.Stdout)
+
+// Logger is the JSON logger every function uses: the configured level, and
+// the request ids of the invocation on every line.
+func (c Config) Logger() *slog.Logger { return logging.New(stdout, c.LogLevel) }
+
+// Metrics is the recorder of a function's EMF metrics, on the same stream
+// as its logs.
+func (c Config) Metrics(function string) *metrics.Recorder {
+	return metrics.New(stdout, metrics.Options{Namespace: c.MetricsNamespace, Function: function, Level: c.LogLevel})
 }
 
 // OpenStores resolves the database addresses (secret:<arn> through Secrets

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"path/filepath"
 	"testing"
 
@@ -105,4 +106,30 @@ func TestVerifyFullDSNParsesStrict(t *testing.T) {
 			require.NotNil(t, fb.TLSConfig, "%s: a fallback without TLS", dsn)
 		}
 	}
+}
+
+// Lambda's logging controls set AWS_LAMBDA_LOG_LEVEL; it wins over
+// CATALOG_LOG_LEVEL, which applies elsewhere (the default is INFO).
+func TestLogLevel(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://a/0"}
+	level := func() (slog.Level, error) {
+		c, err := FromEnv(func(k string) string { return env[k] })
+		return c.LogLevel, err
+	}
+	l, err := level()
+	require.NoError(t, err)
+	require.Equal(t, slog.LevelInfo, l)
+	env["CATALOG_LOG_LEVEL"] = "debug"
+	l, _ = level()
+	require.Equal(t, slog.LevelDebug, l)
+	env["AWS_LAMBDA_LOG_LEVEL"] = "WARN"
+	l, _ = level()
+	require.Equal(t, slog.LevelWarn, l)
+	env["AWS_LAMBDA_LOG_LEVEL"] = "TRACE"
+	l, _ = level()
+	require.Equal(t, slog.LevelDebug-4, l)
+	env["AWS_LAMBDA_LOG_LEVEL"] = "chatty"
+	_, err = level()
+	require.ErrorContains(t, err, "AWS_LAMBDA_LOG_LEVEL")
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
@@ -168,6 +169,9 @@ type Handler struct {
 	// (rejected, held, superseded, applied) right after it; nil leaves
 	// them to the sweeper.
 	Events Flusher
+	// Metrics records each run's time, the rows it plans and the uploads
+	// it ends (rejected by code, held, superseded, applied) (nil: none).
+	Metrics *metrics.Recorder
 }
 
 // New builds the handler.
@@ -251,7 +255,21 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 		return nil
 	}
 	r := &run{h: h, log: log, store: h.store, retailer: retailer, job: job, decision: decision}
-	return r.do(ctx)
+	start := time.Now()
+	if err := r.do(ctx); err != nil {
+		return err
+	}
+	h.Metrics.Emit(ctx, r.fields(), metrics.Duration(metrics.DiffSeconds, time.Since(start)))
+	return nil
+}
+
+func (r *run) fields() metrics.Fields {
+	return metrics.Fields{RetailerID: r.job.RetailerID, Generation: r.job.Generation}
+}
+
+// ended records that the run's upload reached a final state.
+func (r *run) ended(ctx context.Context, state catalog.State, more ...metrics.Value) {
+	r.h.Metrics.Emit(ctx, r.fields(), append(more, metrics.Count(metrics.Uploads, 1).By("State", string(state)))...)
 }
 
 // run is one diff of one generation.
@@ -339,6 +357,7 @@ func (r *run) diff(ctx context.Context) error {
 	takeover, err := r.store.TakeOver(ctx, r.job.RetailerID, r.job.Generation)
 	if errors.Is(err, catalog.ErrSuperseded) {
 		r.log.InfoContext(ctx, "a newer generation took over first; stopping")
+		r.ended(ctx, catalog.StateSuperseded)
 		return nil
 	}
 	if err != nil {
@@ -363,15 +382,23 @@ func (r *run) diff(ctx context.Context) error {
 	if err := r.store.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, chunks); err != nil {
 		if errors.Is(err, catalog.ErrSuperseded) {
 			r.log.InfoContext(ctx, "superseded before sending chunks")
+			r.ended(ctx, catalog.StateSuperseded)
 			return nil
 		}
 		return err
 	}
+	r.h.Metrics.Emit(ctx, r.fields(), metrics.Count(metrics.RowsInserted, plan.Inserted), metrics.Count(metrics.RowsUpdated, plan.Updated),
+		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
 	r.retireIndexes(ctx, takeover.Baseline)
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
 		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
 	if chunks == 0 {
+		var took []metrics.Value
+		if !r.job.EventTime.IsZero() {
+			took = append(took, metrics.Duration(metrics.PutToAppliedSeconds, time.Since(r.job.EventTime)))
+		}
+		r.ended(ctx, catalog.StateApplied, took...)
 		return nil
 	}
 	sent, err := r.sendChunks(ctx, plan, chunks)
@@ -405,7 +432,11 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, baselineProducts 
 		return false, nil
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted)
-	return true, r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, r.products))
+	if err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, r.products)); err != nil {
+		return true, err
+	}
+	r.ended(ctx, catalog.StateHeld)
+	return true, nil
 }
 
 // readSnapshot is pass 1: every row's id, hash and line, sorted by id, with
@@ -518,7 +549,11 @@ func (r *run) rejectOrFail(ctx context.Context, err error) (bool, error) {
 
 func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", se.Message)
-	return r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, se.Code, se.Message, se.Line)
+	if err := r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, se.Code, se.Message, se.Line); err != nil {
+		return err
+	}
+	r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", se.Code))
+	return nil
 }
 
 // merge compares with the baseline and the stopped generations' indexes,

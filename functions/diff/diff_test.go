@@ -21,22 +21,27 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 )
 
 // fixture is a diff handler on the in-memory stand-ins, with retailer r1
 // registered.
 type fixture struct {
-	t     *testing.T
-	store *inmem.Store
-	blobs *inmem.Blobs
-	queue *inmem.Queue
-	h     *diff.Handler
+	t       *testing.T
+	store   *inmem.Store
+	blobs   *inmem.Blobs
+	queue   *inmem.Queue
+	h       *diff.Handler
+	metrics *metricstest.Capture
 }
 
 func newFixture(t *testing.T, largeThreshold int) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue()}
+	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
 	f.h = diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: largeThreshold,
 		SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, f.queue, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "diff"})
+	t.Cleanup(func() { require.NoError(t, f.metrics.Validate()) })
 	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
 	return f
 }
@@ -167,6 +172,11 @@ func TestChunking(t *testing.T) {
 	require.Equal(t, chunk, f.object(second[0].msg.Key))
 	f.applyAll(second)
 	require.Equal(t, catalog.StateApplied, f.status(g2).State)
+
+	require.Equal(t, 12.0, f.metrics.Sum(metrics.RowsInserted))
+	require.Equal(t, 6.0, f.metrics.Sum(metrics.RowsUpdated), "3 updates, planned twice (the re-run)")
+	require.Equal(t, 4.0, f.metrics.Sum(metrics.RowsDeleted))
+	require.Len(t, f.metrics.Lines(), 6, "a diff time and the planned rows per run")
 }
 
 // The large queue takes snapshots with at least LargeThreshold changed rows.
@@ -232,6 +242,8 @@ func TestRejectsDuplicateIDs(t *testing.T) {
 	require.Equal(t, 4, st.ErrorLine)
 	require.Contains(t, st.ErrorMessage, "first on line 2")
 	require.Empty(t, f.take())
+	require.Equal(t, 1.0, f.metrics.Sum(metrics.Uploads, "State=rejected"))
+	require.Equal(t, 1.0, f.metrics.Sum(metrics.Rejections, "Code=duplicate_product_id", "retailer_id=r1"))
 	_, err := f.blobs.Size(context.Background(), events.IndexKey("r1", g))
 	require.ErrorIs(t, err, blob.ErrNotFound, "a rejected snapshot has no index")
 }

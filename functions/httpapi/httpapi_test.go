@@ -16,6 +16,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/logging"
 )
 
 // The API Gateway adapter rebuilds the request with the raw path, so a
@@ -105,4 +106,23 @@ func TestDecodeJSON(t *testing.T) {
 			require.ErrorIs(t, err, want, body)
 		}
 	}
+}
+
+// Behind API Gateway every log line of a request carries both request ids:
+// Lambda's (from the invocation's context) and API Gateway's.
+func TestLambdaHandlerLogsBothRequestIDs(t *testing.T) {
+	t.Parallel()
+	var buf strings.Builder
+	log := logging.New(&buf, slog.LevelInfo)
+	h := httpapi.LambdaHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		log.InfoContext(r.Context(), "handled")
+		httpapi.WriteJSON(w, http.StatusOK, struct{}{})
+	}))
+	ctx := logging.WithLambdaRequestID(context.Background(), "lambda-req")
+	_, err := h(ctx, events.APIGatewayV2HTTPRequest{RawPath: "/healthz",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "apigw-req",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}})
+	require.NoError(t, err)
+	require.Contains(t, buf.String(), `"request_id":"lambda-req"`)
+	require.Contains(t, buf.String(), `"api_request_id":"apigw-req"`)
 }

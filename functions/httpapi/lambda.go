@@ -10,14 +10,18 @@ import (
 	"strings"
 
 	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/logging"
 )
 
 // LambdaHandler serves h behind API Gateway's HTTP API (payload format 2.0):
 // the request is rebuilt as an *http.Request (raw, still percent-encoded path,
 // so a product_id holding "/" stays one segment) and the recorded response is
-// returned as the proxy response.
+// returned as the proxy response. API Gateway's request id goes into the
+// request's context, for every log line (package logging).
 func LambdaHandler(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		ctx = logging.WithAPIRequestID(ctx, req.RequestContext.RequestID)
 		httpReq, err := RequestFromAPIGateway(ctx, req)
 		if err != nil {
 			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest,

@@ -97,6 +97,7 @@ type ReaderSet struct {
 	samples   []lsnSample  // the writer's WAL position at recent probes, oldest first
 
 	fromReplicas, fromWriter atomic.Int64
+	fallbacks                atomic.Int64 // reads the replicas could not answer, served by the writer
 	lookups                  *lookupBatcher
 }
 
@@ -301,6 +302,7 @@ func (rs *ReaderSet) read(ctx context.Context, src Source, fn func(context.Conte
 			}
 			rs.markDown(r, err)
 		}
+		rs.fallbacks.Add(1)
 	}
 	rs.fromWriter.Add(1)
 	return rs.attempt(ctx, rs.writer, fn)
@@ -479,6 +481,9 @@ func (rs *ReaderSet) WaitReplicas(ctx context.Context) error {
 // ReaderStats say where a ReaderSet's reads went.
 type ReaderStats struct {
 	FromReplicas, FromWriter int64
+	// Fallbacks counts the reads that could have gone to a replica but
+	// went to the writer: every replica was down, lagging or failed.
+	Fallbacks int64
 	// LookupBatches counts the queries that answered several product
 	// lookups at once, and BatchedLookups the lookups they answered.
 	LookupBatches, BatchedLookups int64
@@ -493,7 +498,7 @@ type ReplicaState struct {
 
 // Stats returns counters of reads served by replicas and by the writer.
 func (rs *ReaderSet) Stats() ReaderStats {
-	st := ReaderStats{FromReplicas: rs.fromReplicas.Load(), FromWriter: rs.fromWriter.Load(),
+	st := ReaderStats{FromReplicas: rs.fromReplicas.Load(), FromWriter: rs.fromWriter.Load(), Fallbacks: rs.fallbacks.Load(),
 		LookupBatches: rs.lookups.batches.Load(), BatchedLookups: rs.lookups.batched.Load()}
 	for _, r := range rs.replicas {
 		st.Replicas = append(st.Replicas, ReplicaState{Addr: r.addr, Down: r.down.Load(), Lagging: r.lagging.Load()})

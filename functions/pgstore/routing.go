@@ -234,6 +234,18 @@ func (s *Stores) Replicated(ctx context.Context, retailerID string) (bool, error
 	return rs.Replicas() > 0, nil
 }
 
+// ReplicaFallbacks counts, over the control database and every shard, the
+// storefront reads that replicas could not answer (the writer did).
+func (s *Stores) ReplicaFallbacks() int64 {
+	var n int64
+	for _, rs := range append([]*ReaderSet{s.ControlReaders}, s.ShardReaders...) {
+		if rs != nil {
+			n += rs.Stats().Fallbacks
+		}
+	}
+	return n
+}
+
 // DirectoryRetailers returns, in order, the retailers (at most limit) whose
 // catalog holds a live product with this id, read through the control
 // database's replicas.

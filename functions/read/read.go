@@ -11,10 +11,12 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
@@ -54,12 +56,28 @@ type Store interface {
 // MaxCandidates is the most retailers a bare product lookup lists.
 const MaxCandidates = 100
 
+// FallbackCounter is what a Store may also do (pgstore.Stores does): count
+// the reads its replicas could not answer, for the ReplicaFallbacks metric.
+type FallbackCounter interface {
+	ReplicaFallbacks() int64
+}
+
 // Handler serves the storefront routes.
 type Handler struct {
 	store Store
 	log   *slog.Logger
 	ready func(context.Context) error
 	mux   *http.ServeMux
+
+	// Metrics records the replica fallbacks (nil: none), every
+	// MetricsEvery [1 minute] at most: FlushMetrics, called after each
+	// invocation, emits what was counted since its last line. Counting is
+	// the store's (atomic counters); no request waits for a metric.
+	Metrics      *metrics.Recorder
+	MetricsEvery time.Duration
+	flushMu      sync.Mutex
+	lastFlush    time.Time
+	flushed      int64 // fallbacks already emitted
 }
 
 // routes are the handler's routes: method and pattern.
@@ -76,6 +94,32 @@ func New(store Store, log *slog.Logger, ready func(context.Context) error) *Hand
 	h.Register(h.mux)
 	h.mux.HandleFunc("/", httpapi.NotFound) // the contract's error shape (behind Lambda)
 	return h
+}
+
+// FlushMetrics emits the fallbacks counted since the last line, when
+// MetricsEvery has passed since it (call it after each invocation: a
+// Lambda environment runs nothing between invocations).
+func (h *Handler) FlushMetrics(ctx context.Context) {
+	counter, ok := h.store.(FallbackCounter)
+	if h.Metrics == nil || !ok {
+		return
+	}
+	every := h.MetricsEvery
+	if every <= 0 {
+		every = time.Minute
+	}
+	h.flushMu.Lock()
+	defer h.flushMu.Unlock()
+	now := time.Now()
+	if h.lastFlush.IsZero() {
+		h.lastFlush = now // the first minute starts with the first request
+	}
+	if now.Sub(h.lastFlush) < every {
+		return
+	}
+	total := counter.ReplicaFallbacks()
+	h.Metrics.Emit(ctx, metrics.Fields{}, metrics.Count(metrics.ReplicaFallbacks, total-h.flushed))
+	h.flushed, h.lastFlush = total, now
 }
 
 // Routes lists the method and pattern of every route served.

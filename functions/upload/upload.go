@@ -19,6 +19,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
@@ -82,6 +83,8 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	routes []string
+	// Metrics records the generations reserved (nil: none).
+	Metrics *metrics.Recorder
 }
 
 // New builds the handler.
@@ -265,6 +268,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format)
+	h.Metrics.Emit(r.Context(), metrics.Fields{RetailerID: retailer.ID, Generation: gen}, metrics.Count(metrics.UploadsReserved, 1))
 	httpapi.WriteJSON(w, http.StatusCreated, reserveResponse{
 		RetailerID: retailer.ID, Generation: gen,
 		Upload: UploadSlot{Method: signed.Method, URL: signed.URL, Headers: signed.Headers, ExpiresAt: signed.Expires},

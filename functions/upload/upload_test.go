@@ -16,6 +16,8 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
 
@@ -23,16 +25,19 @@ const admin = "admin-token"
 
 // fixture is the upload routes on the in-memory stand-ins.
 type fixture struct {
-	t     *testing.T
-	store *inmem.Store
-	queue *inmem.Queue
-	h     *upload.Handler
+	t       *testing.T
+	store   *inmem.Store
+	queue   *inmem.Queue
+	h       *upload.Handler
+	metrics *metricstest.Capture
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: &inmem.Store{Shards: 4}, queue: inmem.NewQueue()}
+	f := &fixture{t: t, store: &inmem.Store{Shards: 4}, queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
 	f.h = upload.New(upload.Config{AdminToken: admin, DiffQueueURL: "diff-jobs", Region: "us-east-1"},
 		f.store, inmem.NewBlobs(), f.queue, slog.New(slog.DiscardHandler))
+	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "upload"})
+	t.Cleanup(func() { require.NoError(t, f.metrics.Validate()) })
 	return f
 }
 
@@ -119,6 +124,7 @@ func TestReserveAndStatus(t *testing.T) {
 	require.Len(t, list.Items, 1)
 	require.Equal(t, int64(2), list.Items[0].Generation, "newest first")
 	require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots?limit=0", token, "", nil))
+	require.Equal(t, 2.0, f.metrics.Sum(metrics.UploadsReserved, "retailer_id=r1"))
 }
 
 // Confirming a held snapshot sends its diff job again, as S3 would.

@@ -26,6 +26,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
 
@@ -104,7 +105,7 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	dataDir := fs.String("data-dir", ".local", "where PostgreSQL data and S3 objects live (survives restarts)")
 	shards := fs.Int("shards", 2, "number of shard databases")
 	replicas := fs.Int("replicas", 0, "streaming replicas of the PostgreSQL server for the read path")
-	verbose := fs.Bool("v", false, "log every function's JSON lines to stderr")
+	verbose := fs.Bool("v", false, "log every function's JSON lines to stderr, metric (EMF) lines included")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -116,12 +117,14 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 		return err
 	}
 	level := slog.LevelWarn
+	logs := logging.NewSyncWriter(os.Stderr) // the functions' logs and, with -v, their metric lines
+	var metricLines io.Writer
 	if *verbose {
-		level = slog.LevelInfo
+		level, metricLines = slog.LevelInfo, logs
 	}
 	st, err := stack.Start(ctx, stack.Options{
 		DataDir: *dataDir, Addr: *addr, S3Addr: s3Addr(*dataDir), Shards: *shards, Replicas: *replicas, AdminToken: token, Progress: os.Stderr,
-		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Logger: logging.New(logs, level), Metrics: metricLines,
 	})
 	if err != nil {
 		return err

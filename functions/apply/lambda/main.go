@@ -41,6 +41,7 @@ func run(ctx context.Context) error {
 	log := cfg.Logger()
 	h := apply.New(stores, blobs, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of change events
+	h.Metrics = cfg.Metrics("apply")
 	lambda.Start(h.HandleSQS)
 	return nil
 }

@@ -49,6 +49,7 @@ func run(ctx context.Context) error {
 		JobQueueURL: cfg.DiffQueueURL,
 	}, stores, blobs, sender, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
+	h.Metrics = cfg.Metrics("diff")
 	lambda.Start(h.HandleSQS)
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
@@ -34,6 +35,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(httpapi.LambdaHandler(read.New(stores, log, nil)))
+	h := read.New(stores, log, nil)
+	h.Metrics = cfg.Metrics("read")
+	serve := httpapi.LambdaHandler(h)
+	lambda.Start(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		resp, err := serve(ctx, req)
+		h.FlushMetrics(ctx) // at most once a minute: an environment runs nothing between invocations
+		return resp, err
+	})
 	return nil
 }

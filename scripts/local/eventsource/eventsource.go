@@ -26,6 +26,7 @@ package eventsource
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +37,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -231,6 +233,11 @@ func (p *poller) invoke(ctx context.Context, msgs []types.Message, log *slog.Log
 	// stops; only its own timeout applies.
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.HandlerTimeout)
 	defer cancel()
+	// Each invocation has its own request id, as on Lambda (every log line
+	// of the handler carries it).
+	requestID := newRequestID()
+	hctx = lambdacontext.NewContext(hctx, &lambdacontext.LambdaContext{AwsRequestID: requestID})
+	log = log.With("request_id", requestID)
 	start := time.Now()
 	resp, err := p.call(hctx, ev)
 	if err == nil && hctx.Err() != nil {
@@ -261,6 +268,15 @@ func (p *poller) invoke(ctx context.Context, msgs []types.Message, log *slog.Log
 		log.Info("eventsource: partial batch failure", "failed", len(failed), "succeeded", len(done))
 	}
 	p.delete(done, log)
+}
+
+// newRequestID is a random id in the form of Lambda's (a UUID).
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // call invokes the handler, turning a panic into an error.

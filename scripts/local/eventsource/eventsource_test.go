@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-lambda-go/lambdacontext"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -160,6 +161,9 @@ func TestPartialBatchFailure(t *testing.T) {
 		func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 			_, hasDeadline := ctx.Deadline()
 			require.True(t, hasDeadline)
+			lc, ok := lambdacontext.FromContext(ctx)
+			require.True(t, ok, "each invocation has a Lambda context")
+			require.Len(t, lc.AwsRequestID, 36, "with a request id like Lambda's")
 			rec.add(ev)
 			var resp events.SQSEventResponse
 			for _, m := range ev.Records {

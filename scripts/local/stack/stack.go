@@ -10,6 +10,8 @@ package stack
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +35,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/logging"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/read"
@@ -62,6 +66,9 @@ type Options struct {
 	AdminToken string // [random]
 	Progress   io.Writer
 	Logger     *slog.Logger
+	// Metrics receives every function's metric lines (CloudWatch EMF, as
+	// on Lambda) [discarded].
+	Metrics io.Writer
 
 	// PostgresURL reuses a running server (a URL to any of its databases)
 	// instead of starting one in DataDir; SQSEndpoint likewise for the emulator.
@@ -385,6 +392,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if !o.NoFastPath {
 		st.Diff.Events, st.Apply.Events = st.Relay, st.Relay
 	}
+	st.Diff.Metrics, st.Apply.Metrics = st.metrics("diff"), st.metrics("apply")
+	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
@@ -406,6 +415,10 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return err
 		})
 	}
+	st.every(runCtx, 10*time.Second, "storefront metrics", func(ctx context.Context) error {
+		st.Read.FlushMetrics(ctx) // as after each storefront invocation on Lambda
+		return nil
+	})
 
 	// HTTP API.
 	ln, err := net.Listen("tcp", o.Addr)
@@ -413,7 +426,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	st.APIURL = "http://" + ln.Addr().String()
-	st.server = &http.Server{Handler: st.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	st.server = &http.Server{Handler: withRequestIDs(st.Handler()), ReadHeaderTimeout: 10 * time.Second}
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
@@ -474,6 +487,29 @@ func (st *Stack) Handler() http.Handler {
 	st.Read.Register(mux) // the storefront's routes, without a second routing step
 	mux.HandleFunc("/", httpapi.NotFound)
 	return mux
+}
+
+// metrics is the recorder of a function's metric lines.
+func (st *Stack) metrics(function string) *metrics.Recorder {
+	if st.Options.Metrics == nil {
+		return nil
+	}
+	return metrics.New(st.Options.Metrics, metrics.Options{Function: function})
+}
+
+// withRequestIDs gives each HTTP request the ids it has behind API Gateway
+// and Lambda, for the handlers' log lines.
+func withRequestIDs(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := logging.WithLambdaRequestID(r.Context(), randomID())
+		h.ServeHTTP(w, r.WithContext(logging.WithAPIRequestID(ctx, randomID())))
+	})
+}
+
+func randomID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 func (st *Stack) poll(ctx context.Context, q Queue, batch, concurrency int, h eventsource.Handler) {
