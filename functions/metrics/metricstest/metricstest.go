@@ -217,6 +217,13 @@ func (c *Capture) Write(p []byte) (int, error) {
 	return c.buf.Write(p)
 }
 
+// Bytes returns everything written so far.
+func (c *Capture) Bytes() []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.buf.Bytes())
+}
+
 // raw returns every line written so far that has an "_aws" member.
 func (c *Capture) raw() [][]byte {
 	c.mu.Lock()

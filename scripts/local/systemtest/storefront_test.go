@@ -392,9 +392,10 @@ func TestLaggingReplicaSkipped(t *testing.T) {
 	require.JSONEq(t, `{"v": "1"}`, value())
 	// ...beyond it the probe marks it lagging and the writer answers.
 	require.Eventually(t, func() bool { rs.Probe(ctx); return rs.Stats().Replicas[0].Lagging }, 10*time.Second, 20*time.Millisecond)
-	before := rs.Stats().FromWriter
+	before, fallbacks := rs.Stats().FromWriter, rs.Stats().Fallbacks
 	require.JSONEq(t, `{"v": "2"}`, value())
 	require.Equal(t, before+1, rs.Stats().FromWriter)
+	require.Equal(t, fallbacks+1, rs.Stats().Fallbacks, "counted for the ReplicaFallbacks metric")
 
 	_, err = conn.Exec(ctx, `SELECT pg_wal_replay_resume()`)
 	require.NoError(t, err)
