@@ -24,6 +24,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/queue"
 )
 
@@ -55,6 +56,9 @@ type Handler struct {
 	store Store
 	queue queue.Sender
 	log   *slog.Logger
+	// Metrics records the uploads received and those that came too late
+	// (nil: none).
+	Metrics *metrics.Recorder
 }
 
 // New builds the handler.
@@ -121,10 +125,14 @@ func (h *Handler) Arrive(ctx context.Context, rec lambdaevents.S3EventRecord) er
 	if err != nil {
 		return err
 	}
+	fields := metrics.Fields{RetailerID: retailerID, Generation: gen}
 	if state.Terminal() {
 		// Superseded by a newer reservation, too late, or finished: the
 		// diff would only say so again.
 		log.InfoContext(ctx, "upload arrived; nothing to diff", "state", state)
+		if state == catalog.StateExpired {
+			h.Metrics.Emit(ctx, fields, metrics.Count(metrics.Uploads, 1).By("State", string(state)))
+		}
 		return nil
 	}
 	body, err := json.Marshal(lambdaevents.S3Event{Records: []lambdaevents.S3EventRecord{rec}})
@@ -135,5 +143,6 @@ func (h *Handler) Arrive(ctx context.Context, rec lambdaevents.S3EventRecord) er
 		return fmt.Errorf("queue the diff of %s/%d: %w", retailerID, gen, err)
 	}
 	log.InfoContext(ctx, "upload arrived; diff queued", "state", state, "size", rec.S3.Object.Size)
+	h.Metrics.Emit(ctx, fields, metrics.Count(metrics.UploadsReceived, 1))
 	return nil
 }

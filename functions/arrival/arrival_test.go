@@ -14,6 +14,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 )
 
 const diffJobs = "https://sqs.example/diff-jobs.fifo"
@@ -40,6 +42,8 @@ func TestArrival(t *testing.T) {
 		require.NoError(t, store.CreateRetailer(ctx, catalog.Retailer{ID: id, TokenHash: []byte(id)}))
 	}
 	h := arrival.New(arrival.Config{DiffQueueURL: diffJobs, Grace: time.Minute}, store, q, slog.New(slog.DiscardHandler))
+	var lines metricstest.Capture
+	h.Metrics = metrics.New(&lines, metrics.Options{Function: "arrival"})
 	g1, err := store.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	late, err := store.ReserveGeneration(ctx, "r2", "csv", time.Now().Add(-time.Hour), 0)
@@ -56,6 +60,9 @@ func TestArrival(t *testing.T) {
 	))
 	require.NoError(t, err)
 	require.Empty(t, resp.BatchItemFailures)
+	require.NoError(t, lines.Validate())
+	require.Equal(t, 2.0, lines.Sum(metrics.UploadsReceived, "retailer_id=r1"), "counted at least once: the duplicate event too")
+	require.Equal(t, 1.0, lines.Sum(metrics.Uploads, "State=expired", "retailer_id=r2"))
 
 	st, err := store.Generation(ctx, "r1", g1)
 	require.NoError(t, err)

@@ -53,8 +53,11 @@ const (
 const (
 	// UploadsReserved: generations reserved (the ingestion funnel's start).
 	UploadsReserved = "UploadsReserved"
+	// UploadsReceived: uploads whose file arrived (at least once: a
+	// duplicate S3 event counts again).
+	UploadsReceived = "UploadsReceived"
 	// Uploads [State]: uploads that reached a final state (applied,
-	// rejected, held, superseded).
+	// rejected, held, superseded, expired).
 	Uploads = "Uploads"
 	// Rejections [Code]: rejected uploads by error code.
 	Rejections = "Rejections"

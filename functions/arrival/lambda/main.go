@@ -35,6 +35,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	h := arrival.New(arrival.Config{DiffQueueURL: cfg.DiffQueueURL, Grace: cfg.UploadGrace}, stores, sender, cfg.Logger())
+	h.Metrics = cfg.Metrics("arrival")
 	lambda.Start(h.HandleSQS)
 	return nil
 }

@@ -392,7 +392,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if !o.NoFastPath {
 		st.Diff.Events, st.Apply.Events = st.Relay, st.Relay
 	}
-	st.Diff.Metrics, st.Apply.Metrics = st.metrics("diff"), st.metrics("apply")
+	st.Diff.Metrics, st.Apply.Metrics, st.Arrival.Metrics = st.metrics("diff"), st.metrics("apply"), st.metrics("arrival")
 	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -32,6 +32,7 @@ func TestFunctionsEmitMetricsAndRequestIDs(t *testing.T) {
 
 	require.NoError(t, lines.Validate())
 	require.Equal(t, 2.0, lines.Sum(metrics.UploadsReserved, "retailer_id=m1", "function=upload"))
+	require.Equal(t, 2.0, lines.Sum(metrics.UploadsReceived, "retailer_id=m1", "function=arrival"))
 	require.Equal(t, 1.0, lines.Sum(metrics.Uploads, "State=applied", "function=apply"))
 	require.Equal(t, 1.0, lines.Sum(metrics.Uploads, "State=rejected", "function=diff"))
 	require.Equal(t, 1.0, lines.Sum(metrics.Rejections, "Code=duplicate_product_id"))
