@@ -100,12 +100,12 @@ func appendJSONString(dst, s []byte) []byte {
 // here. Errors are *Error with Line 0.
 func Canonicalize(object []byte) ([]byte, error) {
 	if !utf8.Valid(object) {
-		return nil, &Error{Code: CodeInvalidUTF8, Message: "invalid UTF-8"}
+		return nil, NewError(CodeInvalidUTF8, 0, "invalid UTF-8")
 	}
 	var c canonicalizer
 	out, jerr := c.object(nil, object, false)
 	if jerr != nil {
-		return nil, &Error{Code: jerr.code, Message: jerr.message()}
+		return nil, NewError(jerr.code, 0, jerr.message())
 	}
 	return out, nil
 }
@@ -168,6 +168,10 @@ type canonicalizer struct {
 
 	order  keyOrder
 	sorted []member
+
+	// names of the top-level members of the rows (extractID), for
+	// Reader.AttributeNames
+	names attrNames
 }
 
 // object parses src as one JSON object (surrounded by optional whitespace)
@@ -309,6 +313,8 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 	sorted := mems
 	if len(mems) > 1 {
 		sorted = c.sortMembers(arena, mems, depth == 0, start)
+	} else if len(mems) == 1 && top {
+		c.names.add(arena[mems[0].k0:mems[0].k1])
 	}
 	dst = append(dst, '{')
 	for i, m := range sorted {
@@ -353,6 +359,9 @@ func (c *canonicalizer) sortMembers(arena []byte, mems []member, top bool, pos i
 		for _, m := range mems {
 			ko.keys = append(ko.keys, arena[m.k0:m.k1]...)
 			ko.ends = append(ko.ends, len(ko.keys))
+			if c.extractID {
+				c.names.add(arena[m.k0:m.k1])
+			}
 		}
 	}
 	slices.SortFunc(mems, func(a, b member) int {

@@ -14,22 +14,28 @@ import (
 //
 //   - RFC 4180: comma separator, '"' quoting, "" for a quote inside a quoted
 //     field; quoted fields may hold commas, quotes, CR and LF.
-//   - Records end at LF or CRLF outside quotes. A CR anywhere else outside
-//     quotes is malformed (this rejects CR-only line endings loudly).
-//   - Inside a quoted field a CRLF is normalized to LF (every CR right
-//     before an LF is dropped), so that a file saved with Windows line
-//     endings hashes like the same file with Unix ones. Other CRs are kept.
-//   - A '"' in an unquoted field, or anything but ',' or the end of the
-//     record after a closing quote, is malformed.
+//   - Only a field that starts with '"' is a quoted field; it must end at a
+//     ',' or at the end of the record ("abc"def is malformed). A '"' anywhere
+//     else is a literal character: Monitor 27" wide is one field, as real
+//     exports write it.
+//   - The content of a quoted field is kept byte for byte: a CRLF inside it
+//     stays CRLF.
+//   - Records end at LF or CRLF outside quoted fields. A CR anywhere else
+//     outside quoted fields is malformed (this rejects CR-only line endings
+//     loudly).
 //   - Blank lines (only spaces, tabs and CRs, outside quotes) are ignored
 //     anywhere, as encoding/csv ignores empty lines.
 //   - The first non-blank record is the header; every record must have the
 //     header's number of fields.
+//
+// Record boundaries come from splitState.split, which follows the same
+// rules, so a malformed record ends where the parse of its fields would end
+// it and the reader goes on with the next one.
 
 // readHeader reads and checks the header. A file without any non-blank
 // record has no header and no rows.
 func (r *Reader) readHeader() error {
-	rec, line, err := r.csvRecord(false)
+	raw, err := r.csvRecord(false)
 	if err == io.EOF {
 		r.empty = true
 		return nil
@@ -37,7 +43,11 @@ func (r *Reader) readHeader() error {
 	if err != nil {
 		return err
 	}
-	if !utf8.Valid(rec) {
+	if e := r.csvFields(raw); e != nil {
+		return e
+	}
+	line := raw.line
+	if !utf8.Valid(raw.rec) {
 		return lineErr(CodeInvalidUTF8, line, "invalid UTF-8 in the header")
 	}
 	r.names = make([]string, len(r.fields))
@@ -68,6 +78,9 @@ func (r *Reader) readHeader() error {
 				break
 			}
 		}
+		if hint == "" && bytes.HasPrefix(bytes.TrimLeft(raw.rec, " \t"), []byte("{")) {
+			hint = " (the file looks like JSON Lines but was read as CSV)"
+		}
 		return lineErr(CodeMissingProductIDColumn, line, "the header has no column named \"product_id\"%s", hint)
 	}
 	for i := range r.names {
@@ -92,24 +105,36 @@ func (r *Reader) nextCSV() (RowView, error) {
 		return RowView{}, io.EOF
 	}
 	for {
-		rec, line, err := r.csvRecord(r.Lines != nil)
+		raw, err := r.csvRecord(r.Lines != nil)
 		if err != nil {
 			return RowView{}, err
 		}
-		if rec == nil {
+		if raw.rec == nil {
 			continue // not in Lines
 		}
-		id, err := r.csvRow(rec, line)
-		if err != nil {
-			return RowView{}, err
+		id, e := r.csvParse(raw)
+		if e != nil {
+			if r.problem(e) {
+				return RowView{}, errStop
+			}
+			continue
 		}
-		return r.view(id, line), nil
+		return r.view(id, raw.line), nil
 	}
+}
+
+// csvParse splits, checks and canonicalizes one record; it returns the
+// product_id.
+func (p *rowParser) csvParse(raw rawRecord) ([]byte, *Error) {
+	if e := p.csvFields(raw); e != nil {
+		return nil, e
+	}
+	return p.csvRow(raw.rec, raw.line)
 }
 
 // csvRow checks a record split into p.fields and builds its canonical
 // attributes in p.out; it returns the product_id.
-func (p *rowParser) csvRow(rec []byte, line int) ([]byte, error) {
+func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 	if len(p.fields) != len(p.names) {
 		return nil, lineErr(CodeMalformedCSV, line, "column count %d, header has %d", len(p.fields), len(p.names))
 	}
@@ -131,50 +156,54 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, error) {
 		out = appendJSONString(out, p.fields[col])
 	}
 	p.out = append(out, '}')
+	if e := p.checkSize(line); e != nil {
+		return nil, e
+	}
 	return id, nil
 }
 
-// csvRecord reads the next non-blank record into r.fields. rec is its raw
-// text, for the UTF-8 check (quoting only adds or drops ASCII bytes, so rec
-// is valid UTF-8 exactly when every field is).
+// csvRecord reads the next non-blank record.
 //
 // With filter (Lines set), a record that does not start on a wanted line is
 // skipped without parsing: rec is nil.
-func (r *Reader) csvRecord(filter bool) (rec []byte, line int, err error) {
+func (r *Reader) csvRecord(filter bool) (rawRecord, error) {
 	for {
-		rec, line, quotes, truncated, err := r.record(true)
+		raw, err := r.record(true)
 		if err != nil {
-			return nil, 0, err
+			return rawRecord{}, err
 		}
-		if !quotes && !truncated && len(rec) <= r.lim.MaxRowBytes && isBlank(rec) {
+		if !raw.quotes && !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec) {
 			continue
 		}
-		if filter && !truncated && len(rec) <= r.lim.MaxRowBytes && !r.wanted(line) {
-			return nil, line, nil
+		if filter && !r.wanted(raw.line) {
+			return rawRecord{line: raw.line}, nil
 		}
-		if err := r.csvFields(rec, line, quotes, truncated); err != nil {
-			return nil, 0, err
-		}
-		return rec, line, nil
+		return raw, nil
 	}
 }
 
 // csvFields splits a (non-blank) record into p.fields and checks its size.
-func (p *rowParser) csvFields(rec []byte, line int, quotes, truncated bool) error {
-	// Parse even a row that is too large: a stray quote can make a
-	// record run on for many lines, and pointing at the quote helps more.
-	if err := p.parseFields(rec, line, quotes, truncated); err != nil {
+func (p *rowParser) csvFields(raw rawRecord) *Error {
+	// Parse even a row that is too large: a malformed field says more.
+	open, err := p.parseFields(raw.rec, raw.line, raw.quotes, raw.truncated)
+	if err != nil {
 		return err
 	}
-	if truncated || len(rec) > p.lim.MaxRowBytes {
-		return p.tooLarge(line)
+	if raw.truncated || len(raw.rec) > p.lim.MaxRowBytes {
+		e := p.tooLarge(raw.line)
+		if n := bytes.Count(raw.rec, lfBytes); open > 0 && n > 0 {
+			e = lineErr(CodeRowTooLarge, raw.line, "row is longer than the limit of %d bytes: the quoted field %d opened on this line is still open %d lines further (a missing closing quote?)",
+				p.lim.MaxRowBytes, open, n)
+		}
+		return e
 	}
 	return nil
 }
 
-// parseFields splits a record into r.fields. With truncated, rec is only the
-// start of a record: running out of it inside a quoted field is no error.
-func (p *rowParser) parseFields(rec []byte, line int, quotes, truncated bool) *Error {
+// parseFields splits a record into p.fields. With truncated, rec is only the
+// start of a record: running out of it inside a quoted field is no error,
+// and open is that field's number.
+func (p *rowParser) parseFields(rec []byte, line int, quotes, truncated bool) (open int, err *Error) {
 	if quotes {
 		return p.parseQuoted(rec, line, truncated)
 	}
@@ -183,7 +212,7 @@ func (p *rowParser) parseFields(rec []byte, line int, quotes, truncated bool) *E
 		check = check[:len(check)-1] // may be the CR of a CRLF
 	}
 	if i := bytes.IndexByte(check, '\r'); i >= 0 {
-		return bareCR(line, bytes.Count(rec[:i], []byte{','})+1)
+		return 0, bareCR(line, bytes.Count(rec[:i], []byte{','})+1, "")
 	}
 	f := p.fields[:0]
 	for {
@@ -195,33 +224,38 @@ func (p *rowParser) parseFields(rec []byte, line int, quotes, truncated bool) *E
 		rec = rec[i+1:]
 	}
 	p.fields = append(f, rec)
-	return nil
+	return 0, nil
 }
 
-func bareCR(line, field int) *Error {
-	return lineErr(CodeMalformedCSV, line, "carriage return in unquoted field %d (lines must end in LF or CRLF; a field holding a CR must be quoted)", field)
+func bareCR(line, field int, where string) *Error {
+	return lineErr(CodeMalformedCSV, line, "carriage return in unquoted field %d%s (lines must end in LF or CRLF; a field holding a CR must be quoted)", field, where)
 }
 
-// parseQuoted splits a record holding quotes, unquoting its fields into
-// r.scratch.
-func (p *rowParser) parseQuoted(rec []byte, line int, truncated bool) *Error {
-	lineAt := func(pos int) int { return line + bytes.Count(rec[:pos], lfBytes) }
+// parseQuoted splits a record holding quotes, unquoting its quoted fields
+// into p.scratch. The rules are those of splitState.split.
+func (p *rowParser) parseQuoted(rec []byte, line int, truncated bool) (open int, err *Error) {
+	// where says on which line of a record spanning lines a problem is.
+	where := func(pos int) string {
+		if n := bytes.Count(rec[:pos], lfBytes); n > 0 {
+			return fmt.Sprintf(" (%d lines further down, on line %d)", n, line+n)
+		}
+		return ""
+	}
 	s, offs := p.scratch[:0], p.offs[:0]
 	n := len(rec)
 	i := 0
 	for field := 1; ; field++ {
 		if i < n && rec[i] == '"' {
-			open := i
 			i++
 			for {
 				j := bytes.IndexByte(rec[i:], '"')
 				if j < 0 {
 					if truncated {
-						return nil
+						return field, nil
 					}
-					return lineErr(CodeMalformedCSV, lineAt(open), "quoted field %d is never closed (missing closing quote)", field)
+					return 0, lineErr(CodeMalformedCSV, line, "quoted field %d is never closed (missing closing quote)", field)
 				}
-				s = appendNormalized(s, rec[i:i+j])
+				s = append(s, rec[i:i+j]...)
 				i += j + 1
 				if i < n && rec[i] == '"' {
 					s = append(s, '"')
@@ -241,22 +275,16 @@ func (p *rowParser) parseQuoted(rec []byte, line int, truncated bool) *Error {
 			if rec[i] == '\r' && truncated && i == n-1 {
 				break
 			}
-			return lineErr(CodeMalformedCSV, lineAt(i), "unexpected %s after the closing quote of field %d (a quote inside a quoted field must be doubled)", describe(rec[i]), field)
+			return 0, lineErr(CodeMalformedCSV, line, "unexpected %s after the closing quote of field %d%s (a quoted field ends at a separator; a quote inside it must be doubled)",
+				describe(rec[i]), field, where(i))
 		}
 		end := n
 		if j := bytes.IndexByte(rec[i:], ','); j >= 0 {
 			end = i + j
 		}
-		fld := rec[i:end]
-		if q := bytes.IndexByte(fld, '"'); q >= 0 {
-			return lineErr(CodeMalformedCSV, lineAt(i+q), "bare quote in unquoted field %d (quote the field and double the quote)", field)
-		}
+		fld := rec[i:end] // a '"' in it is a literal character
 		if c := bytes.IndexByte(fld, '\r'); c >= 0 && !(truncated && i+c == n-1) {
-			return bareCR(lineAt(i+c), field)
-		}
-		if c := bytes.IndexByte(fld, '\n'); c >= 0 {
-			// Unreachable: records end at the first LF with balanced quotes.
-			return lineErr(CodeMalformedCSV, lineAt(i+c), "line break in unquoted field %d", field)
+			return 0, bareCR(line, field, where(i+c))
 		}
 		s = append(s, fld...)
 		offs = append(offs, len(s))
@@ -272,26 +300,5 @@ func (p *rowParser) parseQuoted(rec []byte, line int, truncated bool) *Error {
 		prev = o
 	}
 	p.fields, p.scratch, p.offs = f, s, offs
-	return nil
-}
-
-// appendNormalized appends the content of a quoted field, dropping every CR
-// that comes right before an LF.
-func appendNormalized(dst, s []byte) []byte {
-	if bytes.IndexByte(s, '\r') < 0 {
-		return append(dst, s...)
-	}
-	for {
-		k := bytes.IndexByte(s, '\n')
-		if k < 0 {
-			return append(dst, s...)
-		}
-		seg := s[:k]
-		for len(seg) > 0 && seg[len(seg)-1] == '\r' {
-			seg = seg[:len(seg)-1]
-		}
-		dst = append(dst, seg...)
-		dst = append(dst, '\n')
-		s = s[k+1:]
-	}
+	return 0, nil
 }

@@ -10,27 +10,36 @@ import (
 
 func (r *Reader) nextJSONL() (RowView, error) {
 	for {
-		rec, line, _, truncated, err := r.record(false)
+		raw, err := r.record(false)
 		if err != nil {
 			return RowView{}, err
 		}
-		if truncated || len(rec) > r.lim.MaxRowBytes {
-			return RowView{}, r.tooLarge(line)
-		}
-		if isBlank(rec) || (r.Lines != nil && !r.wanted(line)) {
+		if !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec) || (r.Lines != nil && !r.wanted(raw.line)) {
 			continue
 		}
-		id, err := r.jsonlRow(rec, line)
-		if err != nil {
-			return RowView{}, err
+		id, e := r.jsonlParse(raw)
+		if e != nil {
+			if r.problem(e) {
+				return RowView{}, errStop
+			}
+			continue
 		}
-		return r.view(id, line), nil
+		return r.view(id, raw.line), nil
 	}
+}
+
+// jsonlParse checks and canonicalizes one non-blank line; it returns the
+// product_id.
+func (p *rowParser) jsonlParse(raw rawRecord) ([]byte, *Error) {
+	if raw.truncated || len(raw.rec) > p.lim.MaxRowBytes {
+		return nil, p.tooLarge(raw.line)
+	}
+	return p.jsonlRow(raw.rec, raw.line)
 }
 
 // jsonlRow checks one non-blank JSON line and builds its canonical
 // attributes in p.out; it returns the product_id.
-func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, error) {
+func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, *Error) {
 	if !utf8.Valid(rec) {
 		col := 1
 		for len(rec) > 0 {
@@ -57,6 +66,9 @@ func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, error) {
 	}
 	if code, reason := productIDProblem(c.id); code != "" {
 		return nil, lineErr(code, line, "%s", reason)
+	}
+	if e := p.checkSize(line); e != nil {
+		return nil, e
 	}
 	return c.id, nil
 }

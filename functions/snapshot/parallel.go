@@ -10,10 +10,12 @@ import (
 // and splits it into records (this needs the quote state, so it is
 // sequential, and cheap: a scan for newlines and quotes), copying them into
 // batches; Workers goroutines parse, check, canonicalize and hash the records
-// of a batch each; Next hands out the batches' rows in order. The first error
-// in file order wins, as in the serial reader: a worker stops its batch at
-// the first bad record, and a read error or the end of the input comes after
-// the last record of the last batch.
+// of a batch each; Next hands out the batches' rows in order. Problems are
+// those of the serial reader, in the same order: a worker notes the problems
+// of its batch's records beside its rows, Next takes them in as it hands
+// out the rows that follow them (and stops where the serial reader would),
+// and a read error or the end of the input comes after the last record of
+// the last batch.
 
 // Batch sizes: a batch is sealed when its records reach batchBytes or
 // batchRecords (Reader.batchBytes and batchRecords override them in tests).
@@ -34,6 +36,7 @@ type rowOut struct {
 	attrOff, attrLen int32
 	hash             Hash
 	line             int32
+	probs            int32 // problems of the batch before this row
 }
 
 type batch struct {
@@ -41,12 +44,13 @@ type batch struct {
 	recs []record
 	term error // after the last record: io.EOF or a read error (nil: more batches follow)
 
-	out  []byte
-	rows []rowOut
-	err  error // a worker's error at rows[len(rows)]
+	out   []byte
+	rows  []rowOut
+	probs []*Error // problems of the batch's records, in order
 
-	done chan struct{}
-	next int // rows handed out
+	done  chan struct{}
+	next  int // rows handed out
+	taken int // problems taken in by the reader
 }
 
 type pipeline struct {
@@ -58,6 +62,9 @@ type pipeline struct {
 	wg    sync.WaitGroup
 	cur   *batch
 	bytes atomic.Int64 // BytesRead as of the last batch sent
+
+	mu    sync.Mutex
+	names attrNames // attribute names seen by the workers that are done
 }
 
 func (p *pipeline) close() {
@@ -94,6 +101,11 @@ func (r *Reader) startPipeline() {
 				w.parseBatch(r.format, b, !r.SkipAttributes)
 				close(b.done)
 			}
+			p.mu.Lock()
+			for n := range w.canon.names {
+				p.names.add([]byte(n))
+			}
+			p.mu.Unlock()
 		}()
 	}
 }
@@ -108,7 +120,7 @@ func (r *Reader) split(p *pipeline) {
 			return false
 		}
 		b.data, b.recs, b.term = b.data[:0], b.recs[:0], nil
-		b.out, b.rows, b.err, b.next = b.out[:0], b.rows[:0], nil, 0
+		b.out, b.rows, b.probs, b.next, b.taken = b.out[:0], b.rows[:0], b.probs[:0], 0, 0
 		b.done = make(chan struct{})
 		return true
 	}
@@ -139,27 +151,20 @@ func (r *Reader) split(p *pipeline) {
 		maxBytes, maxRecs = r.batchBytes, r.batchRecords
 	}
 	for {
-		rec, line, quotes, truncated, err := r.record(quoteAware)
+		raw, err := r.record(quoteAware)
 		if err != nil {
 			b.term = err
 			send()
 			return
 		}
-		if !truncated && len(rec) <= r.lim.MaxRowBytes && isBlank(rec) && (!quotes || !quoteAware) {
+		if !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec) && (!raw.quotes || !quoteAware) {
 			continue
 		}
-		if r.Lines != nil && !truncated && len(rec) <= r.lim.MaxRowBytes && !r.wanted(line) {
+		if r.Lines != nil && !r.wanted(raw.line) {
 			continue
 		}
-		b.recs = append(b.recs, record{off: int32(len(b.data)), n: int32(len(rec)), line: int32(line), quotes: quotes, truncated: truncated})
-		b.data = append(b.data, rec...)
-		if truncated {
-			// The worker reports it (too large, or a quoting error first);
-			// nothing after it can be read.
-			b.term = io.EOF
-			send()
-			return
-		}
+		b.recs = append(b.recs, record{off: int32(len(b.data)), n: int32(len(raw.rec)), line: int32(raw.line), quotes: raw.quotes, truncated: raw.truncated})
+		b.data = append(b.data, raw.rec...)
 		if len(b.data) >= maxBytes || len(b.recs) >= maxRecs {
 			p.bytes.Store(r.base + int64(r.r))
 			if !send() || !get() {
@@ -169,29 +174,22 @@ func (r *Reader) split(p *pipeline) {
 	}
 }
 
-// parseBatch parses a batch's records into its rows, stopping at the first error.
+// parseBatch parses a batch's records into its rows and problems.
 func (w *rowParser) parseBatch(format Format, b *batch, attrs bool) {
 	for _, rc := range b.recs {
-		rec := b.data[rc.off : rc.off+rc.n]
-		line := int(rc.line)
+		raw := rawRecord{rec: b.data[rc.off : rc.off+rc.n], line: int(rc.line), quotes: rc.quotes, truncated: rc.truncated}
 		var id []byte
-		var err error
+		var e *Error
 		if format == FormatJSONL {
-			if rc.truncated || len(rec) > w.lim.MaxRowBytes {
-				err = w.tooLarge(line)
-			} else {
-				id, err = w.jsonlRow(rec, line)
-			}
+			id, e = w.jsonlParse(raw)
 		} else {
-			if err = w.csvFields(rec, line, rc.quotes, rc.truncated); err == nil {
-				id, err = w.csvRow(rec, line)
-			}
+			id, e = w.csvParse(raw)
 		}
-		if err != nil {
-			b.err = err
-			return
+		if e != nil {
+			b.probs = append(b.probs, e)
+			continue
 		}
-		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), hash: HashAttributes(w.out), line: rc.line}
+		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), hash: HashAttributes(w.out), line: rc.line, probs: int32(len(b.probs))}
 		b.out = append(b.out, id...)
 		if attrs {
 			o.attrOff, o.attrLen = int32(len(b.out)), int32(len(w.out))
@@ -199,6 +197,17 @@ func (w *rowParser) parseBatch(format Format, b *batch, attrs bool) {
 		}
 		b.rows = append(b.rows, o)
 	}
+}
+
+// take takes in the problems of b before its problem upto; false when the
+// reader must stop.
+func (r *Reader) take(b *batch, upto int) bool {
+	for ; b.taken < upto; b.taken++ {
+		if r.problem(b.probs[b.taken]) {
+			return false
+		}
+	}
+	return true
 }
 
 // scanParallel returns the next row of the pipeline.
@@ -229,6 +238,11 @@ func (r *Reader) scanParallel() (RowView, error) {
 		}
 		if b.next < len(b.rows) {
 			o := b.rows[b.next]
+			if !r.take(b, int(o.probs)) {
+				r.err = r.end(errStop)
+				p.close()
+				return RowView{}, r.err
+			}
 			b.next++
 			v := RowView{ID: b.out[o.idOff : o.idOff+o.idLen : o.idOff+o.idLen], Hash: o.hash, Line: int(o.line)}
 			if o.attrLen > 0 {
@@ -236,15 +250,15 @@ func (r *Reader) scanParallel() (RowView, error) {
 			}
 			return v, nil
 		}
-		// The batch is used up: its error, its end, or the next one.
-		err := b.err
-		if err == nil {
-			err = b.term
+		// The batch is used up: its last problems, its end, or the next one.
+		err := b.term
+		if !r.take(b, len(b.probs)) {
+			err = errStop
 		}
 		if err != nil {
-			r.err = err
+			r.err = r.end(err)
 			p.close()
-			return RowView{}, err
+			return RowView{}, r.err
 		}
 		p.cur = nil
 		p.free <- b // never blocks: batches only come from free

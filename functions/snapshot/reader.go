@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 const (
@@ -24,11 +25,20 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // Reader streams rows from a snapshot file. It holds at most one row (and a
 // read buffer) in memory, never the file.
 //
-// Next returns io.EOF after the last row and a *Error for bad input; an error
-// reading the underlying io.Reader (not the snapshot's fault: a network
-// failure, say) is returned wrapped as is, not as *Error. Every error is
-// sticky: later calls return it again. A Reader is not safe for concurrent
-// use.
+// Next returns the rows of the snapshot, then io.EOF when the snapshot is
+// good, or a *Error listing its problems (up to MaxProblems) when it is not.
+// A problem with a row (malformed, a bad product_id, invalid UTF-8, too
+// large) does not stop the reader: the row is left out and the reader goes
+// on with the next one, so that one rejection lists the first problems of
+// the file; it stops at problem MaxProblems+1 and at a problem with the
+// whole file (a bad header, a file over the limit, a broken gzip stream).
+// Rows keep coming after a problem: a caller that looks for duplicate
+// product ids among them merges those into the rejection with Merge.
+//
+// An error reading the underlying io.Reader (not the snapshot's fault: a
+// network failure, say) is returned wrapped as is, not as *Error. Every
+// error is sticky: later calls return it again. A Reader is not safe for
+// concurrent use.
 type Reader struct {
 	// ReuseAttributes, when set, lets Next return Row.Attributes in a buffer
 	// that the following call to Next overwrites, saving an allocation per
@@ -66,6 +76,14 @@ type Reader struct {
 	line   int   // 1-based physical line of buf[r]
 	err    error // sticky
 
+	// a record returned truncated (over the row limit) whose rest is being
+	// skipped: the state of its split
+	skipping bool
+	skip     splitState
+
+	probs    []Problem // problems found so far (at most MaxProblems)
+	unlisted bool      // a problem past MaxProblems was found
+
 	// CSV
 	empty bool // no header: the file is empty or blank
 
@@ -96,6 +114,19 @@ type rowParser struct {
 	canon canonicalizer
 
 	out []byte // canonical attributes being built
+}
+
+// attrNames is a set of attribute names.
+type attrNames map[string]struct{}
+
+func (n *attrNames) add(name []byte) {
+	if _, ok := (*n)[string(name)]; ok {
+		return
+	}
+	if *n == nil {
+		*n = attrNames{}
+	}
+	(*n)[string(name)] = struct{}{}
 }
 
 // sourceReader remembers the first error of the underlying reader so that an
@@ -242,13 +273,84 @@ func (r *Reader) scanSerial() (RowView, error) {
 		v, err = r.nextCSV()
 	}
 	if err != nil {
-		r.err = err
-		return RowView{}, err
+		r.err = r.end(err)
+		return RowView{}, r.err
 	}
 	if r.SkipAttributes {
 		v.Attributes = nil
 	}
 	return v, nil
+}
+
+// problem notes a problem with a row; it returns true when the reader
+// must stop: e is problem MaxProblems+1.
+func (r *Reader) problem(e *Error) bool {
+	if len(r.probs) == MaxProblems {
+		r.unlisted = true
+		return true
+	}
+	r.probs = append(r.probs, e.List()...)
+	return false
+}
+
+// end turns what stops the reader into what Next returns: io.EOF, or the
+// rejection when problems were found (a problem with the whole file being
+// the last one), or an error of the input.
+func (r *Reader) end(err error) error {
+	var e *Error
+	switch {
+	case err == errStop:
+	case err == io.EOF:
+		if len(r.probs) == 0 {
+			return io.EOF
+		}
+	case errors.As(err, &e):
+		r.problem(e)
+	default:
+		return err
+	}
+	return r.reject()
+}
+
+// errStop is what the reader stops with when it found too many problems.
+var errStop = errors.New("snapshot: too many problems")
+
+func (r *Reader) reject() *Error {
+	return Reject(r.probs, r.unlisted)
+}
+
+// AttributeNames returns the names of the snapshot's attributes: the union
+// over its rows of every name but product_id, sorted by bytes, each once.
+// For CSV they are the header's columns; for JSON Lines, the top-level keys
+// of the rows read so far (with Lines, of the rows read), complete once
+// Next or Scan returned io.EOF. Collecting them costs next to nothing,
+// SkipAttributes or not: rows usually repeat the previous row's keys, and
+// then nothing is done.
+func (r *Reader) AttributeNames() []string {
+	if r.format != FormatJSONL {
+		names := make([]string, 0, len(r.order))
+		for _, col := range r.order {
+			names = append(names, r.names[col])
+		}
+		return names
+	}
+	var all attrNames
+	if r.par != nil {
+		r.par.mu.Lock()
+		defer r.par.mu.Unlock()
+		for n := range r.par.names {
+			all.add([]byte(n))
+		}
+	}
+	for n := range r.canon.names {
+		all.add([]byte(n))
+	}
+	names := make([]string, 0, len(all))
+	for n := range all {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // wanted reports whether the record starting on line is to be read (Lines),
@@ -298,7 +400,7 @@ func (r *Reader) readErr(err error) error {
 		if err == io.ErrUnexpectedEOF {
 			msg = "truncated gzip stream (unexpected end of data)"
 		}
-		return &Error{Code: CodeBadGzip, Message: msg}
+		return NewError(CodeBadGzip, 0, msg)
 	default:
 		return fmt.Errorf("snapshot: reading input: %w", err)
 	}
@@ -336,7 +438,7 @@ func (r *Reader) more() bool {
 		if lim := r.lim.MaxFileBytes; lim > 0 && r.nread > lim {
 			n -= int(r.nread - lim)
 			r.nread = lim
-			err = &Error{Code: CodeFileTooLarge, Message: fmt.Sprintf("file is over the limit of %d bytes (decompressed)", lim)}
+			err = NewError(CodeFileTooLarge, 0, fmt.Sprintf("file is over the limit of %d bytes (decompressed)", lim))
 		}
 		r.w += n
 		if err != nil {
@@ -380,63 +482,164 @@ func (r *Reader) sniff() (Format, error) {
 	}
 }
 
+// rawRecord is a record as split from the input.
+type rawRecord struct {
+	rec    []byte // without its line terminator; aliases the read buffer
+	line   int    // the line it starts on
+	quotes bool   // it holds a '"' (so it may span lines)
+	// truncated: rec is only the start of a record over the buffer's
+	// size; the rest is skipped by the next call to record.
+	truncated bool
+}
+
 // record finds the next record at r.r: up to the first LF, or for CSV
-// (quoteAware) the first LF outside double quotes. It returns the record
+// (quoteAware) the first LF outside a quoted field. It returns the record
 // without its terminator (LF or CRLF; a lone CR at the end of the input is
-// dropped too), the line it starts on and whether it holds a '"', and moves
-// past it. When the record does not fit the buffer, it returns the buffered
-// prefix with truncated set and consumes nothing. At the end of the input it
-// returns io.EOF; on a read error, that error.
-func (r *Reader) record(quoteAware bool) (rec []byte, line int, quotes, truncated bool, err error) {
-	scan := 0 // bytes of buf[r:] searched already
-	odd := false
+// dropped too) and moves past it. A record that does not fit the buffer is
+// returned truncated (its buffered start), and the next call skips its
+// rest. At the end of the input it returns io.EOF; on a read error, that
+// error.
+func (r *Reader) record(quoteAware bool) (rawRecord, error) {
+	if r.skipping {
+		if err := r.skipRest(quoteAware); err != nil {
+			return rawRecord{}, err
+		}
+	}
+	var s splitState
 	for {
-		seg := r.buf[r.r+scan : r.w]
+		rec := r.buf[r.r:r.w]
+		if end := s.split(rec, quoteAware); end >= 0 {
+			r.r += end + 1
+			return r.finish(rec[:end], s.quotes), nil
+		}
+		if !r.more() {
+			rec = r.buf[r.r:r.w]
+			switch {
+			case r.rerr == nil: // the buffer is full of this one record
+				raw := rawRecord{rec: rec, line: r.line, quotes: s.quotes, truncated: true}
+				r.line += bytes.Count(rec[:s.scan], lfBytes)
+				r.skipping, r.skip = true, s
+				r.drop()
+				return raw, nil
+			case r.rerr != io.EOF:
+				return rawRecord{}, r.rerr
+			case len(rec) == 0:
+				return rawRecord{}, io.EOF
+			}
+			r.r = r.w
+			return r.finish(rec, s.quotes), nil
+		}
+	}
+}
+
+// drop consumes the part of a skipped record examined so far, keeping its
+// last byte: the split looks one byte back.
+func (r *Reader) drop() {
+	r.r += r.skip.scan - 1
+	r.skip.scan = 1
+}
+
+// skipRest consumes the rest of the record that record returned truncated.
+func (r *Reader) skipRest(quoteAware bool) error {
+	s := &r.skip
+	for {
+		rec := r.buf[r.r:r.w]
+		from := s.scan
+		if end := s.split(rec, quoteAware); end >= 0 {
+			r.line += bytes.Count(rec[from:end], lfBytes) + 1
+			r.r += end + 1
+			r.skipping = false
+			return nil
+		}
+		r.line += bytes.Count(rec[from:s.scan], lfBytes)
+		r.drop()
+		if !r.more() {
+			if r.rerr != nil && r.rerr != io.EOF {
+				return r.rerr
+			}
+			// The end of the input (or, never, a full buffer after drop).
+			r.r = r.w
+			r.line++
+			r.skipping = false
+			return nil
+		}
+	}
+}
+
+// splitState is the state of the search for the end of a record.
+type splitState struct {
+	scan   int  // bytes of the record examined
+	inQ    bool // rec[scan] is inside a quoted field
+	quotes bool // a '"' was seen
+}
+
+// split examines rec[s.scan:], where rec starts at the start of a record
+// (or, for a record being skipped, one byte before s.scan), and returns the
+// offset of the LF that ends the record, or -1 when rec ends first.
+//
+// For CSV (quoteAware), only a '"' at the start of a field (at the start of
+// the record or right after a ',') opens a quoted field, which ends at a '"'
+// not followed by another (a doubled quote stands for one); a LF inside a
+// quoted field does not end the record. Any other '"' is a literal
+// character. This is the parse of parseQuoted: the record ends where the
+// parse of its fields would end it, also after a malformed field.
+func (s *splitState) split(rec []byte, quoteAware bool) int {
+	for {
+		if s.inQ {
+			j := bytes.IndexByte(rec[s.scan:], '"')
+			if j < 0 {
+				s.scan = len(rec)
+				return -1
+			}
+			q := s.scan + j
+			if q+1 == len(rec) {
+				s.scan = q // is it doubled? wait for the next byte
+				return -1
+			}
+			if rec[q+1] == '"' {
+				s.scan = q + 2
+				continue
+			}
+			s.inQ = false
+			s.scan = q + 1
+		}
+		seg := rec[s.scan:]
 		i := bytes.IndexByte(seg, '\n')
 		if i >= 0 {
 			seg = seg[:i]
 		}
 		if quoteAware {
-			if n := bytes.Count(seg, quoteBytes); n > 0 {
-				quotes = true
-				if n&1 == 1 {
-					odd = !odd
+			for off := 0; ; {
+				j := bytes.IndexByte(seg[off:], '"')
+				if j < 0 {
+					break
 				}
+				s.quotes = true
+				q := s.scan + off + j
+				if q == 0 || rec[q-1] == ',' {
+					s.inQ = true
+					s.scan = q + 1
+					break
+				}
+				off += j + 1
 			}
-		}
-		if i >= 0 && !odd {
-			end := r.r + scan + i
-			rec = r.buf[r.r:end]
-			r.r = end + 1
-			return r.finish(rec, quotes)
+			if s.inQ {
+				continue
+			}
 		}
 		if i >= 0 {
-			scan += i + 1
-			continue
+			end := s.scan + i
+			s.scan = end
+			return end
 		}
-		scan = r.w - r.r
-		if !r.more() {
-			switch {
-			case r.rerr == nil: // buffer full
-				return r.buf[r.r:r.w], r.line, quotes, true, nil
-			case r.rerr != io.EOF:
-				return nil, 0, false, false, r.rerr
-			case r.r == r.w:
-				return nil, 0, false, false, io.EOF
-			}
-			rec = r.buf[r.r:r.w]
-			r.r = r.w
-			return r.finish(rec, quotes)
-		}
+		s.scan = len(rec)
+		return -1
 	}
 }
 
-var (
-	quoteBytes = []byte{'"'}
-	lfBytes    = []byte{'\n'}
-)
+var lfBytes = []byte{'\n'}
 
-func (r *Reader) finish(rec []byte, quotes bool) ([]byte, int, bool, bool, error) {
+func (r *Reader) finish(rec []byte, quotes bool) rawRecord {
 	line := r.line
 	r.line++
 	if quotes {
@@ -445,7 +648,7 @@ func (r *Reader) finish(rec []byte, quotes bool) ([]byte, int, bool, bool, error
 	if n := len(rec); n > 0 && rec[n-1] == '\r' {
 		rec = rec[:n-1]
 	}
-	return rec, line, quotes, false, nil
+	return rawRecord{rec: rec, line: line, quotes: quotes}
 }
 
 // isBlank reports whether a line holds only spaces, tabs and CRs.
@@ -460,6 +663,15 @@ func isBlank(line []byte) bool {
 
 func (p *rowParser) tooLarge(line int) *Error {
 	return lineErr(CodeRowTooLarge, line, "row is longer than the limit of %d bytes", p.lim.MaxRowBytes)
+}
+
+// checkSize checks the size of the canonical attributes in p.out.
+func (p *rowParser) checkSize(line int) *Error {
+	if len(p.out) > p.lim.MaxAttributesBytes {
+		return lineErr(CodeAttributesTooLarge, line, "the product's attributes are %d bytes in canonical form (JSON), over the limit of %d",
+			len(p.out), p.lim.MaxAttributesBytes)
+	}
+	return nil
 }
 
 // view makes a RowView of a product_id and the canonical attributes in p.out.

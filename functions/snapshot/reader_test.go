@@ -86,8 +86,9 @@ func TestSniff(t *testing.T) {
 	_, err = NewReader(strings.NewReader(`{"product_id":"1"}`), FormatCSV, Limits{})
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	require.Equal(t, CodeMalformedCSV, e.Code)
+	require.Equal(t, CodeMissingProductIDColumn, e.Code)
 	require.Equal(t, 1, e.Line)
+	require.Contains(t, e.Message, "looks like JSON Lines")
 
 	_, err = NewReader(strings.NewReader(""), Format("xml"), Limits{})
 	require.Error(t, err)
@@ -393,8 +394,9 @@ func TestCSVAgainstEncodingCSV(t *testing.T) {
 				for j, c := range cols[1:] {
 					m[c] = recs[i][j+1]
 					if crlf {
-						// csv.Writer with UseCRLF drops lone CRs.
-						m[c] = strings.ReplaceAll(m[c], "\r", "")
+						// csv.Writer with UseCRLF drops lone CRs and
+						// writes every LF as CRLF, which the reader keeps.
+						m[c] = strings.ReplaceAll(strings.ReplaceAll(m[c], "\r", ""), "\n", "\r\n")
 					}
 				}
 				ref, err := marshalCanonical(m)
@@ -406,47 +408,99 @@ func TestCSVAgainstEncodingCSV(t *testing.T) {
 }
 
 func TestLongRows(t *testing.T) {
+	wide := Limits{MaxAttributesBytes: 4 << 20} // rows, not attributes, are tested here
 	big := strings.Repeat("x", DefaultMaxRowBytes-20)
 	in := "product_id,a\n1," + big + "\n2,\"" + strings.Repeat("y\n", 1000) + "\"\n3,z\n"
-	rows, _, err := readAll([]byte(in), FormatCSV, Limits{})
+	rows, _, err := readAll([]byte(in), FormatCSV, wide)
 	require.NoError(t, err)
 	require.Len(t, rows, 3)
 	require.Equal(t, 3, rows[1].Line)
 	require.Equal(t, 1004, rows[2].Line)
 
 	exact := "1," + strings.Repeat("x", DefaultMaxRowBytes-2)
-	rows, _, err = readAll([]byte("product_id,a\r\n"+exact+"\r\n"+exact), FormatCSV, Limits{})
+	rows, _, err = readAll([]byte("product_id,a\r\n"+exact+"\r\n"+exact), FormatCSV, wide)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
 
-	for _, in := range []string{
-		"product_id,a\n" + exact + "x\n",
-		"product_id,a\n" + exact + "x",
-		"product_id,a\n1,\"" + strings.Repeat("\n", DefaultMaxRowBytes) + "\"\n",
+	// A row too large is skipped to its end, and the rows after it are read,
+	// on their lines, however the input comes.
+	for _, tc := range []struct {
+		in   string
+		next int // line of the row after the one too large
+	}{
+		{"product_id,a\n" + exact + "x\n2,z\n", 3},
+		{"product_id,a\n" + exact + "x\r\n2,z\n", 3},
+		{"product_id,a\n" + exact + "x", 0},
+		{"product_id,a\n" + exact + strings.Repeat("x", 3*DefaultMaxRowBytes) + "\n2,z\n", 3},
+		{"product_id,a\n1,\"" + strings.Repeat("\n", DefaultMaxRowBytes) + "\"\n2,z\n", DefaultMaxRowBytes + 3},
+		{"product_id,a\n1,\"" + strings.Repeat("\"\"\n", DefaultMaxRowBytes) + "\"\n2,z\n", DefaultMaxRowBytes + 3},
+		{"product_id,a\n1,\"" + strings.Repeat("ab\r\n", DefaultMaxRowBytes) + "\"\r\n2,z\r\n", DefaultMaxRowBytes + 3},
+		{"product_id,a\n1,\"" + strings.Repeat("\n", DefaultMaxRowBytes) + "\"x\n2,z\n", DefaultMaxRowBytes + 3},
 	} {
-		_, _, err = readAll([]byte(in), FormatCSV, Limits{})
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		require.Equal(t, CodeRowTooLarge, e.Code)
-		require.Equal(t, 2, e.Line)
+		data := []byte(tc.in)
+		for _, rd := range []io.Reader{bytes.NewReader(data), iotest.HalfReader(bytes.NewReader(data)), bytes.NewReader(gz(t, data))} {
+			rows, _, err = readAllFrom(rd, FormatCSV, wide)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			require.Equal(t, []string{"row_too_large@2"}, problemsOf(err), "%v", err)
+			if tc.next == 0 {
+				require.Empty(t, rows)
+				continue
+			}
+			require.Len(t, rows, 1)
+			require.Equal(t, "2", rows[0].ProductID)
+			require.Equal(t, tc.next, rows[0].Line)
+		}
+		rows2, err2 := readAllWith(data, FormatCSV, wide, parallel)
+		require.Equal(t, err.Error(), err2.Error())
+		require.Equal(t, rows, rows2)
 	}
 
-	// A stray quote that would swallow the rest of a big file is reported
-	// where it is, not as a row too large.
-	in = "product_id,size\n1,M\n2,27\" monitor\n" + strings.Repeat("3,x\n", DefaultMaxRowBytes/4+10)
-	_, _, err = readAll([]byte(in), FormatCSV, Limits{})
+	// A quote that would swallow the rest of a big file is named as such.
+	in = "product_id,size\n1,M\n2,\"27 monitor\n" + strings.Repeat("3,x\n", DefaultMaxRowBytes/4+10)
+	rows, _, err = readAll([]byte(in), FormatCSV, Limits{})
 	var e *Error
 	require.ErrorAs(t, err, &e)
-	require.Equal(t, CodeMalformedCSV, e.Code)
-	require.Equal(t, 3, e.Line)
+	require.Equal(t, []string{"row_too_large@3"}, problemsOf(err))
+	require.Contains(t, e.Message, "missing closing quote")
+	require.Len(t, rows, 1)
+	// A quote inside a field is a literal character, in a big file too.
+	in = "product_id,size\n1,M\n2,27\" monitor\n" + strings.Repeat("3,x\n", DefaultMaxRowBytes/4+10)
+	rows, _, err = readAll([]byte(in), FormatCSV, Limits{})
+	require.NoError(t, err)
+	require.Len(t, rows, 2+DefaultMaxRowBytes/4+10)
+	require.Equal(t, `{"size":"27\" monitor"}`, string(rows[1].Attributes))
+
+	// Attributes over 256 KiB in canonical form, whatever the row's size.
+	for _, tc := range []struct {
+		in   string
+		code string
+	}{
+		{"product_id,a\n1," + strings.Repeat("x", DefaultMaxAttributesBytes-8) + "\n", ""},
+		{"product_id,a\n1," + strings.Repeat("x", DefaultMaxAttributesBytes-7) + "\n", CodeAttributesTooLarge},
+		{"product_id,a\n1," + strings.Repeat("\x01", DefaultMaxAttributesBytes/6) + "\n", CodeAttributesTooLarge},
+		{`{"product_id":"1","a":"` + strings.Repeat("x", DefaultMaxAttributesBytes-8) + `"}`, ""},
+		{`{"product_id":"1","a":"` + strings.Repeat("\\u0041", DefaultMaxAttributesBytes/6) + `"}`, ""},
+		{`{"product_id":"1","a":"` + strings.Repeat("x", DefaultMaxAttributesBytes-7) + `"}`, CodeAttributesTooLarge},
+		{`{"product_id":"1","a":"` + strings.Repeat("\x01", DefaultMaxAttributesBytes/6) + `"}`, CodeMalformedJSON},
+		{`{"product_id":"1","a":"` + strings.Repeat("\\u0001", DefaultMaxAttributesBytes/6) + `"}`, CodeAttributesTooLarge},
+	} {
+		rows, _, err := readAll([]byte(tc.in), FormatAuto, Limits{})
+		if tc.code == "" {
+			require.NoError(t, err)
+			require.Len(t, rows, 1)
+			continue
+		}
+		require.Equal(t, []string{tc.code + "@" + map[bool]string{true: "2", false: "1"}[tc.in[0] == 'p']}, problemsOf(err))
+	}
 
 	// JSON line at and over the default limit.
 	pad := strings.Repeat("x", DefaultMaxRowBytes-len(`{"product_id":"1","a":""}`))
 	line := `{"product_id":"1","a":"` + pad + `"}`
-	rows, _, err = readAll([]byte(line+"\r\n"+line), FormatAuto, Limits{})
+	rows, _, err = readAll([]byte(line+"\r\n"+line), FormatAuto, wide)
 	require.NoError(t, err)
 	require.Len(t, rows, 2)
-	_, _, err = readAll([]byte("\n"+line+" \n"), FormatAuto, Limits{})
+	_, _, err = readAll([]byte("\n"+line+" \n"), FormatAuto, wide)
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, CodeRowTooLarge, e.Code)
 	require.Equal(t, 2, e.Line)

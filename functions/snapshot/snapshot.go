@@ -1,10 +1,12 @@
 package snapshot
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -33,8 +35,13 @@ func ParseFormat(s string) (Format, error) {
 // Default limits.
 const (
 	DefaultMaxRowBytes = 1 << 20
+	// DefaultMaxAttributesBytes bounds the canonical attributes of one
+	// product (256 KiB).
+	DefaultMaxAttributesBytes = 256 << 10
 	// MaxProductIDBytes is the longest product_id accepted, in bytes.
 	MaxProductIDBytes = 256
+	// MaxProblems is the most problems a rejection lists.
+	MaxProblems = 100
 )
 
 // Limits bound what a reader accepts. Zero fields take the defaults.
@@ -44,6 +51,11 @@ type Limits struct {
 	// A longer row is rejected with CodeRowTooLarge. Default (<= 0)
 	// DefaultMaxRowBytes.
 	MaxRowBytes int
+	// MaxAttributesBytes bounds the canonical attributes of one product
+	// (Row.Attributes, whether returned or skipped): a product over it is
+	// rejected with CodeAttributesTooLarge. Default (<= 0)
+	// DefaultMaxAttributesBytes.
+	MaxAttributesBytes int
 	// MaxFileBytes bounds the decompressed bytes read; more is rejected with
 	// CodeFileTooLarge (this guards against gzip bombs). Default (<= 0)
 	// unlimited.
@@ -55,6 +67,9 @@ func (l Limits) withDefaults() Limits {
 		l.MaxRowBytes = DefaultMaxRowBytes
 	}
 	l.MaxRowBytes = min(l.MaxRowBytes, math.MaxInt32) // room for the buffer arithmetic
+	if l.MaxAttributesBytes <= 0 {
+		l.MaxAttributesBytes = DefaultMaxAttributesBytes
+	}
 	if l.MaxFileBytes < 0 {
 		l.MaxFileBytes = 0
 	}
@@ -129,6 +144,7 @@ const (
 	CodeBadGzip                = "bad_gzip"
 	CodeDuplicateProductID     = "duplicate_product_id"
 	CodeEmptyHeader            = "empty_header"
+	CodeAttributesTooLarge     = "attributes_too_large"
 )
 
 // Codes lists every error code, in the order of the constants above.
@@ -136,34 +152,112 @@ var Codes = []string{
 	CodeMalformedCSV, CodeMalformedJSON, CodeMissingProductIDColumn,
 	CodeDuplicateColumn, CodeMissingProductID, CodeInvalidProductID,
 	CodeInvalidUTF8, CodeRowTooLarge, CodeFileTooLarge, CodeBadGzip,
-	CodeDuplicateProductID, CodeEmptyHeader,
+	CodeDuplicateProductID, CodeEmptyHeader, CodeAttributesTooLarge,
 }
 
-// Error is a reason a snapshot is rejected whole.
+// Problem is one reason a snapshot is rejected.
+type Problem struct {
+	Code    string `json:"code"`    // snake_case, one of the Code* constants
+	Line    int    `json:"line"`    // 1-based line, 0 when not about a line
+	Message string `json:"message"` // human readable, starts with "line N: " when Line > 0
+}
+
+// Error is the rejection of a snapshot: the problems found in it.
 //
-// Line is the 1-based physical line of the decompressed file the problem is
-// about, 0 when it is not about a line (file_too_large, bad_gzip). For a
-// problem with a whole row (column count, product_id, invalid UTF-8, duplicate
-// key, row too large) it is the line where the row starts; for a CSV quoting
-// error it is the line of the offending quote (for an unterminated quoted
-// field, the line where the field opens).
+// Code, Message and Line are those of the first problem. Line is the
+// 1-based physical line of the decompressed file the problem is about, 0
+// when it is not about a line (file_too_large, bad_gzip); a problem with a
+// row names the line where the row starts, even when the row spans lines.
+//
+// Problems lists up to MaxProblems problems in line order, problems about
+// the whole file (Line 0) last; Problems[0] is Code/Line/Message. More is
+// set when there are more problems than listed. An Error built by hand may
+// leave Problems nil: List returns its problems either way.
 type Error struct {
-	Code    string // snake_case, one of the Code* constants
-	Message string // human readable, says what and where, e.g. "line 12: column count 3, header has 4"
-	Line    int    // 1-based line, 0 when not about a line
+	Code     string // snake_case, one of the Code* constants
+	Message  string // human readable, says what and where, e.g. "line 12: column count 3, header has 4"
+	Line     int    // 1-based line, 0 when not about a line
+	Problems []Problem
+	More     bool // problems past the listed ones exist
 }
 
 func (e *Error) Error() string {
-	return "snapshot " + e.Code + ": " + e.Message
+	s := "snapshot " + e.Code + ": " + e.Message
+	switch n := len(e.Problems) - 1; {
+	case n > 0 && e.More:
+		s += fmt.Sprintf(" (and %d more problems listed, more not listed)", n)
+	case n > 0:
+		s += fmt.Sprintf(" (and %d more problems)", n)
+	case e.More:
+		s += " (and more problems not listed)"
+	}
+	return s
+}
+
+// List returns the problems of e: Problems, or the one problem of Code,
+// Line and Message when Problems is empty.
+func (e *Error) List() []Problem {
+	if len(e.Problems) > 0 {
+		return e.Problems
+	}
+	return []Problem{{Code: e.Code, Line: e.Line, Message: e.Message}}
+}
+
+// NewError returns the Error of one problem.
+func NewError(code string, line int, message string) *Error {
+	return Reject([]Problem{{Code: code, Line: line, Message: message}}, false)
+}
+
+// Reject returns the Error listing problems (in line order, problems of
+// line 0 last, cut to the first MaxProblems), nil when there are none.
+// more says that problems exist past those given.
+func Reject(problems []Problem, more bool) *Error {
+	if len(problems) == 0 {
+		return nil
+	}
+	p := slices.Clone(problems)
+	slices.SortStableFunc(p, func(a, b Problem) int {
+		// Line 0 (the whole file) sorts last.
+		return cmp.Compare(uint(a.Line-1), uint(b.Line-1))
+	})
+	if len(p) > MaxProblems {
+		p, more = p[:MaxProblems:MaxProblems], true
+	}
+	return &Error{Code: p[0].Code, Line: p[0].Line, Message: p[0].Message, Problems: p, More: more}
+}
+
+// Merge returns the rejection of a snapshot for which the Reader returned
+// err (nil when it found no problem) and in which more problems were found
+// apart from it: the duplicate product ids that the caller finds by sorting
+// the rows (DuplicateProblem). The result lists both in line order, cut to
+// the first MaxProblems; it is nil when there is no problem at all.
+//
+// The list is exactly the snapshot's first problems: a Reader that stops
+// early (at problem MaxProblems+1, or at a problem about the whole file)
+// has returned every row before the point where it stopped, so every
+// duplicate found among those rows is before it too.
+func Merge(err *Error, more ...Problem) *Error {
+	if err == nil {
+		return Reject(more, false)
+	}
+	return Reject(append(slices.Clone(err.List()), more...), err.More)
 }
 
 func lineErr(code string, line int, format string, args ...any) *Error {
-	return &Error{Code: code, Line: line, Message: fmt.Sprintf("line %d: ", line) + fmt.Sprintf(format, args...)}
+	return NewError(code, line, fmt.Sprintf("line %d: ", line)+fmt.Sprintf(format, args...))
 }
 
-// DuplicateError is the error for a product_id found twice in one snapshot.
-// The Reader does not detect duplicates (the caller does, after sorting);
-// Line is secondLine.
+// DuplicateProblem is the problem of a product_id found twice in one
+// snapshot, first on line firstLine, again on secondLine (its Line). The
+// Reader does not find duplicates: the caller does, after sorting, and
+// merges them into the Reader's rejection with Merge.
+func DuplicateProblem(id string, firstLine, secondLine int) Problem {
+	e := DuplicateError(id, firstLine, secondLine)
+	return e.Problems[0]
+}
+
+// DuplicateError is the Error of one duplicate product_id (see
+// DuplicateProblem).
 func DuplicateError(id string, firstLine, secondLine int) *Error {
 	return lineErr(CodeDuplicateProductID, secondLine, "duplicate product_id %q, first on line %d", id, firstLine)
 }
