@@ -53,3 +53,38 @@ func ExampleReader_rejected() {
 	// Output:
 	// duplicate_column 2 line 2: key "tags" appears twice in one object
 }
+
+func ExampleMerge() {
+	file := "product_id,title,price\n" +
+		"p1,Monitor 27\" wide,9.99\n" + // a quote inside a field is a literal character
+		"p2,\"Desk, oak\"x,120\n" + // text after a closing quote
+		"p1,Chair,40\n" + // p1 again
+		",Lamp,15\n" // no product_id
+	r, _ := snapshot.NewReader(strings.NewReader(file), snapshot.FormatAuto, snapshot.Limits{})
+	seen := map[string]int{}
+	var dups []snapshot.Problem
+	var rejected *snapshot.Error
+	for {
+		row, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if errors.As(err, &rejected) {
+			break
+		}
+		if first, ok := seen[row.ProductID]; ok {
+			dups = append(dups, snapshot.DuplicateProblem(row.ProductID, first, row.Line))
+		}
+		seen[row.ProductID] = row.Line
+	}
+	all := snapshot.Merge(rejected, dups...)
+	for _, p := range all.Problems {
+		fmt.Println(p.Code, p.Line)
+	}
+	fmt.Println(r.AttributeNames())
+	// Output:
+	// malformed_csv 3
+	// duplicate_product_id 4
+	// missing_product_id 5
+	// [price title]
+}

@@ -16,6 +16,16 @@ func addSeeds(f *testing.F) {
 	for _, tc := range append(slices.Clone(csvCases), jsonlCases...) {
 		f.Add([]byte(tc.in))
 	}
+	for _, seed := range []string{
+		// Literal quotes, quoted CRLF kept, resynchronisation after problems.
+		"product_id,a,b\n1,27\" x,\"y\r\nz\"\r\n2,\"a\"b,c\n3,\"q\n\"\"\",\"\"\n4,x\"\"\n",
+		"product_id,a\n\"1\"x,\"\n2,y\n\"\n3,z\n4,\"w\nv\"u\n5,t\n",
+		"product_id,a\r\n1,\"\r\n\r\n\"\r\n\r\n2,\"\"\r\n3,a\rb\r\n4,c\r\n",
+		"product_id,a\n" + strings.Repeat("x,y,z\n1,w\n", 60),
+		`{"product_id":"1","a":[1,{"b":2,"b":3}]}` + "\n{\n" + `{"product_id":"2"}` + "\n" + `{"a":1}` + "\n" + `{"product_id":"3","z":1,"a":2}`,
+	} {
+		f.Add([]byte(seed))
+	}
 }
 
 func isGzip(data []byte) bool { return len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b }
