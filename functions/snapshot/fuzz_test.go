@@ -70,6 +70,35 @@ func checkCommon(t *testing.T, data []byte, f Format) ([]Row, error) {
 			t.Fatalf("small limit: row on line %d not read with the default limit", row.Line)
 		}
 	}
+	// A buffer smaller than some rows (cut and skipped to their end) only
+	// turns the problems of such rows into row_too_large: the rows and the
+	// lines of the problems are those of a buffer that holds every row.
+	tiny := Limits{MaxRowBytes: 10}
+	rowsB, errB := readAllWith(data, f, tiny, func(*Reader) {})
+	rowsT, errT := readAllTiny(data, f, tiny, nil)
+	checkErr(t, errT)
+	if len(rowsT) != len(rowsB) || (errT == nil) != (errB == nil) {
+		t.Fatalf("tiny buffer: %d rows (%v), big buffer %d (%v)", len(rowsT), errT, len(rowsB), errB)
+	}
+	for i := range rowsT {
+		if rowsT[i].ProductID != rowsB[i].ProductID || rowsT[i].Line != rowsB[i].Line || !bytes.Equal(rowsT[i].Attributes, rowsB[i].Attributes) {
+			t.Fatalf("tiny buffer: row %d differs: %+v vs %+v", i, rowsT[i], rowsB[i])
+		}
+	}
+	pb, pt := problemsOf(errB), problemsOf(errT)
+	if len(pb) != len(pt) {
+		t.Fatalf("tiny buffer: problems %v, big buffer %v", pt, pb)
+	}
+	for i := range pb {
+		if pb[i] != pt[i] && !(strings.HasPrefix(pt[i], CodeRowTooLarge+"@") && strings.TrimPrefix(pt[i], CodeRowTooLarge) == strings.TrimPrefix(pb[i], CodeMalformedCSV)) {
+			t.Fatalf("tiny buffer: problems %v, big buffer %v", pt, pb)
+		}
+	}
+	rowsTP, errTP := readAllTiny(data, f, tiny, parallel)
+	if !slices.Equal(problemsOf(errTP), pt) || len(rowsTP) != len(rowsT) || (errT == nil) != (errTP == nil) || (errT != nil && errT.Error() != errTP.Error()) {
+		t.Fatalf("tiny buffer parallel: %v (%d rows), serial %v (%d rows)", errTP, len(rowsTP), errT, len(rowsT))
+	}
+
 	// Sniffing never panics and agrees on what it picks.
 	rowsA, used, errA := readAll(data, FormatAuto, Limits{})
 	checkErr(t, errA)

@@ -316,6 +316,30 @@ func readAllWith(data []byte, format Format, lim Limits, set func(*Reader)) ([]R
 	}
 }
 
+// readAllTiny is readAllWith with a buffer of at most the row limit plus 2
+// bytes: longer records are cut and skipped.
+func readAllTiny(data []byte, format Format, lim Limits, set func(*Reader)) ([]Row, error) {
+	r, err := newReader(bytes.NewReader(data), format, lim, 1)
+	if err != nil {
+		return nil, err
+	}
+	if set != nil {
+		set(r)
+	}
+	defer r.Close()
+	var rows []Row
+	for {
+		row, err := r.Next()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, row)
+	}
+}
+
 // parallel makes a reader parallel with tiny batches, so that every batch
 // boundary is exercised.
 func parallel(r *Reader) { r.Workers, r.batchBytes, r.batchRecords = 3, 7, 3 }

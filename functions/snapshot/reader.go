@@ -68,6 +68,7 @@ type Reader struct {
 	gz     bool
 
 	buf    []byte
+	steady int // size up to which buf grows with the input (steadyBufSize)
 	maxBuf int
 	r, w   int   // unconsumed input is buf[r:w]
 	base   int64 // stream offset of buf[0]
@@ -153,12 +154,18 @@ func (s *sourceReader) Read(p []byte) (int, error) {
 // A file that is empty, or holds only a BOM and blank lines, is valid: it has
 // no rows.
 func NewReader(rd io.Reader, format Format, limits Limits) (*Reader, error) {
+	return newReader(rd, format, limits, steadyBufSize)
+}
+
+// newReader is NewReader with the buffer's steady size (tests make it tiny,
+// so that rows over it are truncated and skipped).
+func newReader(rd io.Reader, format Format, limits Limits, steady int) (*Reader, error) {
 	if _, err := ParseFormat(string(format)); err != nil {
 		return nil, err
 	}
-	r := &Reader{format: format, line: 1}
+	r := &Reader{format: format, line: 1, steady: steady}
 	r.lim = limits.withDefaults()
-	r.maxBuf = max(r.lim.MaxRowBytes+2, steadyBufSize) // a row plus CRLF always fits
+	r.maxBuf = max(r.lim.MaxRowBytes+2, steady) // a row plus CRLF always fits
 	r.src = &sourceReader{r: rd}
 	var head [2]byte
 	n, err := io.ReadFull(r.src, head[:])
@@ -174,7 +181,7 @@ func NewReader(rd io.Reader, format Format, limits Limits) (*Reader, error) {
 		}
 		r.in = zr
 	}
-	r.buf = make([]byte, initialBufSize)
+	r.buf = make([]byte, min(initialBufSize, r.maxBuf))
 
 	// Skip a BOM.
 	for r.w-r.r < len(utf8BOM) && r.more() {
@@ -417,7 +424,7 @@ func (r *Reader) more() bool {
 	if r.w == len(r.buf) {
 		dst := r.buf
 		switch {
-		case r.r > 0 && len(r.buf) >= steadyBufSize:
+		case r.r > 0 && len(r.buf) >= r.steady:
 		case len(r.buf) < r.maxBuf:
 			dst = make([]byte, min(2*len(r.buf), r.maxBuf))
 		case r.r == 0:
