@@ -35,7 +35,10 @@ import (
 // readHeader reads and checks the header. A file without any non-blank
 // record has no header and no rows.
 func (r *Reader) readHeader() error {
-	raw, err := r.csvRecord(false)
+	raw, err := r.record(true)
+	for err == nil && r.blank(raw) {
+		raw, err = r.record(true)
+	}
 	if err == io.EOF {
 		r.empty = true
 		return nil
@@ -100,29 +103,6 @@ func (r *Reader) readHeader() error {
 	return nil
 }
 
-func (r *Reader) nextCSV() (RowView, error) {
-	if r.empty {
-		return RowView{}, io.EOF
-	}
-	for {
-		raw, err := r.csvRecord(r.Lines != nil)
-		if err != nil {
-			return RowView{}, err
-		}
-		if raw.rec == nil {
-			continue // not in Lines
-		}
-		id, e := r.csvParse(raw)
-		if e != nil {
-			if r.problem(e) {
-				return RowView{}, errStop
-			}
-			continue
-		}
-		return r.view(id, raw.line), nil
-	}
-}
-
 // csvParse splits, checks and canonicalizes one record; it returns the
 // product_id.
 func (p *rowParser) csvParse(raw rawRecord) ([]byte, *Error) {
@@ -160,26 +140,6 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 		return nil, e
 	}
 	return id, nil
-}
-
-// csvRecord reads the next non-blank record.
-//
-// With filter (Lines set), a record that does not start on a wanted line is
-// skipped without parsing: rec is nil.
-func (r *Reader) csvRecord(filter bool) (rawRecord, error) {
-	for {
-		raw, err := r.record(true)
-		if err != nil {
-			return rawRecord{}, err
-		}
-		if !raw.quotes && !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec) {
-			continue
-		}
-		if filter && !r.wanted(raw.line) {
-			return rawRecord{line: raw.line}, nil
-		}
-		return raw, nil
-	}
 }
 
 // csvFields splits a (non-blank) record into p.fields and checks its size.

@@ -294,32 +294,17 @@ func genJSONL(n int) []byte {
 
 // readAllWith reads every row with a configured reader; err is nil at a clean EOF.
 func readAllWith(data []byte, format Format, lim Limits, set func(*Reader)) ([]Row, error) {
-	r, err := NewReader(bytes.NewReader(data), format, lim)
-	if err != nil {
-		return nil, err
-	}
-	set(r)
-	defer r.Close()
-	var rows []Row
-	for {
-		row, err := r.Next()
-		if err == io.EOF {
-			if _, err2 := r.Next(); err2 != io.EOF {
-				return rows, fmt.Errorf("Next after EOF: %v", err2)
-			}
-			return rows, nil
-		}
-		if err != nil {
-			return rows, err
-		}
-		rows = append(rows, row)
-	}
+	return readAllSized(data, format, lim, steadyBufSize, set)
 }
 
 // readAllTiny is readAllWith with a buffer of at most the row limit plus 2
 // bytes: longer records are cut and skipped.
 func readAllTiny(data []byte, format Format, lim Limits, set func(*Reader)) ([]Row, error) {
-	r, err := newReader(bytes.NewReader(data), format, lim, 1)
+	return readAllSized(data, format, lim, 1, set)
+}
+
+func readAllSized(data []byte, format Format, lim Limits, steady int, set func(*Reader)) ([]Row, error) {
+	r, err := newReader(bytes.NewReader(data), format, lim, steady)
 	if err != nil {
 		return nil, err
 	}
@@ -331,6 +316,9 @@ func readAllTiny(data []byte, format Format, lim Limits, set func(*Reader)) ([]R
 	for {
 		row, err := r.Next()
 		if err == io.EOF {
+			if _, err2 := r.Next(); err2 != io.EOF {
+				return rows, fmt.Errorf("Next after EOF: %v", err2)
+			}
 			return rows, nil
 		}
 		if err != nil {

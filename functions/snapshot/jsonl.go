@@ -8,26 +8,6 @@ import (
 // tabs and CRs are skipped but counted. Values are re-encoded canonically by
 // canonicalizer (canonical.go).
 
-func (r *Reader) nextJSONL() (RowView, error) {
-	for {
-		raw, err := r.record(false)
-		if err != nil {
-			return RowView{}, err
-		}
-		if !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec) || (r.Lines != nil && !r.wanted(raw.line)) {
-			continue
-		}
-		id, e := r.jsonlParse(raw)
-		if e != nil {
-			if r.problem(e) {
-				return RowView{}, errStop
-			}
-			continue
-		}
-		return r.view(id, raw.line), nil
-	}
-}
-
 // jsonlParse checks and canonicalizes one non-blank line; it returns the
 // product_id.
 func (p *rowParser) jsonlParse(raw rawRecord) ([]byte, *Error) {

@@ -140,7 +140,7 @@ func (r *Reader) split(p *pipeline) {
 	if !get() {
 		return
 	}
-	if r.format != FormatJSONL && r.empty {
+	if r.empty {
 		b.term = io.EOF
 		send()
 		return
@@ -157,10 +157,7 @@ func (r *Reader) split(p *pipeline) {
 			send()
 			return
 		}
-		if !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec) && (!raw.quotes || !quoteAware) {
-			continue
-		}
-		if r.Lines != nil && !r.wanted(raw.line) {
+		if r.skipped(raw) {
 			continue
 		}
 		b.recs = append(b.recs, record{off: int32(len(b.data)), n: int32(len(raw.rec)), line: int32(raw.line), quotes: raw.quotes, truncated: raw.truncated})
@@ -178,13 +175,7 @@ func (r *Reader) split(p *pipeline) {
 func (w *rowParser) parseBatch(format Format, b *batch, attrs bool) {
 	for _, rc := range b.recs {
 		raw := rawRecord{rec: b.data[rc.off : rc.off+rc.n], line: int(rc.line), quotes: rc.quotes, truncated: rc.truncated}
-		var id []byte
-		var e *Error
-		if format == FormatJSONL {
-			id, e = w.jsonlParse(raw)
-		} else {
-			id, e = w.csvParse(raw)
-		}
+		id, e := w.parse(format, raw)
 		if e != nil {
 			b.probs = append(b.probs, e)
 			continue

@@ -272,13 +272,7 @@ func (r *Reader) Scan() (RowView, error) {
 }
 
 func (r *Reader) scanSerial() (RowView, error) {
-	var v RowView
-	var err error
-	if r.format == FormatJSONL {
-		v, err = r.nextJSONL()
-	} else {
-		v, err = r.nextCSV()
-	}
+	v, err := r.nextRow()
 	if err != nil {
 		r.err = r.end(err)
 		return RowView{}, r.err
@@ -287,6 +281,52 @@ func (r *Reader) scanSerial() (RowView, error) {
 		v.Attributes = nil
 	}
 	return v, nil
+}
+
+// nextRow reads records up to the next good row, noting the problems of
+// the others.
+func (r *Reader) nextRow() (RowView, error) {
+	if r.empty {
+		return RowView{}, io.EOF
+	}
+	for {
+		raw, err := r.record(r.format != FormatJSONL)
+		if err != nil {
+			return RowView{}, err
+		}
+		if r.skipped(raw) {
+			continue
+		}
+		id, e := r.parse(r.format, raw)
+		if e != nil {
+			if r.problem(e) {
+				return RowView{}, errStop
+			}
+			continue
+		}
+		return r.view(id, raw.line), nil
+	}
+}
+
+// blank reports whether a record is a blank line (only spaces, tabs and
+// CRs), which is skipped. A record over the row limit is not blank.
+func (r *Reader) blank(raw rawRecord) bool {
+	return !raw.quotes && !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec)
+}
+
+// skipped reports whether a record is not to be parsed: blank, or not on a
+// line of Lines.
+func (r *Reader) skipped(raw rawRecord) bool {
+	return r.blank(raw) || r.Lines != nil && !r.wanted(raw.line)
+}
+
+// parse checks and canonicalizes one record into p.out; it returns the
+// product_id.
+func (p *rowParser) parse(format Format, raw rawRecord) ([]byte, *Error) {
+	if format == FormatJSONL {
+		return p.jsonlParse(raw)
+	}
+	return p.csvParse(raw)
 }
 
 // problem notes a problem with a row; it returns true when the reader
