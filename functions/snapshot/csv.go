@@ -36,7 +36,7 @@ import (
 // record has no header and no rows.
 func (r *Reader) readHeader() error {
 	raw, err := r.record(true)
-	for err == nil && r.blank(raw) {
+	for err == nil && r.blank(&raw) {
 		raw, err = r.record(true)
 	}
 	if err == io.EOF {

@@ -98,7 +98,7 @@ func (r *Reader) startPipeline() {
 		go func() {
 			defer p.wg.Done()
 			for b := range p.work {
-				w.parseBatch(r.format, b, !r.SkipAttributes)
+				w.parseBatch(b, !r.SkipAttributes)
 				close(b.done)
 			}
 			p.mu.Lock()
@@ -145,7 +145,7 @@ func (r *Reader) split(p *pipeline) {
 		send()
 		return
 	}
-	quoteAware := r.format != FormatJSONL
+	quoteAware := !r.jsonl
 	maxBytes, maxRecs := batchBytes, batchRecords
 	if r.batchBytes > 0 {
 		maxBytes, maxRecs = r.batchBytes, r.batchRecords
@@ -157,7 +157,7 @@ func (r *Reader) split(p *pipeline) {
 			send()
 			return
 		}
-		if r.skipped(raw) {
+		if r.skipped(&raw) {
 			continue
 		}
 		b.recs = append(b.recs, record{off: int32(len(b.data)), n: int32(len(raw.rec)), line: int32(raw.line), quotes: raw.quotes, truncated: raw.truncated})
@@ -172,10 +172,10 @@ func (r *Reader) split(p *pipeline) {
 }
 
 // parseBatch parses a batch's records into its rows and problems.
-func (w *rowParser) parseBatch(format Format, b *batch, attrs bool) {
+func (w *rowParser) parseBatch(b *batch, attrs bool) {
 	for _, rc := range b.recs {
 		raw := rawRecord{rec: b.data[rc.off : rc.off+rc.n], line: int(rc.line), quotes: rc.quotes, truncated: rc.truncated}
-		id, e := w.parse(format, raw)
+		id, e := w.parse(raw)
 		if e != nil {
 			b.probs = append(b.probs, e)
 			continue

@@ -99,7 +99,8 @@ type Reader struct {
 // rowParser turns one record into a row: the per-row state of CSV and JSON
 // Lines parsing, apart from reading and splitting the input.
 type rowParser struct {
-	lim Limits
+	lim   Limits
+	jsonl bool // the format is JSON Lines (else CSV)
 
 	// CSV header, read once, shared read-only by the copies
 	names    []string
@@ -196,6 +197,7 @@ func newReader(rd io.Reader, format Format, limits Limits, steady int) (*Reader,
 		}
 		r.format = f
 	}
+	r.jsonl = r.format == FormatJSONL
 	if r.format == FormatCSV {
 		if err := r.readHeader(); err != nil {
 			return nil, err
@@ -290,14 +292,14 @@ func (r *Reader) nextRow() (RowView, error) {
 		return RowView{}, io.EOF
 	}
 	for {
-		raw, err := r.record(r.format != FormatJSONL)
+		raw, err := r.record(!r.jsonl)
 		if err != nil {
 			return RowView{}, err
 		}
-		if r.skipped(raw) {
+		if r.skipped(&raw) {
 			continue
 		}
-		id, e := r.parse(r.format, raw)
+		id, e := r.parse(raw)
 		if e != nil {
 			if r.problem(e) {
 				return RowView{}, errStop
@@ -310,20 +312,20 @@ func (r *Reader) nextRow() (RowView, error) {
 
 // blank reports whether a record is a blank line (only spaces, tabs and
 // CRs), which is skipped. A record over the row limit is not blank.
-func (r *Reader) blank(raw rawRecord) bool {
+func (r *Reader) blank(raw *rawRecord) bool {
 	return !raw.quotes && !raw.truncated && len(raw.rec) <= r.lim.MaxRowBytes && isBlank(raw.rec)
 }
 
 // skipped reports whether a record is not to be parsed: blank, or not on a
 // line of Lines.
-func (r *Reader) skipped(raw rawRecord) bool {
+func (r *Reader) skipped(raw *rawRecord) bool {
 	return r.blank(raw) || r.Lines != nil && !r.wanted(raw.line)
 }
 
 // parse checks and canonicalizes one record into p.out; it returns the
 // product_id.
-func (p *rowParser) parse(format Format, raw rawRecord) ([]byte, *Error) {
-	if format == FormatJSONL {
+func (p *rowParser) parse(raw rawRecord) ([]byte, *Error) {
+	if p.jsonl {
 		return p.jsonlParse(raw)
 	}
 	return p.csvParse(raw)
@@ -550,6 +552,18 @@ func (r *Reader) record(quoteAware bool) (rawRecord, error) {
 	if r.skipping {
 		if err := r.skipRest(quoteAware); err != nil {
 			return rawRecord{}, err
+		}
+	}
+	// The common case first: a whole line in the buffer, without quotes.
+	if i := bytes.IndexByte(r.buf[r.r:r.w], '\n'); i >= 0 {
+		if rec := r.buf[r.r : r.r+i]; !quoteAware || bytes.IndexByte(rec, '"') < 0 {
+			r.r += i + 1
+			line := r.line
+			r.line++
+			if n := len(rec); n > 0 && rec[n-1] == '\r' {
+				rec = rec[:n-1]
+			}
+			return rawRecord{rec: rec, line: line}, nil
 		}
 	}
 	var s splitState
