@@ -172,6 +172,7 @@ type canonicalizer struct {
 	// names of the top-level members of the rows (extractID), for
 	// Reader.AttributeNames
 	names attrNames
+	noted keyOrder // the sorted keys last added to names (keys and ends only)
 }
 
 // object parses src as one JSON object (surrounded by optional whitespace)
@@ -314,7 +315,7 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 	if len(mems) > 1 {
 		sorted = c.sortMembers(arena, mems, depth == 0, start)
 	} else if len(mems) == 1 && top {
-		c.names.add(arena[mems[0].k0:mems[0].k1])
+		c.noteNames(arena, mems)
 	}
 	dst = append(dst, '{')
 	for i, m := range sorted {
@@ -337,32 +338,16 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 func (c *canonicalizer) sortMembers(arena []byte, mems []member, top bool, pos int) []member {
 	ko := &c.order
 	if top {
-		if ko.valid && len(ko.ends) == len(mems) {
-			same, prev := true, 0
-			for i, m := range mems {
-				if !bytes.Equal(arena[m.k0:m.k1], ko.keys[prev:ko.ends[i]]) {
-					same = false
-					break
-				}
-				prev = ko.ends[i]
+		if ko.valid && ko.same(arena, mems) {
+			s := c.sorted[:0]
+			for _, p := range ko.perm {
+				s = append(s, mems[p])
 			}
-			if same {
-				s := c.sorted[:0]
-				for _, p := range ko.perm {
-					s = append(s, mems[p])
-				}
-				c.sorted = s
-				return s
-			}
+			c.sorted = s
+			return s
 		}
-		ko.valid, ko.keys, ko.ends = false, ko.keys[:0], ko.ends[:0]
-		for _, m := range mems {
-			ko.keys = append(ko.keys, arena[m.k0:m.k1]...)
-			ko.ends = append(ko.ends, len(ko.keys))
-			if c.extractID {
-				c.names.add(arena[m.k0:m.k1])
-			}
-		}
+		ko.valid = false
+		ko.set(arena, mems)
 	}
 	slices.SortFunc(mems, func(a, b member) int {
 		return bytes.Compare(arena[a.k0:a.k1], arena[b.k0:b.k1])
@@ -379,8 +364,48 @@ func (c *canonicalizer) sortMembers(arena []byte, mems []member, top bool, pos i
 			ko.perm = append(ko.perm, m.idx)
 		}
 		ko.valid = true
+		if c.extractID {
+			c.noteNames(arena, mems)
+		}
 	}
 	return mems
+}
+
+// noteNames adds the sorted top-level keys of a row to c.names, unless they
+// are the keys last noted (rows that only reorder their keys cost a
+// comparison, not a map lookup per key).
+func (c *canonicalizer) noteNames(arena []byte, sorted []member) {
+	if c.noted.same(arena, sorted) {
+		return
+	}
+	c.noted.set(arena, sorted)
+	for _, m := range sorted {
+		c.names.add(arena[m.k0:m.k1])
+	}
+}
+
+// same reports whether the keys of mems are ko's keys, in the same order.
+func (ko *keyOrder) same(arena []byte, mems []member) bool {
+	if len(ko.ends) != len(mems) {
+		return false
+	}
+	prev := 0
+	for i, m := range mems {
+		if !bytes.Equal(arena[m.k0:m.k1], ko.keys[prev:ko.ends[i]]) {
+			return false
+		}
+		prev = ko.ends[i]
+	}
+	return true
+}
+
+// set makes the keys of mems ko's keys.
+func (ko *keyOrder) set(arena []byte, mems []member) {
+	ko.keys, ko.ends = ko.keys[:0], ko.ends[:0]
+	for _, m := range mems {
+		ko.keys = append(ko.keys, arena[m.k0:m.k1]...)
+		ko.ends = append(ko.ends, len(ko.keys))
+	}
 }
 
 func kindOf(b byte) string {
