@@ -539,8 +539,8 @@ func TestStack(t *testing.T) {
 			want[route.Key()] = fns[route.Function]
 		}
 		equal(t, "routes", got, want)
-		if len(Routes) != 9 {
-			t.Errorf("DESIGN 5 has 9 routes, Routes has %d", len(Routes))
+		if len(Routes) != 14 {
+			t.Errorf("DESIGN 5 has 14 routes (with GET settings), Routes has %d", len(Routes))
 		}
 
 		stage := r.props(t, r.logicalID(t, "AWS::ApiGatewayV2::Stage", "DefaultStage"))

@@ -207,14 +207,36 @@ func union(a, b map[string]string) map[string]bool {
 func TestHoldPolicy(t *testing.T) {
 	t.Parallel()
 	p := DefaultHoldPolicy
-	code, _ := p.HoldReason(1000, 0, 1000)
-	require.Equal(t, "empty_snapshot", code)
-	code, _ = p.HoldReason(1000, 400, 600)
-	require.Equal(t, "mass_delete", code)
-	code, _ = p.HoldReason(1000, 500, 500)
-	require.Equal(t, "", code, "exactly half is not more than half")
-	code, _ = p.HoldReason(99, 1, 98)
-	require.Equal(t, "", code, "small catalogs are not held")
+	names := []string{"brand", "price", "title"}
+	renamed := []string{"Brand", "Price", "Title"}
+	for _, tc := range []struct {
+		in   HoldInput
+		want string
+		why  string
+	}{
+		{HoldInput{BaselineProducts: 1000, NewProducts: 0, Deletes: 1000}, HoldEmptySnapshot, "empty"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 400, Deletes: 600}, HoldMassDelete, "more than half deleted"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 500, Deletes: 500}, "", "exactly half is not more than half"},
+		{HoldInput{BaselineProducts: 99, NewProducts: 1, Deletes: 98}, "", "small catalogs are not held"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 1000, Updates: 1000, BaselineNames: names, NewNames: renamed}, HoldMassUpdate, "renamed columns rewrite every row"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 1000, Updates: 1000, BaselineNames: names, NewNames: names}, "", "same names: a price change of every row is normal"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 1000, Updates: 500, BaselineNames: names, NewNames: renamed}, "", "exactly half updated"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 1000, Updates: 1000, NewNames: renamed}, "", "baseline names unknown"},
+		{HoldInput{BaselineProducts: 99, NewProducts: 99, Updates: 99, BaselineNames: names, NewNames: renamed}, "", "small catalog"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 300, Deletes: 700, Updates: 300, BaselineNames: names, NewNames: renamed}, HoldMassDelete, "mass_delete first"},
+		{HoldInput{BaselineProducts: 1000, NewProducts: 0, Deletes: 1000, BaselineNames: names}, HoldEmptySnapshot, "empty first"},
+	} {
+		code, msg := p.HoldReason(tc.in)
+		require.Equal(t, tc.want, code, tc.why)
+		if code == HoldMassUpdate {
+			require.Contains(t, msg, "gone: brand, price, title; new: Brand, Price, Title")
+		}
+	}
+	strict := HoldPolicy{DeleteFraction: 0.1, UpdateFraction: 0, MinProducts: 100}
+	code, _ := strict.HoldReason(HoldInput{BaselineProducts: 1000, NewProducts: 850, Deletes: 150})
+	require.Equal(t, HoldMassDelete, code, "a retailer's own threshold")
+	code, _ = strict.HoldReason(HoldInput{BaselineProducts: 1000, NewProducts: 1000, Updates: 1, BaselineNames: names, NewNames: renamed})
+	require.Equal(t, HoldMassUpdate, code)
 }
 
 func TestValidateRetailerID(t *testing.T) {

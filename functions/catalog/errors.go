@@ -68,3 +68,9 @@ func TooManyReservations(retailerID string, perHour int, retryAfter time.Duratio
 	e.RetryAfter = retryAfter
 	return e
 }
+
+// Offboarded is the error of a request about an offboarded retailer that
+// would change something.
+func Offboarded(retailerID string) *Error {
+	return Errorf(ErrConflict, "retailer_offboarded", "retailer %q is offboarded", retailerID)
+}

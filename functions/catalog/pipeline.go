@@ -15,10 +15,12 @@ type DiffDecision struct {
 	Reason  string // why not, for the log
 	// For Proceed:
 	Format           string
-	Confirmed        bool    // a held snapshot the retailer confirmed
-	Baseline         int64   // the applied generation to diff against (0: none)
-	BaselineProducts int64   // its product count
-	Stopped          []int64 // newer generations that may have written rows (I5); set by TakeOver
+	Confirmed        bool  // a held snapshot the retailer confirmed
+	Baseline         int64 // the applied generation to diff against (0: none)
+	BaselineProducts int64 // its product count
+	// BaselineNames are the baseline's attribute names (nil: unknown).
+	BaselineNames []string
+	Stopped       []int64 // newer generations that may have written rows (I5); set by TakeOver
 	// ETag is the version of the upload pinned for the generation, "" until
 	// the first read pins one; every read of the upload asks for it.
 	ETag string
@@ -27,6 +29,10 @@ type DiffDecision struct {
 // Counts are the diff's figures for a generation.
 type Counts struct {
 	Inserted, Updated, Deleted, Unchanged, Products int64
+	// AttributeNames are the snapshot's attribute names (the union over its
+	// products, sorted), kept with the generation: the next snapshot's
+	// mass_update hold compares its own with the baseline's.
+	AttributeNames []string
 }
 
 // ApplyOutcome says what applying one chunk did.

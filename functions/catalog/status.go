@@ -9,6 +9,9 @@ type Retailer struct {
 	TokenHash []byte
 	Hold      HoldPolicy
 	CreatedAt time.Time
+	// OffboardedAt is when the retailer was offboarded (nil: active): its
+	// token is revoked and its catalog removed; nothing new is accepted.
+	OffboardedAt *time.Time
 }
 
 // GenerationStatus is the state of one upload, as the status route shows it.

@@ -284,6 +284,7 @@ type run struct {
 	etag     string
 	entries  *catalog.Sorter // the new snapshot's (id, hash, line), sorted
 	products int64
+	names    []string // the snapshot's attribute names (union over its products, sorted)
 
 	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan
@@ -367,10 +368,10 @@ func (r *run) diff(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	counts := countsOf(plan, r.products)
+	counts := r.countsOf(plan)
 	if !r.decision.Confirmed && takeover.Baseline != r.decision.Baseline {
 		// The baseline moved while we read: decide the hold again.
-		if held, err := r.holdPlan(ctx, plan, takeover.BaselineProducts); err != nil || held {
+		if held, err := r.holdPlan(ctx, plan, takeover); err != nil || held {
 			return err
 		}
 	}
@@ -409,30 +410,38 @@ func (r *run) diff(ctx context.Context) error {
 	return nil
 }
 
-func countsOf(plan catalog.Plan, products int64) catalog.Counts {
+// countsOf is what the generation records of a plan: its counts and the
+// snapshot's attribute names.
+func (r *run) countsOf(plan catalog.Plan) catalog.Counts {
 	return catalog.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
-		Unchanged: plan.Unchanged, Products: products}
+		Unchanged: plan.Unchanged, Products: r.products, AttributeNames: r.names}
 }
 
 // hold decides the hold rule (I8) against the baseline of d alone.
 func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 	if d.Baseline == 0 || r.products == 0 {
-		return r.holdPlan(ctx, catalog.Plan{Inserted: r.products}, d.BaselineProducts)
+		return r.holdPlan(ctx, catalog.Plan{Inserted: r.products}, d)
 	}
 	plan, err := r.merge(ctx, catalog.DiffDecision{Baseline: d.Baseline})
 	if err != nil {
 		return false, err
 	}
-	return r.holdPlan(ctx, plan, d.BaselineProducts)
+	return r.holdPlan(ctx, plan, d)
 }
 
-func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, baselineProducts int64) (bool, error) {
-	code, msg := r.retailer.Hold.HoldReason(baselineProducts, r.products, plan.Deleted)
+// holdPlan holds the snapshot when the hold rules say so, against the
+// baseline of d: empty_snapshot, mass_delete, mass_update (the attribute
+// names differ from the baseline's and over the threshold would be updated).
+func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
+	code, msg := r.retailer.Hold.HoldReason(catalog.HoldInput{
+		BaselineProducts: d.BaselineProducts, NewProducts: r.products, Deletes: plan.Deleted, Updates: plan.Updated,
+		BaselineNames: d.BaselineNames, NewNames: r.names,
+	})
 	if code == "" {
 		return false, nil
 	}
-	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted)
-	if err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, countsOf(plan, r.products)); err != nil {
+	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted, "updated", plan.Updated)
+	if err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan)); err != nil {
 		return true, err
 	}
 	r.ended(ctx, catalog.StateHeld)
@@ -522,7 +531,17 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		r.log.InfoContext(ctx, "sorted runs spilled to disk", "bytes", spilled, "times", times)
 	}
 	r.entries, r.products, keep = entries, entries.Len(), true
+	r.names = attributeNames(rd)
 	return false, nil
+}
+
+// attributeNames are the names of the snapshot's attributes, the union
+// over its products, sorted (snapshot.Reader.AttributeNames).
+func attributeNames(rd any) []string {
+	if an, ok := rd.(interface{ AttributeNames() []string }); ok {
+		return an.AttributeNames()
+	}
+	return nil
 }
 
 // newReader opens a snapshot stream. The decompressed size is bounded too

@@ -146,6 +146,42 @@ func (b *Blobs) Put(ctx context.Context, key string, body []byte) error {
 	return nil
 }
 
+// PutNew writes key unless an object is there already (then nothing
+// changes, no error), as a conditional PUT with If-None-Match: * does.
+func (b *Blobs) PutNew(ctx context.Context, key string, body []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	if path := b.file(key); path != "" {
+		b.mu.Unlock()
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrNotExist) {
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				return fmt.Errorf("put %s: %w", key, err)
+			}
+			f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		}
+		if errors.Is(err, fs.ErrExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("put %s: %w", key, err)
+		}
+		_, err = f.Write(body)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	}
+	_, exists := b.objects[key]
+	b.mu.Unlock()
+	if exists {
+		return nil
+	}
+	return b.Put(ctx, key, body)
+}
+
 // Size returns an object's size; blob.ErrNotFound when it does not exist.
 func (b *Blobs) Size(ctx context.Context, key string) (int64, error) {
 	obj, err := b.Open(ctx, key, "")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -44,8 +45,10 @@ type retailerState struct {
 
 type generation struct {
 	catalog.GenerationStatus
-	indexWritten bool
-	objectETag   string // the pinned upload version
+	indexWritten   bool
+	objectETag     string   // the pinned upload version
+	attributeNames []string // the snapshot's, once read whole
+	offboarding    bool
 }
 
 type productRow struct {
@@ -93,6 +96,7 @@ func (s *Store) CreateRetailer(ctx context.Context, r catalog.Retailer) error {
 	if r.Hold == (catalog.HoldPolicy{}) {
 		r.Hold = catalog.DefaultHoldPolicy
 	}
+	r.OffboardedAt = nil
 	r.TokenHash = bytes.Clone(r.TokenHash)
 	r.CreatedAt = s.now()
 	if s.retailers == nil {
@@ -111,6 +115,69 @@ func (s *Store) Retailer(ctx context.Context, retailerID string) (catalog.Retail
 		return r, retailerNotFound(retailerID)
 	}
 	return r, nil
+}
+
+// SetHoldPolicy sets a retailer's hold thresholds; catalog.ErrConflict when offboarded.
+func (s *Store) SetHoldPolicy(ctx context.Context, retailerID string, p catalog.HoldPolicy) error {
+	return s.changeRetailer(retailerID, func(r *catalog.Retailer) {
+		r.Hold.DeleteFraction, r.Hold.UpdateFraction = p.DeleteFraction, p.UpdateFraction
+	})
+}
+
+// SetToken replaces a retailer's token hash; catalog.ErrConflict when offboarded.
+func (s *Store) SetToken(ctx context.Context, retailerID string, hash []byte) error {
+	return s.changeRetailer(retailerID, func(r *catalog.Retailer) { r.TokenHash = bytes.Clone(hash) })
+}
+
+func (s *Store) changeRetailer(retailerID string, change func(*catalog.Retailer)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.retailers[retailerID]
+	if !ok {
+		return retailerNotFound(retailerID)
+	}
+	if r.OffboardedAt != nil {
+		return catalog.Offboarded(retailerID)
+	}
+	change(&r)
+	s.retailers[retailerID] = r
+	return nil
+}
+
+// Offboard revokes the retailer's token, marks it offboarded and reserves,
+// once, the generation whose empty snapshot (confirmed in advance) removes
+// its catalog; it returns that generation.
+func (s *Store) Offboard(ctx context.Context, retailerID string, revokedHash []byte, expires time.Time) (int64, error) {
+	s.mu.Lock()
+	r, ok := s.retailers[retailerID]
+	if !ok {
+		s.mu.Unlock()
+		return 0, retailerNotFound(retailerID)
+	}
+	r.TokenHash = bytes.Clone(revokedHash)
+	if r.OffboardedAt == nil {
+		now := s.now()
+		r.OffboardedAt = &now
+	}
+	s.retailers[retailerID] = r
+	if st := s.state[retailerID]; st != nil {
+		for gen, g := range st.gens {
+			if g.offboarding {
+				s.mu.Unlock()
+				return gen, nil
+			}
+		}
+	}
+	s.mu.Unlock()
+	gen, err := s.ReserveGeneration(ctx, retailerID, "csv", expires, 0)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := s.state[retailerID].gens[gen]
+	g.offboarding, g.Confirmed = true, true
+	return gen, nil
 }
 
 // RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
@@ -417,6 +484,7 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 	}
 	d.Format = g.Format
 	d.Proceed, d.Baseline, d.BaselineProducts, d.ETag = true, st.applied, st.appliedProducts, g.objectETag
+	d.BaselineNames = st.names(st.applied)
 	return d, nil
 }
 
@@ -449,6 +517,7 @@ func (s *Store) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 			return fmt.Errorf("take over %s/%d: generation was never reserved", retailerID, gen)
 		}
 		d.Baseline, d.BaselineProducts, d.Confirmed = st.applied, st.appliedProducts, g.Confirmed
+		d.BaselineNames = st.names(st.applied)
 		if st.latest > gen || (g.State != catalog.StateDiffing && g.State != catalog.StateApplying) {
 			s.markSuperseded(g, st.latest)
 			return catalog.ErrSuperseded
@@ -501,7 +570,16 @@ func (s *Store) Hold(ctx context.Context, retailerID string, gen int64, code, me
 	})
 }
 
+// names are a generation's attribute names (nil: unknown or none).
+func (st *retailerState) names(gen int64) []string {
+	if g, ok := st.gens[gen]; ok && g.attributeNames != nil {
+		return slices.Clone(g.attributeNames)
+	}
+	return nil
+}
+
 func (g *generation) setCounts(c catalog.Counts) {
+	g.attributeNames = slices.Clone(c.AttributeNames)
 	g.Inserted, g.Updated, g.Deleted, g.Unchanged, g.Products = c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products
 }
 

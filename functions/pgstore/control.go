@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -38,7 +39,8 @@ func (c *Control) CreateRetailer(ctx context.Context, r catalog.Retailer) error 
 func (c *Control) Retailer(ctx context.Context, id string) (catalog.Retailer, error) {
 	var r catalog.Retailer
 	err := c.pool.QueryRow(ctx, q("get_retailer"), id).Scan(
-		&r.ID, &r.Shard, &r.TokenHash, &r.Hold.DeleteFraction, &r.Hold.MinProducts, &r.CreatedAt)
+		&r.ID, &r.Shard, &r.TokenHash, &r.Hold.DeleteFraction, &r.Hold.UpdateFraction, &r.Hold.MinProducts,
+		&r.CreatedAt, &r.OffboardedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, catalog.Errorf(catalog.ErrNotFound, "retailer_not_found", "retailer %q not found", id)
 	}
@@ -46,4 +48,57 @@ func (c *Control) Retailer(ctx context.Context, id string) (catalog.Retailer, er
 		return r, fmt.Errorf("get retailer %s: %w", id, err)
 	}
 	return r, nil
+}
+
+// retailerGone is the error of a change to a retailer that is unknown or offboarded.
+func (c *Control) retailerGone(ctx context.Context, id string) error {
+	r, err := c.Retailer(ctx, id)
+	if err != nil {
+		return err
+	}
+	if r.OffboardedAt != nil {
+		return catalog.Offboarded(id)
+	}
+	return fmt.Errorf("retailer %s: unchanged", id)
+}
+
+// SetHoldPolicy sets a retailer's hold thresholds (I8); catalog.ErrNotFound
+// when unknown, catalog.ErrConflict when offboarded.
+func (c *Control) SetHoldPolicy(ctx context.Context, id string, p catalog.HoldPolicy) error {
+	tag, err := c.pool.Exec(ctx, q("set_hold_policy"), id, p.DeleteFraction, p.UpdateFraction)
+	if err != nil {
+		return fmt.Errorf("set hold policy of %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return c.retailerGone(ctx, id)
+	}
+	return nil
+}
+
+// SetToken replaces a retailer's token hash: the old token stops working
+// at once. catalog.ErrNotFound when unknown, catalog.ErrConflict when offboarded.
+func (c *Control) SetToken(ctx context.Context, id string, hash []byte) error {
+	tag, err := c.pool.Exec(ctx, q("set_token"), id, hash)
+	if err != nil {
+		return fmt.Errorf("set token of %s: %w", id, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return c.retailerGone(ctx, id)
+	}
+	return nil
+}
+
+// Offboard revokes a retailer's token (revokedHash is the hash of a token
+// nobody holds) and marks it offboarded (the first time stays);
+// catalog.ErrNotFound when unknown.
+func (c *Control) Offboard(ctx context.Context, id string, revokedHash []byte) error {
+	var at time.Time
+	err := c.pool.QueryRow(ctx, q("offboard_retailer"), id, revokedHash).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Errorf(catalog.ErrNotFound, "retailer_not_found", "retailer %q not found", id)
+	}
+	if err != nil {
+		return fmt.Errorf("offboard %s: %w", id, err)
+	}
+	return nil
 }

@@ -6,8 +6,24 @@ VALUES ($1, $2, $3)
 ON CONFLICT (retailer_id) DO NOTHING;
 
 -- name: get_retailer
-SELECT retailer_id, shard, token_hash, hold_delete_fraction, hold_min_products, created_at
+SELECT retailer_id, shard, token_hash, hold_delete_fraction, hold_update_fraction, hold_min_products,
+       created_at, offboarded_at
 FROM retailers WHERE retailer_id = $1;
+
+-- name: set_hold_policy
+UPDATE retailers SET hold_delete_fraction = $2, hold_update_fraction = $3
+WHERE retailer_id = $1 AND offboarded_at IS NULL;
+
+-- name: set_token
+-- A new token: the old one stops working with this commit.
+UPDATE retailers SET token_hash = $2 WHERE retailer_id = $1 AND offboarded_at IS NULL;
+
+-- name: offboard_retailer
+-- The token is revoked at once ($2 is the hash of a token nobody holds);
+-- offboarding again keeps the first time.
+UPDATE retailers SET token_hash = $2, offboarded_at = coalesce(offboarded_at, now())
+WHERE retailer_id = $1
+RETURNING offboarded_at;
 
 -- name: retailer_shard
 -- The storefront's routing: its role may read these two columns only.
@@ -143,14 +159,26 @@ WHERE retailer_id = $1 AND generation = $2 AND state IN ('received', 'diffing', 
 
 -- name: hold_generation
 UPDATE generations SET state = 'held', error_code = $3, error_message = $4, error_line = NULL,
-       inserted = $5, updated = $6, deleted = $7, unchanged = $8, products = $9
+       inserted = $5, updated = $6, deleted = $7, unchanged = $8, products = $9, attribute_names = $10
 WHERE retailer_id = $1 AND generation = $2 AND state = 'diffing';
 
 -- name: start_applying
 UPDATE generations SET state = 'applying', index_written = true,
        inserted = $3, updated = $4, deleted = $5, unchanged = $6, products = $7,
-       chunks_total = $8, error_code = NULL, error_message = NULL, error_line = NULL
+       chunks_total = $8, attribute_names = $9, error_code = NULL, error_message = NULL, error_line = NULL
 WHERE retailer_id = $1 AND generation = $2 AND state IN ('diffing', 'applying');
+
+-- name: attribute_names
+-- A generation's attribute names (NULL: unknown, or no such generation).
+SELECT attribute_names FROM generations WHERE retailer_id = $1 AND generation = $2;
+
+-- name: offboarding_generation
+SELECT generation FROM generations WHERE retailer_id = $1 AND offboarding;
+
+-- name: insert_offboarding_generation
+-- The offboarding's empty snapshot, confirmed in advance (no empty_snapshot hold).
+INSERT INTO generations (retailer_id, generation, format, object_key, upload_expires_at, confirmed, offboarding)
+VALUES ($1, $2, 'csv', $3, $4, true, true);
 
 -- name: confirm_generation
 UPDATE generations SET confirmed = true

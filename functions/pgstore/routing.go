@@ -20,11 +20,40 @@ func (s *Stores) shardOf(ctx context.Context, retailerID string) (*Shard, error)
 	return sh, err
 }
 
-// Retailer returns a registered retailer (cached for the life of the
-// process: a retailer never moves shard); catalog.ErrNotFound when unknown.
+// Retailer returns a registered retailer as the control database has it
+// now (thresholds, offboarding); catalog.ErrNotFound when unknown. Its
+// shard is cached for the life of the process (a retailer never moves).
 func (s *Stores) Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error) {
-	r, _, err := s.ForRetailer(ctx, retailerID)
+	r, err := s.Control.Retailer(ctx, retailerID)
+	if err == nil && r.Shard >= 0 && r.Shard < len(s.Shards) {
+		s.retailers.Store(retailerID, r)
+	}
 	return r, err
+}
+
+// SetHoldPolicy is Control.SetHoldPolicy.
+func (s *Stores) SetHoldPolicy(ctx context.Context, retailerID string, p catalog.HoldPolicy) error {
+	return s.Control.SetHoldPolicy(ctx, retailerID, p)
+}
+
+// SetToken is Control.SetToken.
+func (s *Stores) SetToken(ctx context.Context, retailerID string, hash []byte) error {
+	return s.Control.SetToken(ctx, retailerID, hash)
+}
+
+// Offboard revokes the retailer's token and marks it offboarded (control
+// database), then reserves its offboarding generation on its shard
+// (Shard.ReserveOffboarding) and returns it. Both steps are idempotent, so
+// a failed offboarding is completed by asking again.
+func (s *Stores) Offboard(ctx context.Context, retailerID string, revokedHash []byte, expires time.Time) (int64, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Control.Offboard(ctx, retailerID, revokedHash); err != nil {
+		return 0, err
+	}
+	return sh.ReserveOffboarding(ctx, retailerID, expires)
 }
 
 // ShardCount is the number of shards retailers are placed on.

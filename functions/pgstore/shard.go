@@ -275,6 +275,9 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		if err := tx.QueryRow(ctx, `SELECT format FROM generations WHERE retailer_id = $1 AND generation = $2`, retailerID, gen).Scan(&d.Format); err != nil {
 			return err
 		}
+		if d.BaselineNames, err = attributeNames(ctx, tx, retailerID, applied); err != nil {
+			return err
+		}
 		d.Proceed, d.Baseline, d.BaselineProducts, d.ETag = true, applied, appliedProducts, pinned
 		return nil
 	})
@@ -282,6 +285,52 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		return d, fmt.Errorf("begin diff %s/%d: %w", retailerID, gen, err)
 	}
 	return d, nil
+}
+
+// attributeNames reads a generation's attribute names (nil: unknown, or gen 0).
+func attributeNames(ctx context.Context, tx pgx.Tx, retailerID string, gen int64) ([]string, error) {
+	if gen == 0 {
+		return nil, nil
+	}
+	var names []string
+	err := tx.QueryRow(ctx, q("attribute_names"), retailerID, gen).Scan(&names)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	return names, err
+}
+
+// ReserveOffboarding reserves, once per retailer, the generation that
+// removes its catalog: an empty snapshot confirmed in advance (its upload
+// is written by the caller), past any reservation limit; it supersedes the
+// retailer's unused slots like any reservation. Offboarding again returns
+// the same generation.
+func (s *Shard) ReserveOffboarding(ctx context.Context, retailerID string, expires time.Time) (int64, error) {
+	var gen int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&gen); err != nil {
+			return err
+		}
+		err := tx.QueryRow(ctx, q("offboarding_generation"), retailerID).Scan(&gen)
+		if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, q("insert_offboarding_generation"), retailerID, gen, events.UploadKey(retailerID, gen), expires); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reserve the offboarding of %s: %w", retailerID, err)
+	}
+	return gen, nil
 }
 
 // PinUpload records etag as the version of gen's upload unless one is
@@ -331,6 +380,10 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 		if _, err := tx.Exec(ctx, q("supersede_older"), retailerID, gen); err != nil {
 			return err
 		}
+		var err error
+		if d.BaselineNames, err = attributeNames(ctx, tx, retailerID, d.Baseline); err != nil {
+			return err
+		}
 		rows, err := tx.Query(ctx, q("stopped_generations"), retailerID, d.Baseline, gen)
 		if err != nil {
 			return err
@@ -356,7 +409,7 @@ func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, code, 
 // Hold parks a generation until the retailer confirms it (I8).
 func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
 	if _, err := s.pool.Exec(ctx, q("hold_generation"), retailerID, gen, code, message,
-		c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products); err != nil {
+		c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, c.AttributeNames); err != nil {
 		return fmt.Errorf("hold %s/%d: %w", retailerID, gen, err)
 	}
 	return nil
@@ -375,7 +428,7 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 			return catalog.ErrSuperseded
 		}
 		tag, err := tx.Exec(ctx, q("start_applying"), retailerID, gen,
-			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, chunks)
+			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, chunks, c.AttributeNames)
 		if err != nil {
 			return err
 		}

@@ -115,6 +115,22 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 	return nil
 }
 
+// PutNew writes key unless an object is there already (S3 conditional
+// write, If-None-Match: *): then nothing changes and it is no error.
+func (s *Store) PutNew(ctx context.Context, key string, body []byte) error {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		IfNoneMatch: aws.String("*"),
+	})
+	if err != nil && errors.Is(classify(err), blob.ErrChanged) {
+		return nil // taken already
+	}
+	if err != nil {
+		return fmt.Errorf("put new s3://%s/%s: %w", s.bucket, key, err)
+	}
+	return nil
+}
+
 // Size returns an object's size; blob.ErrNotFound when it does not exist.
 func (s *Store) Size(ctx context.Context, key string) (int64, error) {
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})

@@ -32,6 +32,9 @@ type Presigner interface {
 	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
 	// Bucket names the bucket the uploads go to (in the S3 events of a confirmation).
 	Bucket() string
+	// PutNew writes key unless an object is there already (then nothing
+	// changes and it is no error): the offboarding's empty snapshot.
+	PutNew(ctx context.Context, key string, body []byte) error
 }
 
 // Store is what the upload routes need of the databases: the retailer
@@ -58,6 +61,17 @@ type Store interface {
 	// Confirm marks a held generation confirmed; catalog.ErrConflict when it
 	// is not held or no longer the latest.
 	Confirm(ctx context.Context, retailerID string, gen int64) error
+	// SetHoldPolicy sets a retailer's hold thresholds; catalog.ErrConflict
+	// when offboarded.
+	SetHoldPolicy(ctx context.Context, retailerID string, p catalog.HoldPolicy) error
+	// SetToken replaces a retailer's token hash (the old token stops
+	// working at once); catalog.ErrConflict when offboarded.
+	SetToken(ctx context.Context, retailerID string, hash []byte) error
+	// Offboard revokes the retailer's token (revokedHash: a hash nobody's
+	// token has), marks it offboarded and reserves, once, the generation
+	// whose empty snapshot removes its catalog, superseding the rest; it
+	// returns that generation. Idempotent.
+	Offboard(ctx context.Context, retailerID string, revokedHash []byte, expires time.Time) (int64, error)
 }
 
 // Config is what the upload function is told at start.
@@ -105,6 +119,11 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"GET /v1/retailers/{retailer_id}/snapshots", h.list},
 		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
 		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
+		{"GET /v1/retailers/{retailer_id}/settings", h.getSettings},
+		{"PUT /v1/retailers/{retailer_id}/settings", h.putSettings},
+		{"POST /v1/retailers/{retailer_id}/token", h.rotateToken},
+		{"POST /v1/admin/retailers/{retailer_id}/token", h.recoverToken},
+		{"DELETE /v1/admin/retailers/{retailer_id}", h.offboard},
 	} {
 		h.mux.HandleFunc(r.pattern, r.handle)
 		h.routes = append(h.routes, r.pattern)
@@ -127,6 +146,13 @@ func bearer(r *http.Request) string {
 		return strings.TrimSpace(v[7:])
 	}
 	return ""
+}
+
+// newToken makes a retailer token: 32 random bytes.
+func newToken() string {
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	return "rt_" + base64.RawURLEncoding.EncodeToString(raw)
 }
 
 // HashToken is how a retailer token is stored.
@@ -209,9 +235,7 @@ func (h *Handler) createRetailer(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	raw := make([]byte, 32)
-	rand.Read(raw)
-	token := "rt_" + base64.RawURLEncoding.EncodeToString(raw)
+	token := newToken()
 	shard := catalog.ShardFor(req.RetailerID, h.store.ShardCount())
 	err := h.store.CreateRetailer(r.Context(), catalog.Retailer{ID: req.RetailerID, Shard: shard, TokenHash: HashToken(token)})
 	if err != nil {
@@ -242,6 +266,9 @@ type reserveResponse struct {
 
 func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 	retailer, err := h.authRetailer(r)
+	if err == nil && retailer.OffboardedAt != nil {
+		err = catalog.Offboarded(retailer.ID)
+	}
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return

@@ -23,6 +23,7 @@ type Store interface {
 	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 	Get(ctx context.Context, key string) ([]byte, error)
 	Put(ctx context.Context, key string, body []byte) error
+	PutNew(ctx context.Context, key string, body []byte) error
 	Create(ctx context.Context, key string) (blob.Writer, error)
 	Size(ctx context.Context, key string) (int64, error)
 	List(ctx context.Context, prefix string) ([]string, error)
@@ -51,6 +52,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ListUnderPrefixInKeyOrder", testList},
 		{"TagsReplaceTags", testTags},
 		{"PresignPut", testPresign},
+		{"PutNewOnlyOnce", testPutNew},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -315,5 +317,21 @@ func testStreamAbort(t *testing.T, s Store, prefix string) {
 		if keys, err := s.List(ctx(t), prefix); err != nil || len(keys) != 0 {
 			t.Fatalf("list after abort = %q, %v; want nothing", keys, err)
 		}
+	}
+}
+
+// PutNew writes a key once: a second PutNew changes nothing and is no error.
+func testPutNew(t *testing.T, s Store, prefix string) {
+	key := prefix + "once"
+	check(t, s.PutNew(ctx(t), key, []byte("first")), "put new")
+	check(t, s.PutNew(ctx(t), key, []byte("second")), "put new again")
+	got, err := s.Get(ctx(t), key)
+	check(t, err, "get")
+	if string(got) != "first" {
+		t.Fatalf("after a second PutNew the object is %q, want %q", got, "first")
+	}
+	check(t, s.PutNew(ctx(t), prefix+"empty", nil), "put new empty")
+	if n, err := s.Size(ctx(t), prefix+"empty"); err != nil || n != 0 {
+		t.Fatalf("empty object: size %d, %v", n, err)
 	}
 }

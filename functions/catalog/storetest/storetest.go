@@ -78,6 +78,9 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ReservationSupersedesUnusedSlots", testReservationSupersedes},
 		{"ArrivalAndExpiry", testArrival},
 		{"NewerArrivalStopsOlderUploads", testNewerArrival},
+		{"HoldPolicyAndToken", testHoldPolicyAndToken},
+		{"BaselineAttributeNames", testBaselineNames},
+		{"Offboard", testOffboard},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

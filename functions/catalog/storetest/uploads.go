@@ -232,3 +232,84 @@ func testNewerArrival(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, g5, newer)
 	require.Equal(t, catalog.StateApplying, status(t, s, r, g4).State)
 }
+
+// A retailer's hold thresholds and token change at once for every reader
+// of the registry.
+func testHoldPolicyAndToken(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	got, err := s.Retailer(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, catalog.DefaultHoldPolicy, got.Hold)
+	require.Nil(t, got.OffboardedAt)
+	p := catalog.HoldPolicy{DeleteFraction: 0.2, UpdateFraction: 0.75, MinProducts: got.Hold.MinProducts}
+	require.NoError(t, s.SetHoldPolicy(ctx(t), r, p))
+	got, err = s.Retailer(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, p, got.Hold)
+
+	require.NoError(t, s.SetToken(ctx(t), r, []byte("new token of "+r)))
+	owner, err := s.RetailerByTokenHash(ctx(t), []byte("token of "+r))
+	require.NoError(t, err)
+	require.Empty(t, owner, "the old token stops working at once")
+	owner, err = s.RetailerByTokenHash(ctx(t), []byte("new token of "+r))
+	require.NoError(t, err)
+	require.Equal(t, r, owner)
+	require.ErrorIs(t, s.SetToken(ctx(t), id("nobody"), []byte("x")), catalog.ErrNotFound)
+	require.ErrorIs(t, s.SetHoldPolicy(ctx(t), id("nobody"), p), catalog.ErrNotFound)
+}
+
+// The attribute names a generation records are the next diff's baseline
+// names (nil before any, or for a baseline that recorded none).
+func testBaselineNames(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g1, d := arrive(t, s, r)
+	require.Nil(t, d.BaselineNames)
+	_, err := s.TakeOver(ctx(t), r, g1)
+	require.NoError(t, err)
+	names := []string{"brand", "price", "title"}
+	require.NoError(t, s.StartApplying(ctx(t), r, g1, catalog.Counts{Products: 3, AttributeNames: names}, 0))
+	g2, d := arrive(t, s, r)
+	require.Equal(t, g1, d.Baseline)
+	require.Equal(t, names, d.BaselineNames)
+	to, err := s.TakeOver(ctx(t), r, g2)
+	require.NoError(t, err)
+	require.Equal(t, names, to.BaselineNames)
+	require.NoError(t, s.Hold(ctx(t), r, g2, catalog.HoldMassUpdate, "renamed", catalog.Counts{Products: 3, AttributeNames: []string{"Brand"}}))
+	require.NoError(t, s.Confirm(ctx(t), r, g2))
+	d, err = s.BeginDiff(ctx(t), r, g2, "")
+	require.NoError(t, err)
+	require.Equal(t, names, d.BaselineNames, "the baseline is still generation 1")
+}
+
+// Offboarding revokes the token, refuses changes, and reserves once the
+// generation that removes the catalog: confirmed in advance, superseding
+// the unused slots before it.
+func testOffboard(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	unused := reserve(t, s, r)
+	gen, err := s.Offboard(ctx(t), r, []byte("revoked "+r), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Greater(t, gen, unused)
+	again, err := s.Offboard(ctx(t), r, []byte("revoked again "+r), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, gen, again, "offboarding again is the same generation")
+	got, err := s.Retailer(ctx(t), r)
+	require.NoError(t, err)
+	require.NotNil(t, got.OffboardedAt)
+	owner, err := s.RetailerByTokenHash(ctx(t), []byte("token of "+r))
+	require.NoError(t, err)
+	require.Empty(t, owner, "the token is revoked")
+	require.ErrorIs(t, s.SetToken(ctx(t), r, []byte("x")), catalog.ErrConflict)
+	require.ErrorIs(t, s.SetHoldPolicy(ctx(t), r, catalog.DefaultHoldPolicy), catalog.ErrConflict)
+	st := status(t, s, r, unused)
+	require.Equal(t, catalog.StateSuperseded, st.State)
+	require.Equal(t, gen, *st.SupersededBy)
+	st = status(t, s, r, gen)
+	require.Equal(t, catalog.StateAwaitingUpload, st.State)
+	require.True(t, st.Confirmed, "no empty_snapshot hold for the offboarding")
+	_, err = s.Offboard(ctx(t), id("nobody"), []byte("x"), time.Now().Add(time.Hour))
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}

@@ -124,6 +124,46 @@ func (c *Client) CreateRetailer(ctx context.Context, adminToken, id string) (Ret
 	return r, err
 }
 
+// RotateToken gives a retailer a new token with its current one (or the
+// admin token); the old token stops working at once.
+func (c *Client) RotateToken(ctx context.Context, token, retailerID string) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/retailers/"+retailerID+"/token", token, nil, &out)
+	return out.Token, err
+}
+
+// RecoverToken gives a retailer that lost its token a new one, with the admin token.
+func (c *Client) RecoverToken(ctx context.Context, adminToken, retailerID string) (string, error) {
+	var out struct {
+		Token string `json:"token"`
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/admin/retailers/"+retailerID+"/token", adminToken, nil, &out)
+	return out.Token, err
+}
+
+// Offboarding is the answer of an offboarding: the generation that removes the catalog.
+type Offboarding = upload.OffboardResponse
+
+// Offboard offboards a retailer with the admin token.
+func (c *Client) Offboard(ctx context.Context, adminToken, retailerID string) (Offboarding, error) {
+	var out Offboarding
+	err := c.Do(ctx, http.MethodDelete, "/v1/admin/retailers/"+retailerID, adminToken, nil, &out)
+	return out, err
+}
+
+// Settings are a retailer's hold thresholds in percent.
+type Settings = upload.Settings
+
+// PutSettings sets a retailer's hold thresholds (nil leaves one as it is).
+func (c *Client) PutSettings(ctx context.Context, token, retailerID string, deletePct, updatePct *float64) (Settings, error) {
+	var out Settings
+	err := c.Do(ctx, http.MethodPut, "/v1/retailers/"+retailerID+"/settings", token,
+		Settings{HoldDeletePct: deletePct, HoldUpdatePct: updatePct}, &out)
+	return out, err
+}
+
 // Slot is a reserved generation with its presigned upload.
 type Slot struct {
 	RetailerID string `json:"retailer_id"`

@@ -88,7 +88,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, doc.Validate(loader.Context))
 
-	e := newReplicaEnv(t, stack.Options{})
+	e := newReplicaEnv(t, stack.Options{ReservationsPerHour: 5})
 	registered := map[string]bool{}
 	for _, route := range append(e.Stack.Upload.Routes(), e.Stack.Read.Routes()...) {
 		registered[route] = true
@@ -148,6 +148,31 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	_, err = api.Confirm(ctx, e.Token("r3"), "r3", held.Generation)
 	require.NoError(t, err)
 	e.Wait("r3", held.Generation)
+
+	// settings, tokens, limits, offboarding
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/settings", tok1, nil, nil))
+	require.NoError(t, api.Do(ctx, http.MethodPut, "/v1/retailers/r1/settings", tok1, map[string]any{"hold_update_pct": 80}, nil))
+	requireStatus(t, api.Do(ctx, http.MethodPut, "/v1/retailers/r1/settings", tok1, map[string]any{"hold_delete_pct": 101}, nil), 400)
+	tok4 := e.Onboard("r4")
+	for i := 0; ; i++ {
+		if _, err := api.Reserve(ctx, tok4, "r4", ""); err != nil {
+			requireStatus(t, err, 429)
+			break
+		}
+		require.Less(t, i, 5)
+	}
+	newTok, err := api.RotateToken(ctx, tok4, "r4")
+	require.NoError(t, err)
+	_, err = api.RotateToken(ctx, tok4, "r4")
+	requireStatus(t, err, 401)
+	_, err = api.RecoverToken(ctx, newTok, "r4")
+	requireStatus(t, err, 403)
+	_, err = api.RecoverToken(ctx, e.Stack.AdminToken, "r4")
+	require.NoError(t, err)
+	_, err = api.Offboard(ctx, e.Stack.AdminToken, "r4")
+	require.NoError(t, err)
+	_, err = api.Offboard(ctx, e.Stack.AdminToken, "nobody")
+	requireStatus(t, err, 404)
 	e.syncReplicas()
 
 	// storefront

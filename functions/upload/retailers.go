@@ -1,0 +1,172 @@
+package upload
+
+import (
+	"encoding/json"
+	"net/http"
+	"time"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/httpapi"
+)
+
+// Settings is the body of PUT and the answer of GET
+// /v1/retailers/{retailer_id}/settings: the retailer's hold thresholds, in
+// percent of the baseline's product count (I8).
+type Settings struct {
+	RetailerID    string   `json:"retailer_id,omitempty"`
+	HoldDeletePct *float64 `json:"hold_delete_pct"`
+	HoldUpdatePct *float64 `json:"hold_update_pct"`
+}
+
+func settingsOf(r catalog.Retailer) Settings {
+	del, upd := r.Hold.DeleteFraction*100, r.Hold.UpdateFraction*100
+	return Settings{RetailerID: r.ID, HoldDeletePct: &del, HoldUpdatePct: &upd}
+}
+
+func (h *Handler) getSettings(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, settingsOf(retailer))
+}
+
+// putSettings sets the hold thresholds given (either or both), each a
+// percentage from 0 to 100.
+func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	var req struct {
+		HoldDeletePct json.RawMessage `json:"hold_delete_pct"`
+		HoldUpdatePct json.RawMessage `json:"hold_update_pct"`
+	}
+	if err := httpapi.DecodeJSON(r, 1<<16, &req); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	absent := func(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }
+	if absent(req.HoldDeletePct) && absent(req.HoldUpdatePct) {
+		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_settings",
+			`give "hold_delete_pct" or "hold_update_pct" (percent of the catalog, 0 to 100)`))
+		return
+	}
+	p := retailer.Hold
+	for _, f := range []struct {
+		name string
+		raw  json.RawMessage
+		into *float64
+	}{{"hold_delete_pct", req.HoldDeletePct, &p.DeleteFraction}, {"hold_update_pct", req.HoldUpdatePct, &p.UpdateFraction}} {
+		if absent(f.raw) {
+			continue
+		}
+		var pct float64
+		if err := json.Unmarshal(f.raw, &pct); err != nil || pct < 0 || pct > 100 {
+			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_settings",
+				"%s must be a number from 0 to 100, got %s", f.name, f.raw))
+			return
+		}
+		*f.into = pct / 100
+	}
+	if err := h.store.SetHoldPolicy(r.Context(), retailer.ID, p); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	retailer.Hold = p
+	h.log.InfoContext(r.Context(), "hold thresholds set", "retailer_id", retailer.ID,
+		"hold_delete_pct", p.DeleteFraction*100, "hold_update_pct", p.UpdateFraction*100)
+	httpapi.WriteJSON(w, http.StatusOK, settingsOf(retailer))
+}
+
+type tokenResponse struct {
+	Token string `json:"token"`
+}
+
+// rotateToken gives the retailer a new token; the old one stops working at
+// once (upload URLs handed out stay valid until they expire: they carry no
+// token).
+func (h *Handler) rotateToken(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.newToken(w, r, retailer.ID)
+}
+
+// recoverToken is rotateToken with the admin token, for a retailer that
+// lost its own.
+func (h *Handler) recoverToken(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("retailer_id")
+	if err := h.authAdminFor(r, id); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.newToken(w, r, id)
+}
+
+func (h *Handler) newToken(w http.ResponseWriter, r *http.Request, retailerID string) {
+	token := newToken()
+	if err := h.store.SetToken(r.Context(), retailerID, HashToken(token)); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "retailer token replaced", "retailer_id", retailerID)
+	httpapi.WriteJSON(w, http.StatusCreated, tokenResponse{Token: token})
+}
+
+// authAdminFor checks the admin token and that retailerID is a valid id of
+// a registered retailer.
+func (h *Handler) authAdminFor(r *http.Request, retailerID string) error {
+	if err := catalog.ValidateRetailerID(retailerID); err != nil {
+		return err
+	}
+	if err := h.authAdmin(r); err != nil {
+		return err
+	}
+	_, err := h.store.Retailer(r.Context(), retailerID)
+	return err
+}
+
+// OffboardResponse is the answer of DELETE /v1/admin/retailers/{retailer_id}.
+type OffboardResponse struct {
+	RetailerID string `json:"retailer_id"`
+	// Generation removes the catalog: an empty snapshot that goes through
+	// the pipeline like any upload (its status, with the admin token, shows
+	// the progress; applied when the catalog is gone).
+	Generation int64  `json:"generation"`
+	State      string `json:"state"`
+}
+
+// offboard revokes the retailer's token at once, refuses anything new of
+// it, and removes its catalog from the storefront and the product
+// directory through the pipeline: an empty snapshot, confirmed in advance,
+// whose generation takes over from every older one (pending work stops at
+// the fence) and deletes every product as tombstones, with their events.
+// Nothing of any other retailer is touched. Asking again is harmless.
+func (h *Handler) offboard(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("retailer_id")
+	if err := h.authAdminFor(r, id); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	gen, err := h.store.Offboard(r.Context(), id, HashToken(newToken()), time.Now().Add(h.cfg.UploadTTL))
+	if err == nil {
+		err = h.blobs.PutNew(r.Context(), events.UploadKey(id, gen), nil)
+	}
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	st, err := h.store.Generation(r.Context(), id, gen)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "retailer offboarded; its catalog is being removed", "retailer_id", id, "generation", gen)
+	httpapi.WriteJSON(w, http.StatusAccepted, OffboardResponse{RetailerID: id, Generation: gen, State: string(st.State)})
+}
