@@ -202,9 +202,16 @@ func NewObjectCreatedEvent(region, bucket, key string, size int64, at time.Time)
 		S3: lambdaevents.S3Entity{
 			SchemaVersion: "1.0",
 			Bucket:        lambdaevents.S3Bucket{Name: bucket, Arn: "arn:aws:s3:::" + bucket},
-			Object:        lambdaevents.S3Object{Key: strings.ReplaceAll(url.QueryEscape(key), "%2F", "/"), Size: size},
+			Object:        lambdaevents.S3Object{Key: EncodeEventKey(key), Size: size},
 		},
 	}}}
+}
+
+// EncodeEventKey encodes an object key the way S3 event notifications do:
+// form URL encoding (a space becomes '+'), with '/' left as is. Consumers
+// decode it with url.QueryUnescape.
+func EncodeEventKey(key string) string {
+	return strings.ReplaceAll(url.QueryEscape(key), "%2F", "/")
 }
 
 // ObjectCreatedMessage is the diff-jobs message body that asks the diff to

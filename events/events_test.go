@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -217,4 +218,19 @@ func TestEnvelopeValidate(t *testing.T) {
 	}
 	require.Empty(t, SnapshotType("diffing"))
 	require.Equal(t, "r:2:applied", EventID(TypeSnapshotApplied, "r", 2, 0))
+}
+
+// Keys in events are form-encoded, "/" kept, and decode back.
+func TestEncodeEventKey(t *testing.T) {
+	t.Parallel()
+	for key, want := range map[string]string{
+		"snapshots/r1/7/upload": "snapshots/r1/7/upload",
+		"a b/c+d":               "a+b/c%2Bd",
+		"ü/€=?&":                "%C3%BC/%E2%82%AC%3D%3F%26",
+	} {
+		require.Equal(t, want, EncodeEventKey(key))
+		back, err := url.QueryUnescape(want)
+		require.NoError(t, err)
+		require.Equal(t, key, back)
+	}
 }

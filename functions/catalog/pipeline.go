@@ -5,6 +5,20 @@ import (
 	"hash/fnv"
 )
 
+// The pipeline's sizes: what every configuration (the functions'
+// environment, the local stack, the benches) takes when it says nothing.
+const (
+	// MaxChunkRows is the most row operations of one chunk message, and
+	// the default chunk size (a 5,000-row chunk object is about 10 MB).
+	MaxChunkRows = 5000
+	// DefaultInflightCap is how many chunks of one retailer may be in
+	// flight at once: its FIFO message groups (I9).
+	DefaultInflightCap = 20
+	// DefaultLargeThresholdRows is how many changed rows send a snapshot
+	// to the large apply queue.
+	DefaultLargeThresholdRows = 100000
+)
+
 // ErrSuperseded reports that a newer generation has arrived: the caller
 // stops without writing.
 var ErrSuperseded = errors.New("superseded by a newer generation")

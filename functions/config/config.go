@@ -1,51 +1,66 @@
 // Package config reads, once, at a function's entry point, everything the
-// functions are told by their environment, and builds the adapters from it.
-// Nothing below the entry points reads the environment.
+// functions are told by their environment, and builds the adapters and the
+// handlers' settings from it. It is the one composition path: the Lambda
+// entry points fill a Config from the environment (FromEnv), the local stack
+// fills one itself, and both build the same adapters through the same
+// methods. Nothing below the entry points reads the environment.
 package config
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/url"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/secretsmanager"
+	"github.com/aws/aws-sdk-go-v2/service/sns"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/retailcatalog/catalog/functions/arrival"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/rdsauth"
 	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/secrets"
 	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/upload"
 )
 
 // Config is the functions' configuration.
 type Config struct {
 	Region             string
-	Bucket             string        // CATALOG_BUCKET
-	ControlDB          string        // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
-	ShardDBs           []string      // CATALOG_SHARD_DBS: comma-separated, shard 0 first
-	ControlHost        string        // CATALOG_CONTROL_HOST: "host[:port]" to connect to instead of the control DSN's (an RDS Proxy endpoint)
-	ShardHosts         []string      // CATALOG_SHARD_HOSTS: likewise, one entry per shard like CATALOG_SHARD_DBS ("" keeps the DSN's host)
-	ShardReaders       [][]string    // CATALOG_SHARD_READERS: see ParseReaders
-	ControlReaders     []string      // CATALOG_CONTROL_READER: "|"-separated readers of the control database
-	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL: diff-jobs.fifo
-	ApplySmallQueueURL string        // CATALOG_APPLY_SMALL_QUEUE_URL
-	ApplyLargeQueueURL string        // CATALOG_APPLY_LARGE_QUEUE_URL
-	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS (default 100000)
-	InflightCap        int           // CATALOG_INFLIGHT_CAP (default 20)
+	Bucket             string     // CATALOG_BUCKET
+	ControlDB          string     // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
+	ShardDBs           []string   // CATALOG_SHARD_DBS: comma-separated, shard 0 first
+	ControlHost        string     // CATALOG_CONTROL_HOST: "host[:port]" to connect to instead of the control DSN's (an RDS Proxy endpoint)
+	ShardHosts         []string   // CATALOG_SHARD_HOSTS: likewise, one entry per shard like CATALOG_SHARD_DBS ("" keeps the DSN's host)
+	ShardReaders       [][]string // CATALOG_SHARD_READERS: see ParseReaders
+	ControlReaders     []string   // CATALOG_CONTROL_READER: "|"-separated readers of the control database
+	DiffQueueURL       string     // CATALOG_DIFF_QUEUE_URL: diff-jobs.fifo
+	ApplySmallQueueURL string     // CATALOG_APPLY_SMALL_QUEUE_URL
+	ApplyLargeQueueURL string     // CATALOG_APPLY_LARGE_QUEUE_URL
+	S3Endpoint         string     // AWS_ENDPOINT_URL_S3: an S3-compatible server instead of S3 (path-style addressing)
+	SQSEndpoint        string     // AWS_ENDPOINT_URL_SQS: an SQS-compatible server instead of SQS
+	SNSEndpoint        string     // AWS_ENDPOINT_URL_SNS: an SNS-compatible server instead of SNS
+	// Credentials, when set, are the AWS credentials, and neither the
+	// environment nor the shared AWS files are read for the AWS clients (the
+	// local stack: its stand-ins check no signature); nil takes the SDK's
+	// default chain.
+	Credentials        aws.CredentialsProvider
+	ChunkRows          int           // rows per chunk message [catalog.MaxChunkRows]; set by tests, not by the environment
+	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS [catalog.DefaultLargeThresholdRows]
+	InflightCap        int           // CATALOG_INFLIGHT_CAP [catalog.DefaultInflightCap]
 	MaxUploadBytes     int64         // CATALOG_MAX_UPLOAD_BYTES (default 12 GiB)
-	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL (default 15m)
+	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL [upload.DefaultUploadTTL]
 	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
 	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
 	ReservationsPerHour int
@@ -61,7 +76,8 @@ type Config struct {
 	SpillDir            string     // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
 	SortMemoryBytes     int64      // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 
-	secrets *secrets
+	aws      *aws.Config
+	resolver *secrets.Resolver
 }
 
 // FromEnv reads the configuration from getenv (os.Getenv at entry points).
@@ -81,6 +97,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		SpillDir:           getenv("CATALOG_SPILL_DIR"),
 		ChangeTopicARN:     getenv("CATALOG_CHANGE_TOPIC_ARN"),
 		MetricsNamespace:   firstNonEmpty(strings.TrimSpace(getenv("CATALOG_METRICS_NAMESPACE")), metrics.DefaultNamespace),
+		S3Endpoint:         getenv("AWS_ENDPOINT_URL_S3"),
+		SQSEndpoint:        getenv("AWS_ENDPOINT_URL_SQS"),
+		SNSEndpoint:        getenv("AWS_ENDPOINT_URL_SNS"),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -104,10 +123,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			c.ControlReaders = append(c.ControlReaders, r)
 		}
 	}
-	if c.LargeThresholdRows, err = intVar(getenv, "CATALOG_LARGE_THRESHOLD_ROWS", 100000); err != nil {
+	if c.LargeThresholdRows, err = intVar(getenv, "CATALOG_LARGE_THRESHOLD_ROWS", catalog.DefaultLargeThresholdRows); err != nil {
 		return c, err
 	}
-	if c.InflightCap, err = intVar(getenv, "CATALOG_INFLIGHT_CAP", 20); err != nil {
+	if c.InflightCap, err = intVar(getenv, "CATALOG_INFLIGHT_CAP", catalog.DefaultInflightCap); err != nil {
 		return c, err
 	}
 	maxConns, err := intVar(getenv, "CATALOG_DB_MAX_CONNS", 4)
@@ -125,7 +144,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.SortMemoryBytes = int64(sortMB) << 20
-	c.UploadTTL = 15 * time.Minute
+	c.UploadTTL = upload.DefaultUploadTTL
 	if v := getenv("CATALOG_UPLOAD_TTL"); v != "" {
 		if c.UploadTTL, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("CATALOG_UPLOAD_TTL %q: %w", v, err)
@@ -228,16 +247,16 @@ func (c Config) Metrics(function string) *metrics.Recorder {
 // OpenStores resolves the database addresses (secret:<arn> through Secrets
 // Manager) and connects.
 func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
-	sec := c.secretStore()
+	sec := c.secrets()
 	resolve := func(v string) (string, error) {
 		if strings.HasPrefix(v, "secret:") {
-			return sec.resolve(ctx, v)
+			return sec.Resolve(ctx, v)
 		}
 		return c.literalDSN(v)
 	}
 	control, err := resolve(c.ControlDB)
 	if err == nil {
-		control, err = sec.withHost(control, c.ControlHost)
+		control, err = sec.WithHost(control, c.ControlHost)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("control database: %w", err)
@@ -246,7 +265,7 @@ func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 	for i, s := range c.ShardDBs {
 		shards[i], err = resolve(s)
 		if err == nil && i < len(c.ShardHosts) {
-			shards[i], err = sec.withHost(shards[i], c.ShardHosts[i])
+			shards[i], err = sec.WithHost(shards[i], c.ShardHosts[i])
 		}
 		if err != nil {
 			return nil, fmt.Errorf("shard %d: %w", i, err)
@@ -257,7 +276,7 @@ func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
 			return nil, err
 		}
 	}
-	opts := pgstore.PoolOptions{MaxConns: c.DBMaxConns, Password: sec.password}
+	opts := pgstore.PoolOptions{MaxConns: c.DBMaxConns, Password: sec.Password}
 	if c.DBIAMAuth {
 		opts.AuthToken = rdsauth.New(c.Region).Token
 	}
@@ -294,13 +313,13 @@ func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore
 	if err != nil {
 		return nil, err
 	}
-	sec := c.secretStore()
+	sec := c.secrets()
 	resolveAll := func(list []string) ([]string, error) {
 		out := make([]string, len(list))
 		for i, v := range list {
 			switch {
 			case strings.HasPrefix(v, "secret:"):
-				out[i], err = sec.resolve(ctx, v)
+				out[i], err = sec.Resolve(ctx, v)
 			case strings.Contains(v, "://"):
 				out[i], err = c.literalDSN(v)
 			default: // "host[:port]": the rest comes from the shard's DSN
@@ -331,185 +350,95 @@ func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore
 	return stores, nil
 }
 
-// secrets resolves "secret:<arn>" values through Secrets Manager and keeps,
-// for every database address it produced, which secret it came from, so
-// that new connections can pick up a rotated password.
-type secrets struct {
-	region   string
-	rootCert string // CA bundle of the DSNs built from secrets
-	client   *secretsmanager.Client
-	mu       sync.Mutex
-	byDSN    map[string]string // resolved DSN -> secret ARN
-	cache    map[string]cachedSecret
-}
-
-type cachedSecret struct {
-	value string
-	at    time.Time
-}
-
-// secretTTL bounds how long a password is reused for new connections after
-// a rotation: at most this long, new connections fail with the old one.
-const secretTTL = time.Minute
-
-// secretStore returns the configuration's secret resolver, made on first use.
-func (c *Config) secretStore() *secrets {
-	if c.secrets == nil {
-		c.secrets = &secrets{region: c.Region, rootCert: c.DBRootCert, byDSN: map[string]string{}, cache: map[string]cachedSecret{}}
+// secrets returns the configuration's secret resolver, made on first use.
+func (c *Config) secrets() *secrets.Resolver {
+	if c.resolver == nil {
+		c.resolver = secrets.New(c.AWS, c.DBRootCert)
 	}
-	return c.secrets
+	return c.resolver
 }
 
-// fetch reads a secret, from the cache when younger than secretTTL.
-func (s *secrets) fetch(ctx context.Context, arn string) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c, ok := s.cache[arn]; ok && time.Since(c.at) < secretTTL {
-		return c.value, nil
+// AWS is the AWS SDK configuration of every client, loaded once: the
+// SDK's default chain (environment, shared files, the Lambda role), or,
+// with Credentials set, those credentials and nothing else.
+func (c *Config) AWS(ctx context.Context) (aws.Config, error) {
+	if c.aws != nil {
+		return *c.aws, nil
 	}
-	if s.client == nil {
-		cfg, err := awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(s.region))
-		if err != nil {
-			return "", fmt.Errorf("load aws config: %w", err)
+	cfg := aws.Config{Region: c.Region, Credentials: c.Credentials}
+	if c.Credentials == nil {
+		var err error
+		if cfg, err = awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Region)); err != nil {
+			return aws.Config{}, fmt.Errorf("load aws config: %w", err)
 		}
-		s.client = secretsmanager.NewFromConfig(cfg)
 	}
-	out, err := s.client.GetSecretValue(ctx, &secretsmanager.GetSecretValueInput{SecretId: aws.String(arn)})
-	if err != nil {
-		return "", fmt.Errorf("read secret %s: %w", arn, err)
-	}
-	v := aws.ToString(out.SecretString)
-	s.cache[arn] = cachedSecret{value: v, at: time.Now()}
-	return v, nil
+	c.aws = &cfg
+	return cfg, nil
 }
 
-// resolve returns v itself, or for "secret:<arn>" the DSN (or plain string) the secret holds.
-func (s *secrets) resolve(ctx context.Context, v string) (string, error) {
-	arn, ok := strings.CutPrefix(v, "secret:")
-	if !ok {
-		return v, nil
-	}
-	raw, err := s.fetch(ctx, arn)
-	if err != nil {
-		return "", err
-	}
-	dsn := dsnFromSecret(raw, s.rootCert)
-	s.mu.Lock()
-	s.byDSN[dsn] = arn
-	s.mu.Unlock()
-	return dsn, nil
-}
-
-// withHost returns dsn (a postgres:// URL) connecting to host ("host" keeps
-// the DSN's port, "host:port" replaces it) instead; the new DSN follows the
-// same secret's password rotations. An empty host returns dsn unchanged.
-func (s *secrets) withHost(dsn, host string) (string, error) {
-	if host == "" {
-		return dsn, nil
-	}
-	u, err := url.Parse(dsn)
-	if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") || u.Host == "" {
-		return "", fmt.Errorf("a host override needs a postgres:// URL to apply to")
-	}
-	if _, _, err := net.SplitHostPort(host); err != nil {
-		port := u.Port()
-		if port == "" {
-			port = "5432"
-		}
-		host = net.JoinHostPort(host, port)
-	}
-	u.Host = host
-	out := u.String()
-	s.mu.Lock()
-	if arn := s.byDSN[dsn]; arn != "" {
-		s.byDSN[out] = arn
-	}
-	s.mu.Unlock()
-	return out, nil
-}
-
-// password is the current password of the secret a DSN came from ("" when
-// it did not come from a secret): the pools ask before every new connection.
-func (s *secrets) password(ctx context.Context, dsn string) (string, error) {
-	s.mu.Lock()
-	arn := s.byDSN[dsn]
-	s.mu.Unlock()
-	if arn == "" {
-		return "", nil
-	}
-	raw, err := s.fetch(ctx, arn)
-	if err != nil {
-		return "", err
-	}
-	var sec rdsSecret
-	if err := json.Unmarshal([]byte(raw), &sec); err != nil {
-		return "", fmt.Errorf("secret %s is not an RDS secret: %w", arn, err)
-	}
-	return sec.Password, nil
-}
-
-// rdsSecret is the JSON of an RDS-generated secret.
-type rdsSecret struct {
-	Host     string      `json:"host"`
-	Port     json.Number `json:"port"`
-	Username string      `json:"username"`
-	Password string      `json:"password"`
-	DBName   string      `json:"dbname"`
-}
-
-// dsnFromSecret is the DSN of an RDS secret's JSON, which verifies the
-// server's certificate and name (sslmode=verify-full) against rootCert, or
-// the system's roots when rootCert is ""; a plain string is returned as it is.
-func dsnFromSecret(s, rootCert string) string {
-	var sec rdsSecret
-	if err := json.Unmarshal([]byte(s), &sec); err != nil || sec.Host == "" {
-		return s // a plain secret string (the admin token, or a whole DSN)
-	}
-	port := sec.Port.String()
-	if port == "" {
-		port = "5432"
-	}
-	db := sec.DBName
-	if db == "" {
-		db = "postgres"
-	}
-	q := url.Values{"sslmode": {"verify-full"}}
-	if rootCert != "" {
-		q.Set("sslrootcert", rootCert)
-	}
-	u := url.URL{Scheme: "postgres", User: url.UserPassword(sec.Username, sec.Password),
-		Host: sec.Host + ":" + port, Path: "/" + db, RawQuery: q.Encode()}
-	return u.String()
-}
-
-// Blobs builds the S3 store of the configured bucket (AWS_ENDPOINT_URL_S3 is
-// honoured by the SDK).
+// Blobs builds the S3 store of the configured bucket, on S3Endpoint when set.
 func (c *Config) Blobs(ctx context.Context) (*s3blob.Store, error) {
-	client, err := s3blob.NewClient(ctx, s3blob.Options{Region: c.Region})
+	cfg, err := c.AWS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return s3blob.New(client, c.Bucket), nil
+	return s3blob.New(s3blob.NewClient(cfg, c.S3Endpoint), c.Bucket), nil
 }
 
-// Sender builds the SQS sender (AWS_ENDPOINT_URL_SQS is honoured by the SDK).
+// SQSClient builds the SQS client, on SQSEndpoint when set.
+func (c *Config) SQSClient(ctx context.Context) (*sqs.Client, error) {
+	cfg, err := c.AWS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sqsqueue.NewClient(cfg, c.SQSEndpoint), nil
+}
+
+// Sender builds the SQS sender.
 func (c *Config) Sender(ctx context.Context) (*sqsqueue.Sender, error) {
-	client, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: c.Region})
+	client, err := c.SQSClient(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return sqsqueue.NewSender(client), nil
 }
 
-// Publisher builds the SNS publisher of the change-events topic
-// (AWS_ENDPOINT_URL_SNS is honoured by the SDK).
+// Publisher builds the SNS publisher of the change-events topic, on
+// SNSEndpoint when set.
 func (c *Config) Publisher(ctx context.Context) (*snstopic.Publisher, error) {
 	if c.ChangeTopicARN == "" {
 		return nil, fmt.Errorf("CATALOG_CHANGE_TOPIC_ARN is required to publish change events")
 	}
-	client, err := snstopic.NewClient(ctx, snstopic.Options{Region: c.Region})
+	client, err := c.SNSClient(ctx)
 	if err != nil {
 		return nil, err
 	}
 	return snstopic.New(client, c.ChangeTopicARN), nil
+}
+
+// SNSClient builds the SNS client, on SNSEndpoint when set.
+func (c *Config) SNSClient(ctx context.Context) (*sns.Client, error) {
+	cfg, err := c.AWS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return snstopic.NewClient(cfg, c.SNSEndpoint), nil
+}
+
+// Diff is the diff handler's configuration.
+func (c *Config) Diff() diff.Config {
+	return diff.Config{ChunkRows: c.ChunkRows, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
+		SmallQueueURL: c.ApplySmallQueueURL, LargeQueueURL: c.ApplyLargeQueueURL, MaxUploadBytes: c.MaxUploadBytes,
+		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL}
+}
+
+// Upload is the upload routes' configuration.
+func (c *Config) Upload() upload.Config {
+	return upload.Config{AdminToken: c.AdminToken, UploadTTL: c.UploadTTL, DiffQueueURL: c.DiffQueueURL, Region: c.Region,
+		ReservationsPerHour: c.ReservationsPerHour}
+}
+
+// Arrival is the arrival handler's configuration.
+func (c *Config) Arrival() arrival.Config {
+	return arrival.Config{DiffQueueURL: c.DiffQueueURL, Grace: c.UploadGrace}
 }

@@ -6,6 +6,9 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/secrets"
+	"github.com/retailcatalog/catalog/functions/upload"
 
 	"github.com/stretchr/testify/require"
 )
@@ -94,7 +97,7 @@ func TestVerifyFullDSNParsesStrict(t *testing.T) {
 	c := Config{DBUser: "catalog_apply", DBRootCert: bundle}
 	literal, err := c.literalDSN("postgres://s0.cluster-abc.us-east-1.rds.amazonaws.com:5432/catalog")
 	require.NoError(t, err)
-	fromSecret := dsnFromSecret(`{"host":"s0.cluster-abc.us-east-1.rds.amazonaws.com","port":5432,"username":"catalog_admin","password":"pw","dbname":"catalog"}`, bundle)
+	fromSecret := secrets.DSN(`{"host":"s0.cluster-abc.us-east-1.rds.amazonaws.com","port":5432,"username":"catalog_admin","password":"pw","dbname":"catalog"}`, bundle)
 	for _, dsn := range []string{literal, fromSecret} {
 		cfg, err := pgconn.ParseConfig(dsn)
 		require.NoError(t, err, dsn)
@@ -132,4 +135,25 @@ func TestLogLevel(t *testing.T) {
 	env["AWS_LAMBDA_LOG_LEVEL"] = "chatty"
 	_, err = level()
 	require.ErrorContains(t, err, "AWS_LAMBDA_LOG_LEVEL")
+}
+
+// The environment's endpoints and sizes reach the clients and the handlers;
+// what it leaves unset takes the pipeline's defaults.
+func TestHandlersAndEndpointsFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://s/0",
+		"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:9324",
+		"CATALOG_APPLY_SMALL_QUEUE_URL": "small", "CATALOG_APPLY_LARGE_QUEUE_URL": "large", "CATALOG_DIFF_QUEUE_URL": "diff"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:9000", c.S3Endpoint)
+	require.Equal(t, "http://127.0.0.1:9324", c.SQSEndpoint)
+	d := c.Diff()
+	require.Equal(t, catalog.DefaultInflightCap, d.InflightCap)
+	require.Equal(t, catalog.DefaultLargeThresholdRows, d.LargeThreshold)
+	require.Equal(t, "small", d.SmallQueueURL)
+	require.Equal(t, "large", d.LargeQueueURL)
+	u := c.Upload()
+	require.Equal(t, upload.DefaultUploadTTL, u.UploadTTL)
+	require.Equal(t, "diff", u.DiffQueueURL)
 }

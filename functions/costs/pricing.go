@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 // Services, as the report groups costs.
@@ -35,7 +37,7 @@ var (
 )
 
 // ChunkRows is the most rows a chunk holds (DESIGN 5).
-const ChunkRows = 5000
+const ChunkRows = catalog.MaxChunkRows
 
 // bytesPerGB is the GB AWS bills storage and transfer in.
 const bytesPerGB = 1 << 30

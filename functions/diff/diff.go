@@ -97,9 +97,9 @@ type Store interface {
 
 // Config is what the diff function is told at start.
 type Config struct {
-	ChunkRows      int // rows per chunk, at most 5,000
-	InflightCap    int // chunks of one retailer in flight at once (I9): FIFO groups per retailer
-	LargeThreshold int // changed rows from which a snapshot goes to the large queue
+	ChunkRows      int // rows per chunk, at most (and by default) catalog.MaxChunkRows
+	InflightCap    int // chunks of one retailer in flight at once (I9): FIFO groups per retailer [catalog.DefaultInflightCap]
+	LargeThreshold int // changed rows from which a snapshot goes to the large queue [catalog.DefaultLargeThresholdRows]
 	SmallQueueURL  string
 	LargeQueueURL  string
 	MaxUploadBytes int64 // an upload over this is rejected (file_too_large)
@@ -128,14 +128,14 @@ type Config struct {
 const DefaultSortMemoryBytes = 256 << 20
 
 func (c *Config) defaults() {
-	if c.ChunkRows <= 0 || c.ChunkRows > 5000 {
-		c.ChunkRows = 5000
+	if c.ChunkRows <= 0 || c.ChunkRows > catalog.MaxChunkRows {
+		c.ChunkRows = catalog.MaxChunkRows
 	}
 	if c.InflightCap <= 0 {
-		c.InflightCap = 20
+		c.InflightCap = catalog.DefaultInflightCap
 	}
 	if c.LargeThreshold <= 0 {
-		c.LargeThreshold = 100000
+		c.LargeThreshold = catalog.DefaultLargeThresholdRows
 	}
 	if c.SupersedeCheckRows <= 0 {
 		c.SupersedeCheckRows = 250000

@@ -14,6 +14,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
@@ -25,9 +26,9 @@ func openStores(t *testing.T) *pgstore.Stores {
 	ctx := context.Background()
 	server := testenv.Postgres(t)
 	prefix := testenv.Name("pgs")
-	control, err := pgstore.CreateDatabase(ctx, server, prefix+"control")
+	control, err := pgserver.CreateDatabase(ctx, server, prefix+"control")
 	require.NoError(t, err)
-	shard, err := pgstore.CreateDatabase(ctx, server, prefix+"shard")
+	shard, err := pgserver.CreateDatabase(ctx, server, prefix+"shard")
 	require.NoError(t, err)
 	s, err := pgstore.Open(ctx, control, []string{shard}, pgstore.PoolOptions{MaxConns: 8})
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
@@ -21,7 +22,7 @@ func TestEveryNamedQueryPrepares(t *testing.T) {
 	prefix := testenv.Name("queries")
 	pools := map[string]*pgxpool.Pool{}
 	for _, db := range []string{"control", "shard"} {
-		dsn, err := CreateDatabase(ctx, server, prefix+db)
+		dsn, err := pgserver.CreateDatabase(ctx, server, prefix+db)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
@@ -22,38 +20,19 @@ import (
 	"github.com/retailcatalog/catalog/functions/blob"
 )
 
-// Options configure the S3 client. Endpoint empty means real AWS (or
-// AWS_ENDPOINT_URL_S3, which the SDK honours by itself).
-type Options struct {
-	Region    string
-	Endpoint  string // e.g. http://127.0.0.1:9000 for the local stand-in
-	PathStyle bool   // required by the local stand-in
-	// StaticCredentials, when set, replace the default credential chain (local stack).
-	AccessKey, SecretKey string
-}
-
-// NewClient builds an S3 client. Checksums are computed only when required, so
-// the client works with S3-compatible servers over plain http as with S3.
-func NewClient(ctx context.Context, o Options) (*s3.Client, error) {
-	opts := []func(*config.LoadOptions) error{}
-	if o.Region != "" {
-		opts = append(opts, config.WithRegion(o.Region))
-	}
-	if o.AccessKey != "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, "")))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load aws config: %w", err)
-	}
+// NewClient builds an S3 client from an AWS configuration; endpoint, when
+// set, is an S3-compatible server (the local stand-in) addressed path-style.
+// Checksums are computed only when required, so the client works with
+// S3-compatible servers over plain http as with S3.
+func NewClient(cfg aws.Config, endpoint string) *s3.Client {
 	return s3.NewFromConfig(cfg, func(so *s3.Options) {
-		if o.Endpoint != "" {
-			so.BaseEndpoint = aws.String(o.Endpoint)
+		if endpoint != "" {
+			so.BaseEndpoint = aws.String(endpoint)
+			so.UsePathStyle = true
 		}
-		so.UsePathStyle = o.PathStyle
 		so.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		so.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-	}), nil
+	})
 }
 
 // Store reads and writes objects of one bucket.

@@ -5,8 +5,9 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/retailcatalog/catalog/functions/blob/blobtest"
-	"github.com/retailcatalog/catalog/functions/s3blob"
+	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/scripts/local/s3server"
 )
 
@@ -21,11 +22,11 @@ func TestStoreContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	client, err := s3blob.NewClient(context.Background(), s3blob.Options{
-		Region: "us-east-1", Endpoint: srv.Endpoint(), PathStyle: true, AccessKey: "local", SecretKey: "local"})
+	cfg := config.Config{Region: "us-east-1", Bucket: bucket, S3Endpoint: srv.Endpoint(),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	store, err := cfg.Blobs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	store := s3blob.New(client, bucket)
 	blobtest.Run(t, func(t *testing.T) blobtest.Store { return store })
 }

@@ -10,8 +10,6 @@ import (
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sns/types"
 
@@ -22,32 +20,14 @@ import (
 // messages of one PublishBatch call (body and attributes together).
 const MaxMessageBytes = 256 << 10
 
-// Options configure the SNS client. Endpoint empty means real AWS (or
-// AWS_ENDPOINT_URL_SNS, which the SDK honours by itself).
-type Options struct {
-	Region               string
-	Endpoint             string
-	AccessKey, SecretKey string // static credentials for the local stack
-}
-
-// NewClient builds an SNS client.
-func NewClient(ctx context.Context, o Options) (*sns.Client, error) {
-	var opts []func(*config.LoadOptions) error
-	if o.Region != "" {
-		opts = append(opts, config.WithRegion(o.Region))
-	}
-	if o.AccessKey != "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, "")))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load aws config: %w", err)
-	}
+// NewClient builds an SNS client from an AWS configuration; endpoint, when
+// set, is an SNS-compatible server (the local emulator).
+func NewClient(cfg aws.Config, endpoint string) *sns.Client {
 	return sns.NewFromConfig(cfg, func(so *sns.Options) {
-		if o.Endpoint != "" {
-			so.BaseEndpoint = aws.String(o.Endpoint)
+		if endpoint != "" {
+			so.BaseEndpoint = aws.String(endpoint)
 		}
-	}), nil
+	})
 }
 
 // Publisher publishes to one SNS topic.

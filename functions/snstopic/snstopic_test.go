@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/snstopic"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/functions/topic"
 	"github.com/retailcatalog/catalog/functions/topic/topictest"
 	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
@@ -25,11 +26,13 @@ func TestPublisherContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	endpoint := testenv.SQS(t)
-	snsClient, err := snstopic.NewClient(ctx, snstopic.Options{Region: "us-east-1", Endpoint: endpoint, AccessKey: "local", SecretKey: "local"})
+	cfg := config.Config{Region: "us-east-1", SNSEndpoint: endpoint, SQSEndpoint: endpoint,
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	snsClient, err := cfg.SNSClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqsClient, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: "us-east-1", Endpoint: endpoint, AccessKey: "local", SecretKey: "local"})
+	sqsClient, err := cfg.SQSClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,37 +10,17 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
-// Options configure the SQS client. Endpoint empty means real AWS (or
-// AWS_ENDPOINT_URL_SQS, which the SDK honours by itself).
-type Options struct {
-	Region               string
-	Endpoint             string
-	AccessKey, SecretKey string // static credentials for the local stack
-}
-
-// NewClient builds an SQS client.
-func NewClient(ctx context.Context, o Options) (*sqs.Client, error) {
-	opts := []func(*config.LoadOptions) error{}
-	if o.Region != "" {
-		opts = append(opts, config.WithRegion(o.Region))
-	}
-	if o.AccessKey != "" {
-		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider(o.AccessKey, o.SecretKey, "")))
-	}
-	cfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("load aws config: %w", err)
-	}
+// NewClient builds an SQS client from an AWS configuration; endpoint, when
+// set, is an SQS-compatible server (the local emulator).
+func NewClient(cfg aws.Config, endpoint string) *sqs.Client {
 	return sqs.NewFromConfig(cfg, func(so *sqs.Options) {
-		if o.Endpoint != "" {
-			so.BaseEndpoint = aws.String(o.Endpoint)
+		if endpoint != "" {
+			so.BaseEndpoint = aws.String(endpoint)
 		}
-	}), nil
+	})
 }
 
 // Sender sends messages to SQS queues.

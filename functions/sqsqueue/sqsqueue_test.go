@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/queue/queuetest"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
@@ -22,7 +24,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestSenderContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	client, err := sqsqueue.NewClient(ctx, sqsqueue.Options{Region: "us-east-1", Endpoint: testenv.SQS(t), AccessKey: "local", SecretKey: "local"})
+	cfg := config.Config{Region: "us-east-1", SQSEndpoint: testenv.SQS(t),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	client, err := cfg.SQSClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,11 +60,11 @@ func benchApply(ctx context.Context, args []string) error {
 		return err
 	}
 	defer srv.Stop()
-	controlDSN, err := pgstore.CreateDatabase(ctx, srv.URL("postgres"), "bench_control")
+	controlDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_control")
 	if err != nil {
 		return err
 	}
-	shardDSN, err := pgstore.CreateDatabase(ctx, srv.URL("postgres"), "bench_shard")
+	shardDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_shard")
 	if err != nil {
 		return err
 	}
@@ -90,8 +90,7 @@ func benchApply(ctx context.Context, args []string) error {
 		logOut = os.Stderr
 	}
 	log := slog.New(slog.NewJSONHandler(logOut, nil))
-	dh := diff.New(diff.Config{ChunkRows: 5000, InflightCap: 20, LargeThreshold: 100000,
-		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, stores, blobs, queue, log)
+	dh := diff.New(diff.Config{SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 1 << 30}, stores, blobs, queue, log)
 	ah := apply.New(stores, blobs, log)
 
 	// diffGen uploads a snapshot as the next generation and diffs it (not timed).

@@ -252,8 +252,7 @@ func diffChild(ctx context.Context, args []string) error {
 		return err
 	}
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
-	h := diff.New(diff.Config{ChunkRows: 5000, InflightCap: 20, LargeThreshold: 100000,
-		SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 16 << 30,
+	h := diff.New(diff.Config{SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 16 << 30,
 		SortMemoryBytes: *sortMemory, SpillDir: *spillDir}, store, blobs, queue, log)
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)

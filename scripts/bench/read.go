@@ -39,7 +39,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -240,7 +239,7 @@ func benchRead(ctx context.Context, args []string) error {
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
 	fmt.Printf("\nstorefront reads: %d products, %d retailers, %d shards, %d replicas; 90%% single products, 10%% pages of %d; %s runs at %s connections\n",
 		o.products, o.retailers, o.shards, o.replicas, o.pageLimit, o.duration, o.connsFlag)
-	fmt.Printf("%s\n\n", readMachine())
+	fmt.Printf("%s\n\n", machine())
 	fmt.Println("| figure | ours: HTTP API | reference: raw SELECT | ratio |")
 	fmt.Println("|---|---:|---:|---:|")
 	fmt.Printf("| max QPS vs pgbench (C) at (ours, its) best connections (%d, %d) | %.0f | %.0f | %.2f |\n", full.Conns, refFull.Conns, full.QPS, refFull.QPS, full.QPS/refFull.QPS)
@@ -761,18 +760,4 @@ func readPgbenchLatencies(dir string) ([]time.Duration, error) {
 	}
 	slices.Sort(lat)
 	return lat, nil
-}
-
-// readMachine describes where the bench ran.
-func readMachine() string {
-	model := "unknown CPU"
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				model = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return fmt.Sprintf("%s, %d cores, %s, %s", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), model, runtime.Version())
 }

@@ -34,7 +34,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := arrival.New(arrival.Config{DiffQueueURL: cfg.DiffQueueURL, Grace: cfg.UploadGrace}, stores, sender, cfg.Logger())
+	h := arrival.New(cfg.Arrival(), stores, sender, cfg.Logger())
 	h.Metrics = cfg.Metrics("arrival")
 	lambda.Start(h.HandleSQS)
 	return nil

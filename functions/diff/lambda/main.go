@@ -42,12 +42,7 @@ func run(ctx context.Context) error {
 		return err
 	}
 	log := cfg.Logger()
-	h := diff.New(diff.Config{
-		InflightCap: cfg.InflightCap, LargeThreshold: cfg.LargeThresholdRows,
-		SmallQueueURL: cfg.ApplySmallQueueURL, LargeQueueURL: cfg.ApplyLargeQueueURL,
-		MaxUploadBytes: cfg.MaxUploadBytes, SortMemoryBytes: cfg.SortMemoryBytes, SpillDir: cfg.SpillDir,
-		JobQueueURL: cfg.DiffQueueURL,
-	}, stores, blobs, sender, log)
+	h := diff.New(cfg.Diff(), stores, blobs, sender, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
 	h.Metrics = cfg.Metrics("diff")
 	lambda.Start(h.HandleSQS)

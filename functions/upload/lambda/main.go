@@ -38,9 +38,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := upload.New(upload.Config{AdminToken: cfg.AdminToken, UploadTTL: cfg.UploadTTL, DiffQueueURL: cfg.DiffQueueURL, Region: cfg.Region,
-		ReservationsPerHour: cfg.ReservationsPerHour},
-		stores, blobs, sender, log)
+	h := upload.New(cfg.Upload(), stores, blobs, sender, log)
 	h.Metrics = cfg.Metrics("upload")
 	lambda.Start(httpapi.LambdaHandler(h))
 	return nil

@@ -201,31 +201,43 @@ func (s *Server) URL(database string) string {
 // CreateDatabase creates database name unless it already exists. It is safe
 // to call concurrently for the same name. It fails on a replica (read-only).
 func (s *Server) CreateDatabase(ctx context.Context, name string) error {
+	_, err := CreateDatabase(ctx, s.URL("postgres"), name)
+	return err
+}
+
+// CreateDatabase creates database name on the server of serverURL (a URL of
+// any of its databases) unless it exists, and returns the new database's
+// URL. It is safe to call concurrently for the same name.
+func CreateDatabase(ctx context.Context, serverURL, name string) (string, error) {
 	if name == "" {
-		return errors.New("pgserver: empty database name")
+		return "", errors.New("pgserver: empty database name")
 	}
-	conn, err := pgx.Connect(ctx, s.URL("postgres"))
+	u, err := url.Parse(serverURL)
 	if err != nil {
-		return fmt.Errorf("pgserver: connect to create database %q: %w", name, err)
+		return "", fmt.Errorf("pgserver: server url: %w", err)
+	}
+	conn, err := pgx.Connect(ctx, serverURL)
+	if err != nil {
+		return "", fmt.Errorf("pgserver: connect to create database %q: %w", name, err)
 	}
 	defer conn.Close(context.Background())
 
 	var exists bool
 	if err := conn.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", name).Scan(&exists); err != nil {
-		return fmt.Errorf("pgserver: look up database %q: %w", name, err)
+		return "", fmt.Errorf("pgserver: look up database %q: %w", name, err)
 	}
-	if exists {
-		return nil
+	if !exists {
+		_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
+			err = nil // created concurrently by someone else
+		}
+		if err != nil {
+			return "", fmt.Errorf("pgserver: create database %q: %w", name, err)
+		}
 	}
-	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P04" || pgErr.Code == "23505") {
-		return nil // created concurrently by someone else
-	}
-	if err != nil {
-		return fmt.Errorf("pgserver: create database %q: %w", name, err)
-	}
-	return nil
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 // Stop shuts the server down in "fast" mode (SIGINT: active transactions are

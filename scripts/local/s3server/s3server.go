@@ -56,11 +56,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
+	catalogevents "github.com/retailcatalog/catalog/events"
 )
 
 // Region is the AWS region reported in events and used by NewS3Client.
@@ -459,35 +461,18 @@ func (s *Server) event(name, bucket, key string, size int64, etag, sourceIP, req
 	if requestID == "" {
 		requestID = fmt.Sprintf("%016X", s.nextSequence())
 	}
-	return events.S3Event{Records: []events.S3EventRecord{{
-		EventVersion:      "2.1",
-		EventSource:       "aws:s3",
-		AWSRegion:         Region,
-		EventTime:         time.Now().UTC().Truncate(time.Millisecond),
-		EventName:         name,
-		PrincipalID:       events.S3UserIdentity{PrincipalID: "AWS:LOCAL"},
-		RequestParameters: events.S3RequestParameters{SourceIPAddress: sourceIP},
-		ResponseElements: map[string]string{
-			"x-amz-request-id": requestID,
-			"x-amz-id-2":       "local",
-		},
-		S3: events.S3Entity{
-			SchemaVersion:   "1.0",
-			ConfigurationID: "local-notify",
-			Bucket: events.S3Bucket{
-				Name:          bucket,
-				OwnerIdentity: events.S3UserIdentity{PrincipalID: "LOCAL"},
-				Arn:           "arn:aws:s3:::" + bucket,
-			},
-			Object: events.S3Object{
-				Key:           EncodeEventKey(key),
-				URLDecodedKey: key,
-				Size:          size,
-				ETag:          etag,
-				Sequencer:     fmt.Sprintf("%016X", s.nextSequence()),
-			},
-		},
-	}}}
+	ev := catalogevents.NewObjectCreatedEvent(Region, bucket, key, size, time.Now().Truncate(time.Millisecond))
+	rec := &ev.Records[0]
+	rec.EventName = name
+	rec.PrincipalID = events.S3UserIdentity{PrincipalID: "AWS:LOCAL"}
+	rec.RequestParameters = events.S3RequestParameters{SourceIPAddress: sourceIP}
+	rec.ResponseElements = map[string]string{"x-amz-request-id": requestID, "x-amz-id-2": "local"}
+	rec.S3.ConfigurationID = "local-notify"
+	rec.S3.Bucket.OwnerIdentity = events.S3UserIdentity{PrincipalID: "LOCAL"}
+	rec.S3.Object.URLDecodedKey = key
+	rec.S3.Object.ETag = etag
+	rec.S3.Object.Sequencer = fmt.Sprintf("%016X", s.nextSequence())
+	return ev
 }
 
 // nextSequence returns a value greater than every earlier one, also across
@@ -501,13 +486,6 @@ func (s *Server) nextSequence() uint64 {
 	}
 	s.lastSeq = next
 	return next
-}
-
-// EncodeEventKey encodes an object key the way S3 event notifications do:
-// form URL encoding (a space becomes '+'), with '/' left as is. Consumers
-// decode it with url.QueryUnescape.
-func EncodeEventKey(key string) string {
-	return strings.ReplaceAll(url.QueryEscape(key), "%2F", "/")
 }
 
 // checkPresignExpiry checks the expiry of a presigned URL (query parameters

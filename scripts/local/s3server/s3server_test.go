@@ -359,20 +359,6 @@ func TestObjectsSurviveRestart(t *testing.T) {
 	require.Len(t, buckets.Buckets, 2)
 }
 
-func TestEncodeEventKey(t *testing.T) {
-	t.Parallel()
-	for key, want := range map[string]string{
-		"snapshots/r1/7/upload": "snapshots/r1/7/upload",
-		"a b/c+d":               "a+b/c%2Bd",
-		"ü/€=?&":                "%C3%BC/%E2%82%AC%3D%3F%26",
-	} {
-		require.Equal(t, want, s3server.EncodeEventKey(key))
-		back, err := url.QueryUnescape(want)
-		require.NoError(t, err)
-		require.Equal(t, key, back)
-	}
-}
-
 // presignSingleUse presigns a PUT with "If-None-Match: *" signed into it, as
 // the upload route does.
 func presignSingleUse(t *testing.T, client *s3.Client, key string) (string, http.Header) {

@@ -27,12 +27,14 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
+	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/logging"
@@ -88,16 +90,16 @@ type Options struct {
 	// stacks (tests) share one server and one emulator.
 	Prefix string
 
-	ChunkRows        int   // [5000]
-	InflightCap      int   // [20]
-	LargeThreshold   int   // [100000] changed rows
+	ChunkRows        int   // [catalog.MaxChunkRows]
+	InflightCap      int   // [catalog.DefaultInflightCap]
+	LargeThreshold   int   // [catalog.DefaultLargeThresholdRows] changed rows
 	MaxUploadBytes   int64 // [1 GiB]
 	DiffConcurrency  int   // [2]
 	ApplyConcurrency int   // [4] per apply queue
 	// VisibilityTimeout of the queues [30s], at least the handler timeout.
 	VisibilityTimeout time.Duration
 	HandlerTimeout    time.Duration // [25s]
-	UploadTTL         time.Duration // [15m]
+	UploadTTL         time.Duration // [upload.DefaultUploadTTL]
 	// UploadGrace is how long after its slot's expiry an upload is still
 	// taken [arrival.DefaultGrace].
 	UploadGrace time.Duration
@@ -143,15 +145,6 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewJSONHandler(io.Discard, nil))
 	}
-	if o.ChunkRows <= 0 {
-		o.ChunkRows = 5000
-	}
-	if o.InflightCap <= 0 {
-		o.InflightCap = 20
-	}
-	if o.LargeThreshold <= 0 {
-		o.LargeThreshold = 100000
-	}
 	if o.MaxUploadBytes <= 0 {
 		o.MaxUploadBytes = 1 << 30
 	}
@@ -166,9 +159,6 @@ func (o *Options) defaults() {
 	}
 	if o.VisibilityTimeout < o.HandlerTimeout {
 		o.VisibilityTimeout = o.HandlerTimeout + 5*time.Second
-	}
-	if o.UploadTTL <= 0 {
-		o.UploadTTL = 15 * time.Minute
 	}
 	if o.ReadConns <= 0 {
 		o.ReadConns = 8
@@ -188,7 +178,10 @@ type Queue struct {
 
 // Stack is a running local system.
 type Stack struct {
-	Options    Options
+	Options Options
+	// Config is the functions' configuration the stack built its adapters
+	// from, as a Lambda builds them from its environment.
+	Config     config.Config
 	APIURL     string
 	AdminToken string
 	Bucket     string
@@ -260,19 +253,29 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		pgURL = srv.URL("postgres")
 		progress("postgres: listening on 127.0.0.1:%d", srv.Port())
 	}
-	controlDSN, err := pgstore.CreateDatabase(ctx, pgURL, o.Prefix+"catalog_control")
+	controlDSN, err := pgserver.CreateDatabase(ctx, pgURL, o.Prefix+"catalog_control")
 	if err != nil {
 		return nil, err
 	}
 	var shardDSNs []string
 	for i := 0; i < o.Shards; i++ {
-		dsn, err := pgstore.CreateDatabase(ctx, pgURL, fmt.Sprintf("%scatalog_shard_%d", o.Prefix, i))
+		dsn, err := pgserver.CreateDatabase(ctx, pgURL, fmt.Sprintf("%scatalog_shard_%d", o.Prefix, i))
 		if err != nil {
 			return nil, err
 		}
 		shardDSNs = append(shardDSNs, dsn)
 	}
-	st.Stores, err = pgstore.Open(ctx, controlDSN, shardDSNs, pgstore.PoolOptions{MaxConns: int32(4 + 2*o.ApplyConcurrency + o.DiffConcurrency)})
+	// The functions' configuration, filled as the stand-ins come up; every
+	// adapter is built from it by the same code as in the Lambdas.
+	st.Config = config.Config{
+		Region: Region, ControlDB: controlDSN, ShardDBs: shardDSNs,
+		DBMaxConns: int32(4 + 2*o.ApplyConcurrency + o.DiffConcurrency),
+		ChunkRows:  o.ChunkRows, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
+		MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL, AdminToken: st.AdminToken,
+		UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+	}
+	st.Stores, err = st.Config.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -301,7 +304,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		progress("sqs: emulator at %s", sqsEndpoint)
 	}
 	st.SQSEndpoint = sqsEndpoint
-	st.SQS, err = sqsemulator.NewSQSClient(ctx, sqsEndpoint)
+	st.Config.SQSEndpoint = sqsEndpoint
+	st.SQS, err = st.Config.SQSClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -318,16 +322,19 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 			return nil, err
 		}
 	}
+	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
 	sender := sqsqueue.NewSender(st.SQS)
 
 	// SNS: the change-events topic (the emulator keeps no state across a
 	// restart; the outbox keeps what is not published yet).
-	if st.SNS, err = sqsemulator.NewSNSClient(ctx, sqsEndpoint); err != nil {
+	st.Config.SNSEndpoint = sqsEndpoint
+	if st.SNS, err = st.Config.SNSClient(ctx); err != nil {
 		return nil, err
 	}
 	if st.TopicARN, err = sqsemulator.EnsureTopic(ctx, st.SNS, o.Prefix+"catalog-changes"); err != nil {
 		return nil, err
 	}
+	st.Config.ChangeTopicARN = st.TopicARN
 	progress("sns: topic %s", st.TopicARN)
 
 	// S3, with object-created notifications to arrivals.
@@ -348,11 +355,10 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	st.closers = append(st.closers, s3srv.Close)
 	st.S3Endpoint = s3srv.Endpoint()
-	s3c, err := s3server.NewS3Client(ctx, st.S3Endpoint)
-	if err != nil {
+	st.Config.Bucket, st.Config.S3Endpoint = st.Bucket, st.S3Endpoint
+	if st.Blobs, err = st.Config.Blobs(ctx); err != nil {
 		return nil, err
 	}
-	st.Blobs = s3blob.New(s3c, st.Bucket)
 	progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
 
 	// Handlers: the same as behind Lambda.
@@ -370,19 +376,14 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	if err := os.MkdirAll(spillDir, 0o755); err != nil {
 		return nil, err
 	}
-	st.Diff = diff.New(diff.Config{
-		ChunkRows: o.ChunkRows, InflightCap: o.InflightCap, LargeThreshold: o.LargeThreshold,
-		SmallQueueURL: st.SmallQueue.URL, LargeQueueURL: st.LargeQueue.URL, MaxUploadBytes: o.MaxUploadBytes,
-		SpillDir:    spillDir,
-		JobQueueURL: st.DiffQueue.URL, RetryBackoff: time.Second,
-	}, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
-	st.Arrival = arrival.New(arrival.Config{DiffQueueURL: st.DiffQueue.URL, Grace: o.UploadGrace},
-		st.Stores, sender, o.Logger.With("function", "arrival"))
+	st.Config.SpillDir = spillDir
+	diffConfig := st.Config.Diff()
+	diffConfig.RetryBackoff = time.Second
+	st.Diff = diff.New(diffConfig, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
+	st.Arrival = arrival.New(st.Config.Arrival(), st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
 	st.Apply.Observe = o.ApplyObserve
-	st.Upload = upload.New(upload.Config{AdminToken: st.AdminToken, UploadTTL: o.UploadTTL, DiffQueueURL: st.DiffQueue.URL, Region: Region,
-		ReservationsPerHour: o.ReservationsPerHour},
-		st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
+	st.Upload = upload.New(st.Config.Upload(), st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
 	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.ready)
 	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
 	if o.WrapPublisher != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
+	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
@@ -349,9 +350,9 @@ func TestLaggingReplicaSkipped(t *testing.T) {
 	ctx := systemtest.Context(t, time.Minute)
 	primary, replica := testenv.PostgresWithReplica(t)
 	name := testenv.Name("lag")
-	controlDSN, err := pgstore.CreateDatabase(ctx, primary, name+"control")
+	controlDSN, err := pgserver.CreateDatabase(ctx, primary, name+"control")
 	require.NoError(t, err)
-	shardDSN, err := pgstore.CreateDatabase(ctx, primary, name+"shard")
+	shardDSN, err := pgserver.CreateDatabase(ctx, primary, name+"shard")
 	require.NoError(t, err)
 	s, err := pgstore.Open(ctx, controlDSN, []string{shardDSN}, pgstore.PoolOptions{MaxConns: 4})
 	require.NoError(t, err)
