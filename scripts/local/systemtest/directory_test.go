@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,6 +24,15 @@ func (e *env) directory(productID string) []string {
 	got, err := e.Stack.Stores.Control.DirectoryRetailers(context.Background(), productID, 100)
 	require.NoError(e.T, err)
 	return got
+}
+
+// waitDirectory waits until the directory lists want for a product: it
+// follows each chunk just after the chunk's shard commit, so a generation
+// can read applied a moment before its last chunk's entries are in.
+func (e *env) waitDirectory(productID string, want []string) {
+	e.T.Helper()
+	require.Eventually(e.T, func() bool { return slices.Equal(e.directory(productID), want) },
+		30*time.Second, 20*time.Millisecond, "directory entry of %s never became %v", productID, want)
 }
 
 // chunkOps reads the ops of a held chunk message.
@@ -160,7 +170,7 @@ func TestDirectoryZombieAfterDelete(t *testing.T) {
 	e.Onboard("r1")
 	c1 := fixtures.Generate("p", 15)
 	require.Equal(t, "applied", e.Upload("r1", c1.CSV(nil)).State)
-	require.Equal(t, []string{"r1"}, e.directory("p-00003"))
+	e.waitDirectory("p-00003", []string{"r1"})
 
 	// Generation 2: changes p-00003 and inserts 15 products: two chunks, held.
 	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == 2 }
@@ -196,7 +206,7 @@ func TestDirectoryZombieAfterDelete(t *testing.T) {
 	c3 := c1.Clone()
 	delete(c3, "p-00003")
 	require.Equal(t, "applied", e.Upload("r1", c3.CSV(nil)).State)
-	require.Empty(t, e.directory("p-00003"))
+	e.waitDirectory("p-00003", []string{})
 
 	// The zombie's directory update arrives after the delete: fenced.
 	e.deliver(zombie)
