@@ -64,17 +64,20 @@ type Config struct {
 	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
 	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
 	ReservationsPerHour int
-	AdminToken          string     // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
-	AdminTokenSecret    string     // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
-	DBMaxConns          int32      // CATALOG_DB_MAX_CONNS per database per instance (default 4)
-	DBUser              string     // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
-	DBIAMAuth           bool       // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
-	DBRootCert          string     // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
-	ChangeTopicARN      string     // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
-	LogLevel            slog.Level // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
-	MetricsNamespace    string     // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
-	SpillDir            string     // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
-	SortMemoryBytes     int64      // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
+	AdminToken          string        // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
+	AdminTokenSecret    string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
+	DBMaxConns          int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
+	DBUser              string        // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
+	DBIAMAuth           bool          // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
+	DBRootCert          string        // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
+	ChangeTopicARN      string        // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
+	AnalyticsQueueURL   string        // CATALOG_ANALYTICS_QUEUE_URL: the analytics consumer's queue
+	WebhooksQueueURL    string        // CATALOG_WEBHOOKS_QUEUE_URL: the webhooks consumer's queue
+	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
+	LogLevel            slog.Level    // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
+	MetricsNamespace    string        // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
+	SpillDir            string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
+	SortMemoryBytes     int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 
 	aws      *aws.Config
 	resolver *secrets.Resolver
@@ -100,6 +103,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		S3Endpoint:         getenv("AWS_ENDPOINT_URL_S3"),
 		SQSEndpoint:        getenv("AWS_ENDPOINT_URL_SQS"),
 		SNSEndpoint:        getenv("AWS_ENDPOINT_URL_SNS"),
+		AnalyticsQueueURL:  getenv("CATALOG_ANALYTICS_QUEUE_URL"),
+		WebhooksQueueURL:   getenv("CATALOG_WEBHOOKS_QUEUE_URL"),
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -144,6 +149,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.SortMemoryBytes = int64(sortMB) << 20
+	c.BackoffBase = 30 * time.Second
+	if v := getenv("CATALOG_BACKOFF_BASE"); v != "" {
+		if c.BackoffBase, err = time.ParseDuration(v); err != nil || c.BackoffBase < time.Second {
+			return c, fmt.Errorf("CATALOG_BACKOFF_BASE %q: want a duration of at least 1s (SQS delays are whole seconds)", v)
+		}
+	}
 	c.UploadTTL = upload.DefaultUploadTTL
 	if v := getenv("CATALOG_UPLOAD_TTL"); v != "" {
 		if c.UploadTTL, err = time.ParseDuration(v); err != nil {
@@ -401,6 +412,16 @@ func (c *Config) Sender(ctx context.Context) (*sqsqueue.Sender, error) {
 		return nil, err
 	}
 	return sqsqueue.NewSender(client), nil
+}
+
+// Visibility builds what a consumer delays its failed messages with, on
+// SQSEndpoint when set.
+func (c *Config) Visibility(ctx context.Context) (*sqsqueue.Visibility, error) {
+	client, err := c.SQSClient(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return sqsqueue.NewVisibility(client), nil
 }
 
 // Publisher builds the SNS publisher of the change-events topic, on

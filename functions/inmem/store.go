@@ -34,6 +34,7 @@ type Store struct {
 	state     map[string]*retailerState // created by a retailer's first reservation
 	directory map[string]map[string]dirEntry
 	outbox    outbox
+	versions  map[versionKey]int64 // consumers' version state
 }
 
 type retailerState struct {

@@ -380,3 +380,14 @@ WITH chunks AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM lifecycle);
+
+-- name: advance_versions
+-- A consumer's version state (DESIGN 8): records for each product ($3, each
+-- once) the generation ($4) of the change the consumer is about to write,
+-- where it is higher than the recorded one, and returns those products.
+INSERT INTO consumer_versions AS v (consumer, retailer_id, product_id, generation)
+SELECT $1, $2, u.product_id, u.generation
+FROM unnest($3::text[], $4::bigint[]) AS u(product_id, generation)
+ON CONFLICT (consumer, retailer_id, product_id) DO UPDATE SET generation = EXCLUDED.generation
+WHERE v.generation < EXCLUDED.generation
+RETURNING product_id;

@@ -33,6 +33,7 @@ var roleMatrix = map[string]map[string][]string{
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE"},
 		catalogsql.RoleRead: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT",
 			"product_directory SELECT"},
+		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT"},
 		catalogsql.RoleOps: {"retailers SELECT",
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE"},
 	},
@@ -50,7 +51,8 @@ var roleMatrix = map[string]map[string][]string{
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "applied_chunks INSERT",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE"},
-		catalogsql.RoleRead: {"products SELECT"},
+		catalogsql.RoleRead:      {"products SELECT"},
+		catalogsql.RoleConsumers: {"consumer_versions SELECT", "consumer_versions INSERT", "consumer_versions UPDATE"},
 		catalogsql.RoleRelay: {"outbox SELECT", "outbox UPDATE", "outbox DELETE",
 			"products SELECT", "generations SELECT"},
 		catalogsql.RoleOps: {"retailer_state SELECT",
@@ -65,7 +67,7 @@ var roleMatrix = map[string]map[string][]string{
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
 	"control": {"product_directory", "retailers", "schema_migrations"},
-	"shard":   {"applied_chunks", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations"},
+	"shard":   {"applied_chunks", "consumer_versions", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations"},
 }
 
 // asRole is dsn (a URL of the local server, trust authentication on
@@ -334,6 +336,13 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, changes)
 	require.Equal(t, 4, lifecycle)
+
+	// consumers: find the retailer's shard, keep their version state there.
+	cons := openAs(t, admin, catalogsql.RoleConsumers)
+	require.NoError(t, cons.AdvanceVersions(ctx, "analytics", r, []string{"p1", "p2"}, []int64{g2, g2}, func(newer []bool) error {
+		require.Equal(t, []bool{true, true}, newer)
+		return nil
+	}))
 
 	control, shard := dsnsOf(admin)
 	runAs(t, asRole(t, shard, catalogsql.RoleOps),

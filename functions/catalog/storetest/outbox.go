@@ -204,3 +204,28 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 	_ = n
 	require.Len(t, drainAll(t, s, r), 1)
 }
+
+func testConsumerVersions(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	advance := func(consumer string, ids []string, gens []int64, fail error) []bool {
+		t.Helper()
+		var got []bool
+		err := s.AdvanceVersions(ctx(t), consumer, r, ids, gens, func(newer []bool) error {
+			got = newer
+			return fail
+		})
+		require.ErrorIs(t, err, fail)
+		return got
+	}
+	require.Equal(t, []bool{true, true}, advance("analytics", []string{"a", "b"}, []int64{5, 5}, nil))
+	require.Equal(t, []bool{false, false, true}, advance("analytics", []string{"a", "b", "c"}, []int64{5, 4, 1}, nil),
+		"equal and older changes are not newer")
+	require.Equal(t, []bool{true}, advance("webhooks", []string{"a"}, []int64{1}, nil), "each consumer has its own")
+	boom := errors.New("write failed")
+	require.Equal(t, []bool{true}, advance("analytics", []string{"a"}, []int64{6}, boom))
+	require.Equal(t, []bool{true}, advance("analytics", []string{"a"}, []int64{6}, nil), "a failed write recorded nothing")
+	require.Equal(t, []bool{false}, advance("analytics", []string{"a"}, []int64{6}, nil))
+	err := s.AdvanceVersions(ctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1}, func([]bool) error { return nil })
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}

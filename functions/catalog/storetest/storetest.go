@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
@@ -40,6 +41,7 @@ type Store interface {
 	upload.Store
 	read.Store
 	relay.Store
+	analytics.Versions
 	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
 }
 
@@ -81,6 +83,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"HoldPolicyAndToken", testHoldPolicyAndToken},
 		{"BaselineAttributeNames", testBaselineNames},
 		{"Offboard", testOffboard},
+		{"ConsumerVersions", testConsumerVersions},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

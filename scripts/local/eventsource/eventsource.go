@@ -55,8 +55,14 @@ type Options struct {
 	// of QueueURL. Its region becomes the messages' AWSRegion.
 	QueueARN string
 	// BatchSize is the maximum number of messages per invocation, 1-10;
-	// 0 means 10.
+	// 0 means 10. With a BatchWindow it may be up to 10,000 (a standard
+	// queue's limit on AWS).
 	BatchSize int
+	// BatchWindow is the mapping's MaximumBatchingWindowInSeconds: once a
+	// first message is received, receiving goes on until BatchSize
+	// messages are gathered or the window has passed (0-300s; 0 sends each
+	// receive's messages at once).
+	BatchWindow time.Duration
 	// Concurrency is the maximum number of concurrent invocations (the
 	// function's reserved concurrency or the mapping's maximum
 	// concurrency); 0 means 1. There is one poller per slot, so messages are
@@ -121,8 +127,14 @@ func (o Options) normalize() (Options, error) {
 	if o.BatchSize == 0 {
 		o.BatchSize = 10
 	}
-	if o.BatchSize < 1 || o.BatchSize > 10 {
-		return o, fmt.Errorf("eventsource: BatchSize %d out of range 1-10", o.BatchSize)
+	if o.BatchWindow < 0 || o.BatchWindow > 300*time.Second {
+		return o, fmt.Errorf("eventsource: BatchWindow %s out of range 0-300s", o.BatchWindow)
+	}
+	if maxBatch := 10; o.BatchSize < 1 || o.BatchSize > maxBatch && (o.BatchWindow == 0 || o.BatchSize > 10000) {
+		if o.BatchWindow > 0 {
+			maxBatch = 10000
+		}
+		return o, fmt.Errorf("eventsource: BatchSize %d out of range 1-%d", o.BatchSize, maxBatch)
 	}
 	if o.Concurrency == 0 {
 		o.Concurrency = 1
@@ -192,6 +204,7 @@ func (p *poller) work(ctx context.Context, worker int) {
 		if len(msgs) == 0 {
 			continue
 		}
+		msgs = p.gather(ctx, msgs, log)
 		if ctx.Err() != nil {
 			p.release(msgs, log)
 			return
@@ -204,13 +217,19 @@ func (p *poller) work(ctx context.Context, worker int) {
 // (that could lose a batch in flight until its visibility timeout); it ends
 // within WaitTime anyway.
 func (p *poller) receive(ctx context.Context) ([]types.Message, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.opts.WaitTime+receiveSlackTime)
+	return p.receiveUpTo(ctx, min(10, p.opts.BatchSize), seconds(p.opts.WaitTime))
+}
+
+// receiveUpTo long-polls for at most max messages (1-10), waiting up to
+// waitSeconds (0: a short poll).
+func (p *poller) receiveUpTo(ctx context.Context, max int, waitSeconds int32) ([]types.Message, error) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Duration(waitSeconds)*time.Second+receiveSlackTime)
 	defer cancel()
 	out, err := p.client.ReceiveMessage(rctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(p.opts.QueueURL),
-		MaxNumberOfMessages:         int32(p.opts.BatchSize),
+		MaxNumberOfMessages:         int32(max),
 		VisibilityTimeout:           seconds(p.opts.VisibilityTimeout),
-		WaitTimeSeconds:             seconds(p.opts.WaitTime),
+		WaitTimeSeconds:             waitSeconds,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		MessageAttributeNames:       []string{"All"},
 	})
@@ -218,6 +237,33 @@ func (p *poller) receive(ctx context.Context) ([]types.Message, error) {
 		return nil, fmt.Errorf("eventsource: receive from %s: %w", p.opts.QueueURL, err)
 	}
 	return out.Messages, nil
+}
+
+// gather goes on receiving, after a first batch, until BatchSize messages
+// are in hand or BatchWindow has passed since the first arrived.
+func (p *poller) gather(ctx context.Context, msgs []types.Message, log *slog.Logger) []types.Message {
+	if p.opts.BatchWindow <= 0 {
+		return msgs
+	}
+	deadline := time.Now().Add(p.opts.BatchWindow)
+	for len(msgs) < p.opts.BatchSize && ctx.Err() == nil {
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			break
+		}
+		// Whole seconds only, so as not to overrun the window; under a
+		// second, short polls a tenth of a second apart.
+		more, err := p.receiveUpTo(ctx, min(10, p.opts.BatchSize-len(msgs)), int32(min(wait, 20*time.Second)/time.Second))
+		if err != nil {
+			log.Warn("eventsource: receive failed while gathering a batch", "error", err)
+			break
+		}
+		msgs = append(msgs, more...)
+		if len(more) == 0 && wait < time.Second {
+			time.Sleep(min(wait, 100*time.Millisecond))
+		}
+	}
+	return msgs
 }
 
 // invoke runs the handler on one batch and settles the batch.

@@ -335,10 +335,37 @@ func TestInvalidOptions(t *testing.T) {
 	for name, o := range map[string]eventsource.Options{
 		"no queue":          {HandlerTimeout: time.Second},
 		"batch 11":          {QueueURL: "q", BatchSize: 11, HandlerTimeout: time.Second},
+		"batch 10001":       {QueueURL: "q", BatchSize: 10001, BatchWindow: time.Second, HandlerTimeout: time.Second},
+		"window 301s":       {QueueURL: "q", BatchSize: 100, BatchWindow: 301 * time.Second, HandlerTimeout: time.Second},
 		"no timeout":        {QueueURL: "q"},
 		"visibility < time": {QueueURL: "q", HandlerTimeout: 2 * time.Second, VisibilityTimeout: time.Second},
 		"wait 21s":          {QueueURL: "q", HandlerTimeout: time.Second, WaitTime: 21 * time.Second},
 	} {
 		require.Error(t, eventsource.Run(context.Background(), client, o, h), name)
 	}
+}
+
+// With a batching window, messages that arrive within it go to one
+// invocation, more than ten of them (the analytics consumer's batches).
+func TestBatchWindowGathers(t *testing.T) {
+	t.Parallel()
+	q := queue(t, "window", 10)
+	var bodies []string
+	for i := range 25 {
+		bodies = append(bodies, fmt.Sprintf("w%d", i))
+	}
+	sendN(t, q, bodies...)
+	var rec recorder
+	stop := run(t, eventsource.Options{QueueURL: q, BatchSize: 100, BatchWindow: 1500 * time.Millisecond, Concurrency: 1,
+		HandlerTimeout: 5 * time.Second},
+		func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			rec.add(ev)
+			return events.SQSEventResponse{}, nil
+		})
+	require.Eventually(t, func() bool { return queueEmpty(t, q) }, 15*time.Second, 20*time.Millisecond)
+	stop()
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.Len(t, rec.seen, 25)
+	require.Len(t, rec.batches, 1, "one invocation for the window: %v", rec.batches)
 }

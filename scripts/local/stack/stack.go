@@ -32,6 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/config"
@@ -43,6 +44,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/read"
 	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/s3blob"
 	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
@@ -113,6 +115,13 @@ type Options struct {
 	// NoFastPath leaves every change event to the sweeper (the apply and
 	// the diff do not publish right after they commit).
 	NoFastPath bool
+	// AnalyticsWindow is how long the analytics consumer gathers events
+	// into one batch (its files) [5s]; on AWS the event source's batching
+	// window is 20 s.
+	AnalyticsWindow time.Duration
+	// BackoffBase is the consumers' first retry delay [30s]
+	// (CATALOG_BACKOFF_BASE; each retry doubles it, up to 15 min).
+	BackoffBase time.Duration
 
 	// Test seams: wrap what the diff writes and sends, observe applies,
 	// wrap what the relay publishes through.
@@ -169,7 +178,21 @@ func (o *Options) defaults() {
 	if o.SweepAge <= 0 {
 		o.SweepAge = 30 * time.Second
 	}
+	if o.AnalyticsWindow <= 0 {
+		o.AnalyticsWindow = 5 * time.Second
+	}
+	if o.BackoffBase <= 0 {
+		o.BackoffBase = retry.DefaultBase
+	}
 }
+
+// AnalyticsFilter is the analytics queue's subscription filter: change
+// events only (infra sets the same).
+var AnalyticsFilter = map[string]any{events.AttrType: []string{events.TypeChanges}}
+
+// AnalyticsBatch is the analytics consumer's batch size (events; its event
+// source on AWS takes the same).
+const AnalyticsBatch = 100
 
 // Queue is one queue of the stack.
 type Queue struct {
@@ -199,13 +222,16 @@ type Stack struct {
 	DiffQueue    Queue
 	SmallQueue   Queue
 	LargeQueue   Queue
-	Arrival      *arrival.Handler
-	Diff         *diff.Handler
-	Apply        *apply.Handler
-	Upload       *upload.Handler
-	Read         *read.Handler
-	Relay        *relay.Relay
-	Replicas     []string // host:port of the read replicas serving the storefront
+	// AnalyticsQueue is the analytics consumer's, subscribed to the topic.
+	AnalyticsQueue Queue
+	Arrival        *arrival.Handler
+	Diff           *diff.Handler
+	Apply          *apply.Handler
+	Upload         *upload.Handler
+	Read           *read.Handler
+	Relay          *relay.Relay
+	Analytics      *analytics.Handler
+	Replicas       []string // host:port of the read replicas serving the storefront
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -336,6 +362,15 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	st.Config.ChangeTopicARN = st.TopicARN
 	progress("sns: topic %s", st.TopicARN)
+	// The consumers' queues, each subscribed with raw message delivery and
+	// a filter on the event type, as on AWS.
+	st.AnalyticsQueue = Queue{Name: o.Prefix + "analytics"}
+	if st.AnalyticsQueue.URL, st.AnalyticsQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.AnalyticsQueue.Name, o.VisibilityTimeout, 5); err != nil {
+		return nil, err
+	}
+	if _, err := sqsemulator.Subscribe(ctx, st.SNS, st.TopicARN, st.AnalyticsQueue.Name, AnalyticsFilter); err != nil {
+		return nil, err
+	}
 
 	// S3, with object-created notifications to arrivals.
 	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
@@ -395,6 +430,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	st.Diff.Metrics, st.Apply.Metrics, st.Arrival.Metrics = st.metrics("diff"), st.metrics("apply"), st.metrics("arrival")
 	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
+	st.Analytics = analytics.New(analytics.Config{QueueURL: st.AnalyticsQueue.URL, Retry: retry.Schedule{Base: o.BackoffBase}},
+		st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
@@ -407,10 +444,11 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		if o.WrapDiff != nil {
 			diffHandler = o.WrapDiff(diffHandler)
 		}
-		st.poll(runCtx, st.ArrivalQueue, 10, 2, st.Arrival.HandleSQS)
-		st.poll(runCtx, st.DiffQueue, 1, o.DiffConcurrency, diffHandler)
-		st.poll(runCtx, st.SmallQueue, 10, o.ApplyConcurrency, applyHandler)
-		st.poll(runCtx, st.LargeQueue, 10, o.ApplyConcurrency, applyHandler)
+		st.poll(runCtx, st.ArrivalQueue, 10, 0, 2, st.Arrival.HandleSQS)
+		st.poll(runCtx, st.DiffQueue, 1, 0, o.DiffConcurrency, diffHandler)
+		st.poll(runCtx, st.SmallQueue, 10, 0, o.ApplyConcurrency, applyHandler)
+		st.poll(runCtx, st.LargeQueue, 10, 0, o.ApplyConcurrency, applyHandler)
+		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, st.Analytics.HandleSQS)
 		st.every(runCtx, o.SweepEvery, "relay sweeper", func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err
@@ -513,12 +551,14 @@ func randomID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func (st *Stack) poll(ctx context.Context, q Queue, batch, concurrency int, h eventsource.Handler) {
+// poll plays the event source of q: batches of up to batch messages
+// gathered for up to window, at most concurrency invocations at once.
+func (st *Stack) poll(ctx context.Context, q Queue, batch int, window time.Duration, concurrency int, h eventsource.Handler) {
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
 		err := eventsource.Run(ctx, st.SQS, eventsource.Options{
-			QueueURL: q.URL, BatchSize: batch, Concurrency: concurrency,
+			QueueURL: q.URL, BatchSize: batch, BatchWindow: window, Concurrency: concurrency,
 			VisibilityTimeout: st.Options.VisibilityTimeout, HandlerTimeout: st.Options.HandlerTimeout,
 			WaitTime: time.Second, Logger: st.Options.Logger.With("queue", q.Name),
 		}, h)

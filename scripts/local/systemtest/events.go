@@ -3,6 +3,8 @@ package systemtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
 )
 
@@ -107,4 +111,56 @@ func (e *Env) WaitOutboxEmpty(d time.Duration) {
 		}
 		return true
 	}, d, 50*time.Millisecond, "the outboxes empty")
+}
+
+// AnalyticsCatalog reconstructs a retailer's catalog from the analytics
+// consumer's Parquet files, as a warehouse query would: per product, the
+// row of the highest generation, deletes left out.
+func (e *Env) AnalyticsCatalog(retailer string) (fixtures.Catalog, error) {
+	ctx := context.Background()
+	keys, err := e.Stack.Blobs.List(ctx, analytics.RetailerPrefix(retailer))
+	if err != nil {
+		return nil, err
+	}
+	var rows []analytics.Row
+	for _, k := range keys {
+		body, err := e.Stack.Blobs.Get(ctx, k)
+		if err != nil {
+			return nil, err
+		}
+		r, err := analytics.Decode(body)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", k, err)
+		}
+		rows = append(rows, r...)
+	}
+	latest, err := analytics.Latest(rows)
+	if err != nil {
+		return nil, err
+	}
+	raw := make(map[string][]byte, len(latest))
+	for id, attrs := range latest {
+		raw[id] = []byte(attrs)
+	}
+	return fixtures.FromJSON(raw)
+}
+
+// RequireAnalytics waits until the analytics files of a retailer
+// reconstruct want (its catalog), or fails after d.
+func (e *Env) RequireAnalytics(retailer string, want fixtures.Catalog, d time.Duration) {
+	e.T.Helper()
+	if want == nil {
+		want = fixtures.Catalog{}
+	}
+	var got fixtures.Catalog
+	var err error
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if got, err = e.AnalyticsCatalog(retailer); err == nil && reflect.DeepEqual(got, want) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.NoError(e.T, err)
+	require.Equal(e.T, want, got, "the analytics reconstruction of %s", retailer)
 }

@@ -72,7 +72,8 @@ func (q *faultyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID
 // some malformed), duplicate S3 events, redeliveries, delays and crashes on
 // both sides of every commit; once everything settles, every retailer's
 // catalog equals its newest accepted snapshot (I1) and that generation is
-// applied, and every change event has left the outbox. CATALOG_PROPERTY_SEEDS sets how many sequences run (default 2);
+// applied, every change event has left the outbox, and the analytics
+// files reconstruct every catalog. CATALOG_PROPERTY_SEEDS sets how many sequences run (default 2);
 // CATALOG_PROPERTY_SEED replays one.
 func TestPropertyLatestWins(t *testing.T) {
 	t.Parallel()
@@ -202,4 +203,7 @@ func runProperty(t *testing.T, seed uint64) {
 		require.Equal(t, snapshots[r][newest], e.Catalog(r), "seed %d: catalog of %s", seed, r)
 	}
 	e.WaitOutboxEmpty(30 * time.Second)
+	for _, r := range retailers {
+		e.RequireAnalytics(r, e.Catalog(r), 30*time.Second)
+	}
 }

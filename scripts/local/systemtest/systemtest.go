@@ -73,6 +73,12 @@ func Start(t *testing.T, o stack.Options) *Env {
 	if o.Logger == nil {
 		o.Logger = Logger()
 	}
+	if o.AnalyticsWindow == 0 {
+		o.AnalyticsWindow = 500 * time.Millisecond
+	}
+	if o.BackoffBase == 0 {
+		o.BackoffBase = time.Second
+	}
 	st, err := stack.Start(context.Background(), o)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
