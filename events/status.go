@@ -25,6 +25,11 @@ type StatusError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Line    *int   `json:"line"`
+	// Problems of a rejected snapshot: up to the first 100 in line order
+	// (DESIGN 4), the first being Code, Message and Line; absent for holds.
+	Problems []catalog.Problem `json:"problems,omitempty"`
+	// MoreProblems says the file has problems past the listed ones.
+	MoreProblems bool `json:"more_problems,omitempty"`
 }
 
 // Changes are the diff's counts against the applied baseline.
@@ -50,7 +55,7 @@ func StatusOf(g catalog.GenerationStatus) SnapshotStatus {
 		Chunks:  Chunks{Total: g.ChunksTotal, Applied: g.ChunksApplied},
 	}
 	if g.ErrorCode != "" {
-		s.Error = &StatusError{Code: g.ErrorCode, Message: g.ErrorMessage}
+		s.Error = &StatusError{Code: g.ErrorCode, Message: g.ErrorMessage, Problems: g.Problems, MoreProblems: g.MoreProblems}
 		if g.ErrorLine > 0 {
 			line := g.ErrorLine
 			s.Error.Line = &line

@@ -93,3 +93,24 @@ func ShardFor(retailerID string, shards int) int {
 	h.Write([]byte(retailerID))
 	return int(h.Sum32() % uint32(shards))
 }
+
+// Problem is one problem of a rejected snapshot, as the status route lists
+// it (error.problems).
+type Problem struct {
+	Code    string `json:"code"`
+	Line    int    `json:"line"` // 1-based, 0 when not about a line
+	Message string `json:"message"`
+}
+
+// Rejection is why a snapshot was rejected (I7): its first problem, and up
+// to the first 100 problems in line order.
+type Rejection struct {
+	Code    string
+	Message string
+	Line    int
+	// Problems lists the problems, the first one included (empty: only
+	// the first is known).
+	Problems []Problem
+	// More says problems past the listed ones exist.
+	More bool
+}

@@ -29,6 +29,10 @@ type GenerationStatus struct {
 	ErrorCode     string
 	ErrorMessage  string
 	ErrorLine     int
+	// Problems of a rejected snapshot (empty for holds and other errors);
+	// MoreProblems: problems past those exist.
+	Problems     []Problem
+	MoreProblems bool
 	Inserted      int64
 	Updated       int64
 	Deleted       int64

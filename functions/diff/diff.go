@@ -88,9 +88,9 @@ type Store interface {
 	// StartApplying records gen's counts and chunk total (zero chunks: applied
 	// at once); catalog.ErrSuperseded when a newer generation arrived.
 	StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error
-	// Reject ends gen with a reason (I7), from any unfinished state (a
+	// Reject ends gen with its problems (I7), from any unfinished state (a
 	// pinned upload that is gone or replaced ends applying work too).
-	Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error
+	Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error
 	// Hold parks gen until the retailer confirms it (I8).
 	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error
 }
@@ -491,6 +491,18 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		if err == io.EOF {
 			break
 		}
+		var se *snapshot.Error
+		if errors.As(err, &se) {
+			// The rows read so far may repeat ids too: their duplicates
+			// join the list, so that one round fixes the file.
+			if entries.Finish() == nil {
+				dups := duplicateProblems(entries)
+				_, total := entries.Duplicates()
+				se = snapshot.Merge(se, dups...)
+				se.More = se.More || total > int64(len(dups))
+			}
+			return true, r.reject(ctx, se)
+		}
 		if err != nil {
 			return r.rejectOrFail(ctx, err)
 		}
@@ -523,25 +535,27 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	} else if err != nil {
 		return false, fmt.Errorf("sort snapshot entries: %w", err)
 	}
-	if dups, _ := entries.Duplicates(); len(dups) > 0 {
-		d := dups[0]
-		return true, r.reject(ctx, snapshot.DuplicateError(d.ID, d.First, d.Second))
+	if dups := duplicateProblems(entries); len(dups) > 0 {
+		_, total := entries.Duplicates()
+		return true, r.reject(ctx, snapshot.Reject(dups, total > int64(len(dups))))
 	}
 	if spilled, times := entries.Spilled(); times > 0 {
 		r.log.InfoContext(ctx, "sorted runs spilled to disk", "bytes", spilled, "times", times)
 	}
 	r.entries, r.products, keep = entries, entries.Len(), true
-	r.names = attributeNames(rd)
+	r.names = rd.AttributeNames()
 	return false, nil
 }
 
-// attributeNames are the names of the snapshot's attributes, the union
-// over its products, sorted (snapshot.Reader.AttributeNames).
-func attributeNames(rd any) []string {
-	if an, ok := rd.(interface{ AttributeNames() []string }); ok {
-		return an.AttributeNames()
+// duplicateProblems are the duplicate product_ids the sorter found, as
+// problems (each naming both lines).
+func duplicateProblems(entries *catalog.Sorter) []snapshot.Problem {
+	dups, _ := entries.Duplicates()
+	out := make([]snapshot.Problem, len(dups))
+	for i, d := range dups {
+		out[i] = snapshot.DuplicateProblem(d.ID, d.First, d.Second)
 	}
-	return nil
+	return out
 }
 
 // newReader opens a snapshot stream. The decompressed size is bounded too
@@ -567,8 +581,15 @@ func (r *run) rejectOrFail(ctx context.Context, err error) (bool, error) {
 }
 
 func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
-	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", se.Message)
-	if err := r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, se.Code, se.Message, se.Line); err != nil {
+	problems := se.List()
+	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", se.Message,
+		"problems", len(problems), "more_problems", se.More)
+	rej := catalog.Rejection{Code: se.Code, Message: se.Message, Line: se.Line, More: se.More,
+		Problems: make([]catalog.Problem, len(problems))}
+	for i, p := range problems {
+		rej.Problems[i] = catalog.Problem{Code: p.Code, Line: p.Line, Message: p.Message}
+	}
+	if err := r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, rej); err != nil {
 		return err
 	}
 	r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", se.Code))

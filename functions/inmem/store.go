@@ -343,6 +343,7 @@ func (g *generation) status(now time.Time) catalog.GenerationStatus {
 	st := g.GenerationStatus
 	st.State = g.viewState(now)
 	st.ReceivedAt, st.AppliedAt, st.SupersededBy = clonePtr(st.ReceivedAt), clonePtr(st.AppliedAt), clonePtr(st.SupersededBy)
+	st.Problems = slices.Clone(st.Problems)
 	return st
 }
 
@@ -451,8 +452,8 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 	if etag != "" && g.objectETag != "" && etag != g.objectETag {
 		d.Reason = fmt.Sprintf("another version of the upload (%s) refused: the generation holds %s", etag, g.objectETag)
 		if g.State == catalog.StateHeld {
-			g.State, g.ErrorCode, g.ErrorLine = catalog.StateRejected, catalog.CodeUploadChanged, 0
-			g.ErrorMessage = "the held upload was replaced after it was read; upload it again to a new generation"
+			g.reject(catalog.Rejection{Code: catalog.CodeUploadChanged,
+				Message: "the held upload was replaced after it was read; upload it again to a new generation"})
 		}
 		return d, nil
 	}
@@ -548,16 +549,26 @@ func (s *Store) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 	return d, err
 }
 
-// Reject ends an unfinished generation with a reason (I7, or its pinned
-// upload gone).
-func (s *Store) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
+// Reject ends an unfinished generation with its problems (I7, or its
+// pinned upload gone).
+func (s *Store) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error {
 	return s.withState(retailerID, nil, func(st *retailerState) error {
 		if g, ok := st.gens[gen]; ok && (g.State == catalog.StateReceived || g.State == catalog.StateDiffing ||
 			g.State == catalog.StateApplying || g.State == catalog.StateHeld) {
-			g.State, g.ErrorCode, g.ErrorMessage, g.ErrorLine = catalog.StateRejected, code, message, line
+			g.reject(rej)
 		}
 		return nil
 	})
+}
+
+// reject records a rejection; its problems are its list, or its one
+// problem when it has no list.
+func (g *generation) reject(rej catalog.Rejection) {
+	g.State, g.ErrorCode, g.ErrorMessage, g.ErrorLine = catalog.StateRejected, rej.Code, rej.Message, rej.Line
+	g.Problems, g.MoreProblems = slices.Clone(rej.Problems), rej.More
+	if len(g.Problems) == 0 {
+		g.Problems = []catalog.Problem{{Code: rej.Code, Line: rej.Line, Message: rej.Message}}
+	}
 }
 
 // Hold parks a generation being diffed until the retailer confirms it (I8).

@@ -81,27 +81,29 @@ func scanOutboxEntry(row pgx.CollectableRow) (catalog.OutboxEntry, error) {
 // generationRow is a generations row as to_jsonb writes it (the lifecycle
 // trigger keeps the row of the state change in the outbox).
 type generationRow struct {
-	RetailerID    string     `json:"retailer_id"`
-	Generation    int64      `json:"generation"`
-	State         string     `json:"state"`
-	Format        string     `json:"format"`
-	ObjectKey     string     `json:"object_key"`
-	UploadExpires time.Time  `json:"upload_expires_at"`
-	CreatedAt     time.Time  `json:"created_at"`
-	ReceivedAt    *time.Time `json:"received_at"`
-	AppliedAt     *time.Time `json:"applied_at"`
-	SupersededBy  *int64     `json:"superseded_by"`
-	ErrorCode     *string    `json:"error_code"`
-	ErrorMessage  *string    `json:"error_message"`
-	ErrorLine     *int       `json:"error_line"`
-	Inserted      int64      `json:"inserted"`
-	Updated       int64      `json:"updated"`
-	Deleted       int64      `json:"deleted"`
-	Unchanged     int64      `json:"unchanged"`
-	Products      int64      `json:"products"`
-	ChunksTotal   int        `json:"chunks_total"`
-	ChunksApplied int        `json:"chunks_applied"`
-	Confirmed     bool       `json:"confirmed"`
+	RetailerID    string            `json:"retailer_id"`
+	Generation    int64             `json:"generation"`
+	State         string            `json:"state"`
+	Format        string            `json:"format"`
+	ObjectKey     string            `json:"object_key"`
+	UploadExpires time.Time         `json:"upload_expires_at"`
+	CreatedAt     time.Time         `json:"created_at"`
+	ReceivedAt    *time.Time        `json:"received_at"`
+	AppliedAt     *time.Time        `json:"applied_at"`
+	SupersededBy  *int64            `json:"superseded_by"`
+	ErrorCode     *string           `json:"error_code"`
+	ErrorMessage  *string           `json:"error_message"`
+	ErrorLine     *int              `json:"error_line"`
+	ErrorProblems []catalog.Problem `json:"error_problems"`
+	ErrorMore     bool              `json:"error_more_problems"`
+	Inserted      int64             `json:"inserted"`
+	Updated       int64             `json:"updated"`
+	Deleted       int64             `json:"deleted"`
+	Unchanged     int64             `json:"unchanged"`
+	Products      int64             `json:"products"`
+	ChunksTotal   int               `json:"chunks_total"`
+	ChunksApplied int               `json:"chunks_applied"`
+	Confirmed     bool              `json:"confirmed"`
 }
 
 func decodeGenerationRow(b []byte) (catalog.GenerationStatus, error) {
@@ -115,6 +117,7 @@ func decodeGenerationRow(b []byte) (catalog.GenerationStatus, error) {
 		ReceivedAt: r.ReceivedAt, AppliedAt: r.AppliedAt, SupersededBy: r.SupersededBy,
 		Inserted: r.Inserted, Updated: r.Updated, Deleted: r.Deleted, Unchanged: r.Unchanged, Products: r.Products,
 		ChunksTotal: r.ChunksTotal, ChunksApplied: r.ChunksApplied, Confirmed: r.Confirmed,
+		Problems: r.ErrorProblems, MoreProblems: r.ErrorMore,
 	}
 	if r.ErrorCode != nil {
 		g.ErrorCode = *r.ErrorCode

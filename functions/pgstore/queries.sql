@@ -87,14 +87,14 @@ VALUES ($1, $2, $3, $4, $5);
 SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
-       chunks_total, chunks_applied, confirmed
+       chunks_total, chunks_applied, confirmed, error_problems, error_more_problems
 FROM generations WHERE retailer_id = $1 AND generation = $2;
 
 -- name: list_generations
 SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
-       chunks_total, chunks_applied, confirmed
+       chunks_total, chunks_applied, confirmed, error_problems, error_more_problems
 FROM generations WHERE retailer_id = $1
 ORDER BY generation DESC LIMIT $2;
 
@@ -154,7 +154,8 @@ ORDER BY generation;
 -- replaced, ends here from any unfinished state: a generation that can no
 -- longer finish never stays diffing, applying or held. Its chunks still in
 -- flight find it no longer applying and write nothing.
-UPDATE generations SET state = 'rejected', error_code = $3, error_message = $4, error_line = $5
+UPDATE generations SET state = 'rejected', error_code = $3, error_message = $4, error_line = $5,
+       error_problems = $6, error_more_problems = $7
 WHERE retailer_id = $1 AND generation = $2 AND state IN ('received', 'diffing', 'applying', 'held');
 
 -- name: hold_generation

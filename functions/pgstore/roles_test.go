@@ -281,7 +281,7 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 
 	g3 := reserve()
 	takeOver(g3)
-	require.NoError(t, dfShard.Reject(ctx, r, g3, "malformed_csv", "rejected for the test", 2))
+	require.NoError(t, dfShard.Reject(ctx, r, g3, catalog.Rejection{Code: "malformed_csv", Message: "rejected for the test", Line: 2}))
 	require.Equal(t, catalog.StateRejected, state(g3))
 
 	g4 := reserve()

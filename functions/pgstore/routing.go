@@ -156,12 +156,12 @@ func (s *Stores) TakeOver(ctx context.Context, retailerID string, gen int64) (ca
 }
 
 // Reject is Shard.Reject on the retailer's shard.
-func (s *Stores) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
+func (s *Stores) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return err
 	}
-	return sh.Reject(ctx, retailerID, gen, code, message, line)
+	return sh.Reject(ctx, retailerID, gen, rej)
 }
 
 // Hold is Shard.Hold on the retailer's shard.

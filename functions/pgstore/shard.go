@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -119,10 +120,15 @@ func supersedeForNewerArrival(ctx context.Context, tx pgx.Tx, retailerID string,
 func scanStatus(row pgx.Row) (catalog.GenerationStatus, error) {
 	var g catalog.GenerationStatus
 	var state string
+	var problems []byte
 	err := row.Scan(&g.RetailerID, &g.Generation, &state, &g.Format, &g.ObjectKey, &g.UploadExpires, &g.CreatedAt,
 		&g.ReceivedAt, &g.AppliedAt, &g.SupersededBy, &g.ErrorCode, &g.ErrorMessage, &g.ErrorLine,
-		&g.Inserted, &g.Updated, &g.Deleted, &g.Unchanged, &g.Products, &g.ChunksTotal, &g.ChunksApplied, &g.Confirmed)
+		&g.Inserted, &g.Updated, &g.Deleted, &g.Unchanged, &g.Products, &g.ChunksTotal, &g.ChunksApplied, &g.Confirmed,
+		&problems, &g.MoreProblems)
 	g.State = catalog.State(state)
+	if err == nil && problems != nil {
+		err = json.Unmarshal(problems, &g.Problems)
+	}
 	return g, err
 }
 
@@ -235,9 +241,8 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		if etag != "" && pinned != "" && etag != pinned {
 			d.Reason = fmt.Sprintf("another version of the upload (%s) refused: the generation holds %s", etag, pinned)
 			if st == catalog.StateHeld {
-				_, err := tx.Exec(ctx, q("reject_generation"), retailerID, gen, catalog.CodeUploadChanged,
-					"the held upload was replaced after it was read; upload it again to a new generation", 0)
-				return err
+				return execReject(ctx, tx, retailerID, gen, catalog.Rejection{Code: catalog.CodeUploadChanged,
+					Message: "the held upload was replaced after it was read; upload it again to a new generation"})
 			}
 			return nil
 		}
@@ -398,12 +403,30 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 	return d, err
 }
 
-// Reject ends a generation whose snapshot cannot be read, with a reason (I7).
-func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, code, message string, line int) error {
-	if _, err := s.pool.Exec(ctx, q("reject_generation"), retailerID, gen, code, message, line); err != nil {
+// Reject ends a generation whose snapshot cannot be read, with its
+// problems (I7), from any unfinished state.
+func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error {
+	if err := execReject(ctx, s.pool, retailerID, gen, rej); err != nil {
 		return fmt.Errorf("reject %s/%d: %w", retailerID, gen, err)
 	}
 	return nil
+}
+
+// execReject records a rejection; its problems are its list, or its one
+// problem when it has no list.
+func execReject(ctx context.Context, db interface {
+	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
+}, retailerID string, gen int64, rej catalog.Rejection) error {
+	problems := rej.Problems
+	if len(problems) == 0 {
+		problems = []catalog.Problem{{Code: rej.Code, Line: rej.Line, Message: rej.Message}}
+	}
+	list, err := json.Marshal(problems)
+	if err != nil {
+		return err
+	}
+	_, err = db.Exec(ctx, q("reject_generation"), retailerID, gen, rej.Code, rej.Message, rej.Line, list, rej.More)
+	return err
 }
 
 // Hold parks a generation until the retailer confirms it (I8).

@@ -84,6 +84,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"BaselineAttributeNames", testBaselineNames},
 		{"Offboard", testOffboard},
 		{"ConsumerVersions", testConsumerVersions},
+		{"RejectionProblems", testRejectionProblems},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -385,7 +386,7 @@ func testRejectHoldConfirm(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1, _ := arrive(t, s, r)
-	require.NoError(t, s.Reject(ctx(t), r, g1, "duplicate_product_id", "p1 twice", 7))
+	require.NoError(t, s.Reject(ctx(t), r, g1, catalog.Rejection{Code: "duplicate_product_id", Message: "p1 twice", Line: 7}))
 	st := status(t, s, r, g1)
 	require.Equal(t, catalog.StateRejected, st.State)
 	require.Equal(t, "duplicate_product_id", st.ErrorCode)

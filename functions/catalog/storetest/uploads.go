@@ -67,7 +67,7 @@ func testRejectWhileApplying(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, r)
 	g := start(t, s, r, 2, catalog.Counts{Inserted: 2, Products: 2})
 	require.Equal(t, catalog.ChunkApplied, applyChunk(t, s, r, g, 0, Upsert("a", `{"v": "1"}`)).Outcome)
-	require.NoError(t, s.Reject(ctx(t), r, g, catalog.CodeUploadMissing, "gone", 0))
+	require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: catalog.CodeUploadMissing, Message: "gone"}))
 	require.Equal(t, catalog.ChunkSuperseded, applyChunk(t, s, r, g, 1, Upsert("b", `{"v": "1"}`)).Outcome)
 	st := status(t, s, r, g)
 	require.Equal(t, catalog.StateRejected, st.State)
@@ -312,4 +312,31 @@ func testOffboard(t *testing.T, s Store, id func(string) string) {
 	require.True(t, st.Confirmed, "no empty_snapshot hold for the offboarding")
 	_, err = s.Offboard(ctx(t), id("nobody"), []byte("x"), time.Now().Add(time.Hour))
 	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
+
+// A rejection keeps its problems (up to 100) and says when there are more;
+// one without a list keeps its one problem as the list.
+func testRejectionProblems(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	g, _ := arrive(t, s, r)
+	problems := []catalog.Problem{
+		{Code: "malformed_csv", Line: 3, Message: "line 3: bad"},
+		{Code: "duplicate_product_id", Line: 9, Message: `line 9: duplicate product_id "a", first on line 2`},
+	}
+	require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "line 3: bad", Line: 3,
+		Problems: problems, More: true}))
+	st := status(t, s, r, g)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, problems, st.Problems)
+	require.True(t, st.MoreProblems)
+	list, err := s.Generations(ctx(t), r, 1)
+	require.NoError(t, err)
+	require.Equal(t, problems, list[0].Problems)
+
+	g2, _ := arrive(t, s, r)
+	require.NoError(t, s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "file_too_large", Message: "too large"}))
+	st = status(t, s, r, g2)
+	require.Equal(t, []catalog.Problem{{Code: "file_too_large", Message: "too large"}}, st.Problems)
+	require.False(t, st.MoreProblems)
 }
