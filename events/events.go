@@ -7,7 +7,6 @@
 package events
 
 import (
-	"bufio"
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
@@ -274,42 +273,15 @@ func appendJSONString[S string | []byte](buf []byte, s S) []byte {
 	return append(buf, '"')
 }
 
-// ReadChunk decodes a chunk object written with AppendChunkLine.
-func ReadChunk(r io.Reader) ([]ChunkOp, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	var ops []ChunkOp
-	line := 0
-	for sc.Scan() {
-		line++
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		op, ok := parseChunkLine(b)
-		if !ok {
-			if err := json.Unmarshal(b, &op); err != nil {
-				return nil, fmt.Errorf("chunk line %d: %w", line, err)
-			}
-		}
-		if op.ProductID == "" || (op.Op != OpUpsert && op.Op != OpDelete) {
-			return nil, fmt.Errorf("chunk line %d: bad op %q for product %q", line, op.Op, op.ProductID)
-		}
-		if op.Op == OpUpsert && (len(op.Attributes) == 0 || op.Hash == "") {
-			return nil, fmt.Errorf("chunk line %d: upsert of %q without attributes or hash", line, op.ProductID)
-		}
-		ops = append(ops, op)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read chunk: %w", err)
-	}
-	return ops, nil
-}
+// ReadChunk decodes a chunk object written with AppendChunkLine (see
+// DecodeChunk, which also checks the object's checksum).
+func ReadChunk(r io.Reader) ([]ChunkOp, error) { return DecodeChunk(r, "") }
 
 // parseChunkLine decodes a line in exactly the layout AppendUpsertLine and
 // AppendDeleteLine write, with an id that needs no unescaping, without
 // encoding/json; ok is false for anything else (json.Unmarshal decides). The
-// attributes are not validated here: the shard's jsonb cast does that.
+// attributes are not validated here: the shard's jsonb cast does that. The
+// attributes alias b.
 func parseChunkLine(b []byte) (op ChunkOp, ok bool) {
 	const up, del = `{"op":"upsert","product_id":"`, `{"op":"delete","product_id":"`
 	var rest []byte
@@ -362,6 +334,32 @@ func parseChunkLine(b []byte) (op ChunkOp, ok bool) {
 	}
 	op.ProductID = string(id)
 	op.Hash = string(h)
-	op.Attributes = bytes.Clone(attrs)
+	op.Attributes = attrs
 	return op, true
+}
+
+// Sizes of chunk lines, for chunk planning before the lines are written.
+const (
+	upsertLineFixed = len(`{"op":"upsert","product_id":`) + len(`,"hash":"`) + 32 + len(`","attributes":`) + len("}\n")
+	deleteLineFixed = len(`{"op":"delete","product_id":`) + len("}\n")
+)
+
+// UpsertLineLen is len(AppendUpsertLine(nil, id, hash, attributes)) for
+// attributes of attributesLen bytes.
+func UpsertLineLen(id []byte, attributesLen int) int {
+	return upsertLineFixed + jsonStringLen(id) + attributesLen
+}
+
+// DeleteLineLen is len(AppendDeleteLine(nil, id)).
+func DeleteLineLen(id string) int { return deleteLineFixed + jsonStringLen(id) }
+
+// jsonStringLen is len(appendJSONString(nil, s)).
+func jsonStringLen[S string | []byte](s S) int {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(string(s))
+			return len(b)
+		}
+	}
+	return len(s) + 2
 }

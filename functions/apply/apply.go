@@ -4,10 +4,7 @@
 package apply
 
 import (
-	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,14 +15,16 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/metrics"
 )
 
 // Blobs reads chunk objects. s3blob.Store and inmem.Blobs implement it.
 type Blobs interface {
-	// Get reads a whole object; blob.ErrNotFound when it does not exist.
-	Get(ctx context.Context, key string) ([]byte, error)
+	// Open streams an object (ifMatch "": any version); blob.ErrNotFound
+	// when it does not exist.
+	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 }
 
 // Store is what the apply needs of the databases, keyed by retailer.
@@ -79,21 +78,30 @@ func New(store Store, blobs Blobs, log *slog.Logger) *Handler {
 	return &Handler{store: store, blobs: blobs, log: log}
 }
 
-// HandleSQS is the Lambda entry. Messages are applied in order; after the
-// first failure that message and every later one of the batch are reported
-// as failures, so FIFO order within a group holds and what succeeded is not
-// redone.
+// HandleSQS is the Lambda entry. Messages are applied in order. A message
+// that fails is reported, and so is every later message of the batch in the
+// same FIFO group (MessageGroupId), unread, so that order within a group
+// holds; the other groups of the batch (other retailers, or other groups
+// of the same retailer) go on, and what succeeded is not redone.
 func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	var resp lambdaevents.SQSEventResponse
 	var retailers []string // of the chunks applied, for the fast path
-	for i, msg := range ev.Records {
+	var failedGroups map[string]bool
+	for _, msg := range ev.Records {
+		group := msg.Attributes["MessageGroupId"] // "" without one: one group
+		if failedGroups[group] {
+			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			continue
+		}
 		retailerID, err := h.handleMessage(ctx, msg)
 		if err != nil {
-			h.log.ErrorContext(ctx, "apply failed", "message_id", msg.MessageId, "err", err)
-			for _, rest := range ev.Records[i:] {
-				resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: rest.MessageId})
+			h.log.ErrorContext(ctx, "apply failed", "message_id", msg.MessageId, "message_group_id", group, "err", err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			if failedGroups == nil {
+				failedGroups = map[string]bool{}
 			}
-			break
+			failedGroups[group] = true
+			continue
 		}
 		if !slices.Contains(retailers, retailerID) {
 			retailers = append(retailers, retailerID)
@@ -150,15 +158,7 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 		}
 	}
 	start := time.Now()
-	body, err := h.blobs.Get(ctx, m.Key)
-	if err != nil {
-		return fmt.Errorf("apply chunk %d: %w", m.Seq, err)
-	}
-	sum := sha256.Sum256(body)
-	if got := hex.EncodeToString(sum[:]); got != m.SHA256 {
-		return fmt.Errorf("apply chunk %d: object %s has checksum %s, message says %s", m.Seq, m.Key, got, m.SHA256)
-	}
-	ops, err := events.ReadChunk(bytes.NewReader(body))
+	ops, err := h.readChunk(ctx, m)
 	if err != nil {
 		return fmt.Errorf("apply chunk %d: %w", m.Seq, err)
 	}
@@ -201,4 +201,21 @@ func (h *Handler) generationApplied(ctx context.Context, m events.ChunkMessage) 
 		applied = append(applied, metrics.Duration(metrics.PutToAppliedSeconds, st.AppliedAt.Sub(*st.ReceivedAt)))
 	}
 	h.Metrics.Emit(ctx, fields(m), applied...)
+}
+
+// readChunk streams the chunk object through its checksum and the decoder:
+// the object is never held whole beside its ops (a chunk is bounded in
+// bytes by the diff, catalog.DefaultChunkBytes). An object that does not match
+// its message's checksum is not applied.
+func (h *Handler) readChunk(ctx context.Context, m events.ChunkMessage) ([]events.ChunkOp, error) {
+	obj, err := h.blobs.Open(ctx, m.Key, "")
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Body.Close()
+	ops, err := events.DecodeChunk(obj.Body, m.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", m.Key, err)
+	}
+	return ops, nil
 }

@@ -161,6 +161,54 @@ func TestFailureReportsTheRestOfTheBatch(t *testing.T) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
 
+// A failure fails only the later messages of its own FIFO group: the
+// other groups of the batch (another retailer's, another group of the same
+// retailer) are applied in the same invocation.
+func TestFailureFailsOnlyItsGroup(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r2", TokenHash: []byte("t2")}))
+	gen := f.start(4)
+	m0 := f.chunk(gen, 0, 4, storetest.Upsert("a", `{}`))
+	m0.SHA256 = "00" + m0.SHA256[2:] // fails
+	m1 := f.chunk(gen, 1, 4, storetest.Upsert("b", `{}`))
+	m4 := f.chunk(gen, 4, 4, storetest.Upsert("e", `{}`)) // group r1#0 again, after the failure
+	// r2: its own generation and chunk.
+	ctx := context.Background()
+	gen2, err := f.store.ReserveGeneration(ctx, "r2", "csv", time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	_, err = f.store.BeginDiff(ctx, "r2", gen2, "")
+	require.NoError(t, err)
+	_, err = f.store.TakeOver(ctx, "r2", gen2)
+	require.NoError(t, err)
+	require.NoError(t, f.store.StartApplying(ctx, "r2", gen2, catalog.Counts{}, 1))
+	r2body := events.AppendUpsertLine(nil, []byte("x"), mustHash(t, storetest.Upsert("x", `{}`).Hash), []byte(`{}`))
+	r2key := events.ChunkKey("r2", gen2, 0)
+	require.NoError(t, f.blobs.Put(ctx, r2key, r2body))
+	sum := sha256.Sum256(r2body)
+	r2 := events.ChunkMessage{RetailerID: "r2", Generation: gen2, Seq: 0, Total: 1, Rows: 1, Key: r2key, SHA256: hex.EncodeToString(sum[:])}
+
+	ev := sqsEvent(t, m0, r2, m1, m4)
+	for i, g := range []string{"r1#0", "r2#0", "r1#1", "r1#0"} {
+		ev.Records[i].Attributes = map[string]string{"MessageGroupId": g}
+	}
+	resp, err := f.h.HandleSQS(ctx, ev)
+	require.NoError(t, err)
+	var failed []string
+	for _, it := range resp.BatchItemFailures {
+		failed = append(failed, it.ItemIdentifier)
+	}
+	require.Equal(t, []string{"a", "d"}, failed, "the failed message and the later one of its group")
+	for _, id := range []string{"b"} {
+		_, err := f.product(id)
+		require.NoError(t, err, "another group of the same retailer")
+	}
+	_, err = f.store.Product(ctx, "r2", "x", true)
+	require.NoError(t, err, "another retailer's group")
+	_, err = f.product("e")
+	require.ErrorIs(t, err, catalog.ErrNotFound, "the later message of the failed group is not applied")
+}
+
 // A superseded chunk is acknowledged without reading or writing anything
 // (I4); a chunk of an unknown retailer is dropped.
 func TestSupersededAndUnknownAreAcknowledged(t *testing.T) {

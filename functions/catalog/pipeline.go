@@ -9,7 +9,8 @@ import (
 // environment, the local stack, the benches) takes when it says nothing.
 const (
 	// MaxChunkRows is the most row operations of one chunk message, and
-	// the default chunk size (a 5,000-row chunk object is about 10 MB).
+	// the default chunk size; a chunk object is also bounded in bytes
+	// (DefaultChunkBytes).
 	MaxChunkRows = 5000
 	// DefaultInflightCap is how many chunks of one retailer may be in
 	// flight at once: its FIFO message groups (I9).

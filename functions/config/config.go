@@ -57,6 +57,7 @@ type Config struct {
 	// default chain.
 	Credentials        aws.CredentialsProvider
 	ChunkRows          int           // rows per chunk message [catalog.MaxChunkRows]; set by tests, not by the environment
+	ChunkBytes         int           // byte budget of a chunk object [catalog.DefaultChunkBytes]; set by tests, not by the environment
 	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS [catalog.DefaultLargeThresholdRows]
 	InflightCap        int           // CATALOG_INFLIGHT_CAP [catalog.DefaultInflightCap]
 	MaxUploadBytes     int64         // CATALOG_MAX_UPLOAD_BYTES (default 12 GiB)
@@ -448,7 +449,7 @@ func (c *Config) SNSClient(ctx context.Context) (*sns.Client, error) {
 
 // Diff is the diff handler's configuration.
 func (c *Config) Diff() diff.Config {
-	return diff.Config{ChunkRows: c.ChunkRows, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
+	return diff.Config{ChunkRows: c.ChunkRows, ChunkBytes: c.ChunkBytes, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
 		SmallQueueURL: c.ApplySmallQueueURL, LargeQueueURL: c.ApplyLargeQueueURL, MaxUploadBytes: c.MaxUploadBytes,
 		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL}
 }

@@ -97,7 +97,11 @@ type Store interface {
 
 // Config is what the diff function is told at start.
 type Config struct {
-	ChunkRows      int // rows per chunk, at most (and by default) catalog.MaxChunkRows
+	ChunkRows int // rows per chunk, at most (and by default) catalog.MaxChunkRows
+	// ChunkBytes is the byte budget of a chunk object
+	// [catalog.DefaultChunkBytes]: a chunk closes at ChunkRows ops or before
+	// the op that would take it over ChunkBytes.
+	ChunkBytes     int
 	InflightCap    int // chunks of one retailer in flight at once (I9): FIFO groups per retailer [catalog.DefaultInflightCap]
 	LargeThreshold int // changed rows from which a snapshot goes to the large queue [catalog.DefaultLargeThresholdRows]
 	SmallQueueURL  string
@@ -130,6 +134,9 @@ const DefaultSortMemoryBytes = 256 << 20
 func (c *Config) defaults() {
 	if c.ChunkRows <= 0 || c.ChunkRows > catalog.MaxChunkRows {
 		c.ChunkRows = catalog.MaxChunkRows
+	}
+	if c.ChunkBytes <= 0 {
+		c.ChunkBytes = catalog.DefaultChunkBytes
 	}
 	if c.InflightCap <= 0 {
 		c.InflightCap = catalog.DefaultInflightCap
@@ -284,7 +291,8 @@ type run struct {
 	etag     string
 	entries  *catalog.Sorter // the new snapshot's (id, hash, line), sorted
 	products int64
-	names    []string // the snapshot's attribute names (union over its products, sorted)
+	names    []string          // the snapshot's attribute names (union over its products, sorted)
+	sizes    *catalog.RowSizes // chunk-line sizes of the large rows, by line
 
 	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan
@@ -378,8 +386,12 @@ func (r *run) diff(ctx context.Context) error {
 	if err := r.writeIndex(ctx); err != nil {
 		return err
 	}
-	ops := plan.Ops()
-	chunks := (ops + r.h.cfg.ChunkRows - 1) / r.h.cfg.ChunkRows
+	// The chunks are planned before any is sent (their total is recorded
+	// now): upserts by line, then deletes, within the row and byte limits.
+	lines := slices.Clone(plan.Upserts)
+	slices.Sort(lines)
+	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, r.sizes, plan.Deletes, events.DeleteLineLen)
+	chunks := len(chunkPlan)
 	if err := r.store.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, chunks); err != nil {
 		if errors.Is(err, catalog.ErrSuperseded) {
 			r.log.InfoContext(ctx, "superseded before sending chunks")
@@ -402,7 +414,7 @@ func (r *run) diff(ctx context.Context) error {
 		r.ended(ctx, catalog.StateApplied, took...)
 		return nil
 	}
-	sent, err := r.sendChunks(ctx, plan, chunks)
+	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan)
 	if err != nil {
 		return err
 	}
@@ -479,6 +491,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
 	rd.Workers = r.h.cfg.Workers
 	entries := catalog.NewSorter(catalog.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir})
+	sizes := catalog.NewRowSizes(r.h.limits())
 	keep := false
 	defer func() {
 		if !keep {
@@ -507,6 +520,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			return r.rejectOrFail(ctx, err)
 		}
 		entries.Add(row.ID, row.Hash, int32(row.Line))
+		sizes.Add(int32(row.Line), events.UpsertLineLen(row.ID, row.AttributesLen))
 		n++
 		if n%r.h.cfg.SupersedeCheckRows == 0 {
 			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
@@ -542,7 +556,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	if spilled, times := entries.Spilled(); times > 0 {
 		r.log.InfoContext(ctx, "sorted runs spilled to disk", "bytes", spilled, "times", times)
 	}
-	r.entries, r.products, keep = entries, entries.Len(), true
+	r.entries, r.products, r.sizes, keep = entries, entries.Len(), sizes, true
 	r.names = rd.AttributeNames()
 	return false, nil
 }
@@ -723,21 +737,25 @@ func (r *run) abortIndex(ctx context.Context) {
 	r.index, r.indexed = nil, false
 }
 
-// sendChunks is pass 2: the changed rows, read again in file order, then the
-// deletes, in chunks of ChunkRows; before each chunk the generation must
-// still be the latest (I4).
-func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (int, error) {
+// limits are the chunk limits of the configuration.
+func (h *Handler) limits() catalog.ChunkLimits {
+	return catalog.ChunkLimits{Rows: h.cfg.ChunkRows, Bytes: h.cfg.ChunkBytes}
+}
+
+// sendChunks is pass 2: the changed rows (lines, ascending), read again in
+// file order, then the deletes, in the chunks of chunkPlan (ops per chunk);
+// before each chunk the generation must still be the latest (I4). Only
+// the chunk being filled is held.
+func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int) (int, error) {
 	queueURL := r.h.cfg.SmallQueueURL
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := &chunker{r: r, queueURL: queueURL, total: chunks}
+	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan}
 
-	if len(plan.Upserts) > 0 {
+	if len(lines) > 0 {
 		// Only the upserted rows are parsed again: the others are skipped
 		// by line, without parsing (the ETag guarantees the same bytes).
-		lines := slices.Clone(plan.Upserts)
-		slices.Sort(lines)
 		r.entries.Close()
 		r.entries = nil // the sorted entries are not needed any more
 		obj, err := r.openUpload(ctx, r.etag)
@@ -791,17 +809,19 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, chunks int) (in
 		r.log.InfoContext(ctx, "superseded while sending chunks; stopped", "chunks_sent", c.seq)
 		return c.seq, nil
 	}
-	if c.seq != chunks {
-		return c.seq, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", c.seq, chunks)
+	if c.seq != c.total {
+		return c.seq, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", c.seq, c.total)
 	}
 	return c.seq, nil
 }
 
-// chunker accumulates ops into chunk objects and sends one message each.
+// chunker accumulates ops into chunk objects, as planned, and sends one
+// message each.
 type chunker struct {
 	r        *run
 	queueURL string
 	total    int
+	plan     []int // ops of each chunk
 	seq      int
 	rows     int
 	buf      []byte
@@ -811,7 +831,10 @@ type chunker struct {
 // added counts the op just appended to c.buf and flushes a full chunk.
 func (c *chunker) added(ctx context.Context) error {
 	c.rows++
-	if c.rows >= c.r.h.cfg.ChunkRows {
+	if c.seq >= len(c.plan) {
+		return fmt.Errorf("more ops than the %d planned chunks hold: the upload changed while being read", len(c.plan))
+	}
+	if c.rows >= c.plan[c.seq] {
 		return c.flush(ctx)
 	}
 	return nil

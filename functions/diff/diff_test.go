@@ -179,6 +179,47 @@ func TestChunking(t *testing.T) {
 	require.Len(t, f.metrics.Lines(), 6, "a diff time and the planned rows per run")
 }
 
+// Chunks are bounded in bytes too: rows with large attributes close a
+// chunk before its object would pass ChunkBytes, whatever the row limit,
+// the total is known before the first chunk is sent, and a re-run sends the
+// same chunks (CSV attributes repeat the header's names in every row, so a
+// long header makes every row large: issue 9).
+func TestChunksBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue()}
+	const budget = 4000
+	f.h = diff.New(diff.Config{ChunkRows: 5000, ChunkBytes: budget, InflightCap: 20, LargeThreshold: 1000,
+		SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, f.queue, slog.New(slog.DiscardHandler))
+	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
+	var b strings.Builder
+	name := strings.Repeat("h", 700)
+	fmt.Fprintf(&b, "product_id,%s,note\n", name)
+	for i := range 40 {
+		note := "short"
+		if i%7 == 3 {
+			note = strings.Repeat("\x01", 300) // escaped 6x in canonical JSON: ~1,800 bytes
+		}
+		fmt.Fprintf(&b, "p%03d,v,%s\n", i, note)
+	}
+	g := f.upload([]byte(b.String()))
+	f.diff(g)
+	msgs := f.take()
+	require.Equal(t, len(msgs), f.status(g).ChunksTotal)
+	require.Greater(t, len(msgs), 8)
+	rows := 0
+	for _, s := range msgs {
+		body := f.object(s.msg.Key)
+		require.LessOrEqual(t, len(body), budget, "chunk %d", s.msg.Seq)
+		require.Equal(t, len(msgs), s.msg.Total)
+		rows += s.msg.Rows
+	}
+	require.Equal(t, 40, rows)
+	f.diff(g) // a re-run: same chunks
+	require.Equal(t, msgs, f.take())
+	f.applyAll(msgs)
+	require.Equal(t, catalog.StateApplied, f.status(g).State)
+}
+
 // The large queue takes snapshots with at least LargeThreshold changed rows.
 func TestQueueBySize(t *testing.T) {
 	t.Parallel()

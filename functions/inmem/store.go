@@ -808,8 +808,10 @@ func (s *Store) Product(ctx context.Context, retailerID, productID string, fresh
 	return catalog.Product{}, catalog.Errorf(catalog.ErrNotFound, "product_not_found", "retailer %q has no product %q", retailerID, productID)
 }
 
-// Products returns up to limit live products with product_id > after, in byte order.
-func (s *Store) Products(ctx context.Context, retailerID, after string, limit int, fresh bool) ([]catalog.Product, error) {
+// Products returns up to limit live products with product_id > after, in
+// byte order, stopping after the product that brings the total size of
+// their attributes to maxBytes (<= 0: no bound).
+func (s *Store) Products(ctx context.Context, retailerID, after string, limit, maxBytes int, fresh bool) ([]catalog.Product, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := s.registered(retailerID); err != nil {
@@ -827,10 +829,30 @@ func (s *Store) Products(ctx context.Context, retailerID, after string, limit in
 		}
 	}
 	sort.Strings(ids)
+	size := 0
 	for _, id := range ids[:min(limit, len(ids))] {
-		out = append(out, st.products[id].product(retailerID, id))
+		if maxBytes > 0 && size >= maxBytes {
+			break
+		}
+		p := st.products[id].product(retailerID, id)
+		out = append(out, p)
+		size += len(p.Attributes)
 	}
 	return out, nil
+}
+
+// KnownGenerations returns the retailer's latest and applied generations
+// (the store has no replicas: they are the writer's).
+func (s *Store) KnownGenerations(ctx context.Context, retailerID string) (latest, applied int64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := s.registered(retailerID); err != nil {
+		return 0, 0, err
+	}
+	if st := s.state[retailerID]; st != nil {
+		return st.latest, st.applied, nil
+	}
+	return 0, 0, nil
 }
 
 // Replicated is false: the store has no replicas.

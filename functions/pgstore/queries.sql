@@ -327,6 +327,11 @@ FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(retailer_id, product_id
 JOIN products p ON p.retailer_id = k.retailer_id AND p.product_id = k.product_id COLLATE "C"
 WHERE NOT p.deleted;
 
+-- name: storefront_generations
+-- The storefront's view of a retailer's generations on a replica: the
+-- newest that took over and the newest applied (no row: no upload yet).
+SELECT latest_generation, applied_generation FROM retailer_state WHERE retailer_id = $1;
+
 -- name: storefront_page
 -- The storefront's keyset page: product_id > $2 in byte order (COLLATE "C").
 SELECT product_id, attributes, generation, updated_at

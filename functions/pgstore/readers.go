@@ -243,15 +243,35 @@ func (rs *ReaderSet) Product(ctx context.Context, src Source, retailerID, produc
 	return rs.productFrom(ctx, src, retailerID, productID)
 }
 
-// Products returns up to limit live products with product_id > after, in byte order.
-func (rs *ReaderSet) Products(ctx context.Context, src Source, retailerID, after string, limit int) ([]catalog.Product, error) {
+// Products returns up to limit live products with product_id > after, in
+// byte order, stopping after the product that brings the total size of
+// their attributes to maxBytes (<= 0: no bound).
+func (rs *ReaderSet) Products(ctx context.Context, src Source, retailerID, after string, limit, maxBytes int) ([]catalog.Product, error) {
 	var out []catalog.Product
 	err := rs.read(ctx, src, func(ctx context.Context, db *pgxpool.Pool) error {
 		var err error
-		out, err = listProducts(ctx, db, retailerID, after, limit)
+		out, err = listProducts(ctx, db, retailerID, after, limit, maxBytes)
 		return err
 	})
 	return out, err
+}
+
+// KnownGenerations returns the retailer's newest generation that took over
+// and its newest applied one, as a reader knows them (0, 0 before any
+// upload).
+func (rs *ReaderSet) KnownGenerations(ctx context.Context, retailerID string) (latest, applied int64, err error) {
+	err = rs.read(ctx, AnyReader, func(ctx context.Context, db *pgxpool.Pool) error {
+		latest, applied = 0, 0
+		err := db.QueryRow(ctx, q("storefront_generations"), retailerID).Scan(&latest, &applied)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("generations of %s: %w", retailerID, err)
+	}
+	return latest, applied, nil
 }
 
 // DirectoryRetailers returns, in order, the retailers (at most limit) whose
@@ -507,11 +527,17 @@ func (rs *ReaderSet) Stats() ReaderStats {
 }
 
 // listProducts is the storefront's page query, on whichever server (writer
-// or replica) the caller picked.
-func listProducts(ctx context.Context, db *pgxpool.Pool, retailerID, after string, limit int) ([]catalog.Product, error) {
-	out := make([]catalog.Product, 0, limit)
+// or replica) the caller picked. Rows past maxBytes of attributes are read
+// from the connection but not kept, so a page of large products never
+// holds more than about maxBytes.
+func listProducts(ctx context.Context, db *pgxpool.Pool, retailerID, after string, limit, maxBytes int) ([]catalog.Product, error) {
+	out := make([]catalog.Product, 0, min(limit, 1024))
 	params := [][]byte{[]byte(retailerID), []byte(after), strconv.AppendInt(nil, int64(limit), 10)}
+	size := 0
 	err := execLookup(ctx, db, "storefront_page", params, func(vals [][]byte) error {
+		if maxBytes > 0 && size >= maxBytes {
+			return nil
+		}
 		if len(vals) != 4 || vals[0] == nil {
 			return errors.New("unexpected row")
 		}
@@ -520,6 +546,7 @@ func listProducts(ctx context.Context, db *pgxpool.Pool, retailerID, after strin
 			return err
 		}
 		out = append(out, p)
+		size += len(p.Attributes)
 		return nil
 	})
 	if err != nil {

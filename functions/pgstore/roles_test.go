@@ -51,7 +51,8 @@ var roleMatrix = map[string]map[string][]string{
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "applied_chunks INSERT",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE"},
-		catalogsql.RoleRead:      {"products SELECT"},
+		catalogsql.RoleRead: {"products SELECT", "retailer_state(retailer_id) SELECT",
+			"retailer_state(latest_generation) SELECT", "retailer_state(applied_generation) SELECT"},
 		catalogsql.RoleConsumers: {"consumer_versions SELECT", "consumer_versions INSERT", "consumer_versions UPDATE"},
 		catalogsql.RoleRelay: {"outbox SELECT", "outbox UPDATE", "outbox DELETE",
 			"products SELECT", "generations SELECT"},
@@ -297,9 +298,12 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	require.JSONEq(t, `{"price":"1.5"}`, string(p.Attributes))
 	_, err = rs.Product(ctx, pgstore.AnyReader, r, "p2")
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	page, err := rs.Products(ctx, pgstore.AnyReader, r, "", 10)
+	page, err := rs.Products(ctx, pgstore.AnyReader, r, "", 10, 0)
 	require.NoError(t, err)
 	require.Len(t, page, 2)
+	latest, applied, err := rs.KnownGenerations(ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{g4, g4}, [2]int64{latest, applied})
 	owners, err := rd.ControlReaders.DirectoryRetailers(ctx, "p3", 10)
 	require.NoError(t, err)
 	require.Equal(t, []string{r}, owners)

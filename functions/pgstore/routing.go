@@ -244,13 +244,25 @@ func (s *Stores) Product(ctx context.Context, retailerID, productID string, fres
 }
 
 // Products returns up to limit live products with product_id > after, in
-// byte order, read like Product.
-func (s *Stores) Products(ctx context.Context, retailerID, after string, limit int, fresh bool) ([]catalog.Product, error) {
+// byte order, stopping after the product that brings the total size of
+// their attributes to maxBytes (<= 0: no bound), read like Product.
+func (s *Stores) Products(ctx context.Context, retailerID, after string, limit, maxBytes int, fresh bool) ([]catalog.Product, error) {
 	rs, err := s.ReadersFor(ctx, retailerID)
 	if err != nil {
 		return nil, err
 	}
-	return rs.Products(ctx, source(fresh), retailerID, after, limit)
+	return rs.Products(ctx, source(fresh), retailerID, after, limit, maxBytes)
+}
+
+// KnownGenerations returns the retailer's newest generation that took over
+// and its newest applied one, as a replica of its shard (or the writer
+// when none answers) knows them.
+func (s *Stores) KnownGenerations(ctx context.Context, retailerID string) (latest, applied int64, err error) {
+	rs, err := s.ReadersFor(ctx, retailerID)
+	if err != nil {
+		return 0, 0, err
+	}
+	return rs.KnownGenerations(ctx, retailerID)
 }
 
 // Replicated reports whether the retailer's reads may come from a replica,

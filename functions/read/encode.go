@@ -38,23 +38,46 @@ func appendProduct(b []byte, p catalog.Product) []byte {
 	return append(b, `"}`...)
 }
 
-// appendPage appends the contract's JSON of a page: the first limit rows,
-// and next_after when there are more.
-func appendPage(b []byte, rows []catalog.Product, limit int) []byte {
+// pageTailBytes bounds what follows a page's last item: `],"next_after":`,
+// the id quoted (at most 6 bytes a byte escaped), `}` and a newline.
+const pageTailBytes = len(`],"next_after":`) + 2 + 6*snapshot.MaxProductIDBytes + 2
+
+// appendPage appends the contract's JSON of a page: at most limit rows and,
+// past the first, no more than keep the page within maxBytes, then
+// next_after when there are more (rows beyond, or rows left out to keep
+// the page within maxBytes); n is how many rows it holds. rows come from a
+// read that stopped after maxBytes of attributes: when they hold that
+// much, there may be more after them.
+func appendPage(b []byte, rows []catalog.Product, limit, maxBytes int) (out []byte, n int) {
+	start := len(b)
 	b = append(b, `{"items":[`...)
+	more := len(rows) > limit
+	attrs := 0
+	for _, p := range rows {
+		attrs += len(p.Attributes)
+	}
+	if attrs >= maxBytes {
+		more = true // the read may have stopped early
+	}
 	for i, p := range rows[:min(len(rows), limit)] {
+		mark := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendProduct(b, p)
+		if i > 0 && len(b)-start+pageTailBytes > maxBytes {
+			b, more = b[:mark], true
+			break
+		}
+		n++
 	}
 	b = append(b, `],"next_after":`...)
-	if len(rows) > limit {
-		b = snapshot.AppendJSONString(b, rows[limit-1].ProductID)
+	if more && n > 0 {
+		b = snapshot.AppendJSONString(b, rows[n-1].ProductID)
 	} else {
 		b = append(b, "null"...)
 	}
-	return append(b, '}')
+	return append(b, '}'), n
 }
 
 // TuneGC sets the garbage collector of a process serving the storefront,

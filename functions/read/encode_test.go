@@ -2,6 +2,8 @@ package read
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -45,7 +47,44 @@ func TestEncodingMatchesEncodingJSON(t *testing.T) {
 		}
 		want, err := json.Marshal(page)
 		require.NoError(t, err)
-		require.JSONEq(t, string(want), string(appendPage(nil, rows, limit)), "limit %d", limit)
+		got, n := appendPage(nil, rows, limit, MaxPageBytes)
+		require.JSONEq(t, string(want), string(got), "limit %d", limit)
+		require.Equal(t, len(page.Items), n)
 	}
-	require.JSONEq(t, `{"items": [], "next_after": null}`, string(appendPage(nil, nil, 10)))
+	got, n := appendPage(nil, nil, 10, MaxPageBytes)
+	require.JSONEq(t, `{"items": [], "next_after": null}`, string(got))
+	require.Zero(t, n)
+}
+
+// A page ends early, next_after set, rather than pass MaxPageBytes of JSON
+// (Lambda's response limit is 6 MB): 1,000 products of 200 KB would make
+// 200 MB. Its first product is always there, so paging goes on.
+func TestPageEndsEarlyAtMaxBytes(t *testing.T) {
+	t.Parallel()
+	big := []byte(`{"d": "` + strings.Repeat("x", 200_000) + `"}`)
+	var rows []catalog.Product
+	for i := range 40 { // what a read stopped after MaxPageBytes of attributes returns
+		rows = append(rows, catalog.Product{RetailerID: "r", ProductID: fmt.Sprintf("p%04d", i), Attributes: big, Generation: int64(i + 1)})
+	}
+	body, n := appendPage(nil, rows[:26], 1000, MaxPageBytes)
+	require.Less(t, len(body)+1, MaxPageBytes)
+	require.Equal(t, 24, n, "as many as fit")
+	var page Page
+	require.NoError(t, json.Unmarshal(body, &page))
+	require.Len(t, page.Items, n)
+	require.Equal(t, "p0023", *page.NextAfter)
+
+	// One product larger than the page: alone on its page, and next_after
+	// set even when the read returned nothing after it (it stopped on
+	// bytes: there may be more).
+	huge := []byte(`{"d": "` + strings.Repeat("x", MaxPageBytes) + `"}`)
+	for _, rows := range [][]catalog.Product{
+		{{ProductID: "a", Attributes: huge}, {ProductID: "b", Attributes: []byte(`{}`)}},
+		{{ProductID: "a", Attributes: huge}},
+	} {
+		body, n = appendPage(nil, rows, 1000, MaxPageBytes)
+		require.Equal(t, 1, n)
+		require.NoError(t, json.Unmarshal(body, &page))
+		require.Equal(t, "a", *page.NextAfter)
+	}
 }

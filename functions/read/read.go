@@ -33,6 +33,10 @@ const (
 const (
 	defaultLimit = 100
 	maxLimit     = 1000
+	// MaxPageBytes is the most JSON a page holds (DESIGN 5): a page of
+	// large products ends early, with next_after set, rather than pass
+	// Lambda's 6 MB response limit.
+	MaxPageBytes = 5_000_000
 )
 
 // Store is what the storefront reads, keyed by retailer. pgstore.Stores
@@ -43,11 +47,15 @@ type Store interface {
 	// writer: for a client that has seen newer data than a replica had.
 	Product(ctx context.Context, retailerID, productID string, fresh bool) (catalog.Product, error)
 	// Products returns up to limit live products with product_id > after,
-	// in byte order; fresh as for Product.
-	Products(ctx context.Context, retailerID, after string, limit int, fresh bool) ([]catalog.Product, error)
+	// in byte order, stopping after the product that brings the total size
+	// of their attributes to maxBytes (<= 0: no bound); fresh as for Product.
+	Products(ctx context.Context, retailerID, after string, limit, maxBytes int, fresh bool) ([]catalog.Product, error)
 	// Replicated reports whether the retailer's reads may come from a
 	// replica, that is whether a fresh read may see more.
 	Replicated(ctx context.Context, retailerID string) (bool, error)
+	// KnownGenerations returns the retailer's newest generation that took
+	// over and its newest applied one, as the readers know them.
+	KnownGenerations(ctx context.Context, retailerID string) (latest, applied int64, err error)
 	// DirectoryRetailers returns, in order, at most limit retailers whose
 	// catalog holds a live product with this id.
 	DirectoryRetailers(ctx context.Context, productID string, limit int) ([]string, error)
@@ -200,12 +208,13 @@ func (h *Handler) product(w http.ResponseWriter, r *http.Request) {
 
 // serveProduct answers one product from the retailer's shard readers. When
 // the client revalidates a version newer than the replica holds (it was
-// served by a fresher replica before), the writer answers instead, so a
-// client never sees a product go back in time.
+// served by a fresher replica before), the writer may answer instead (see
+// needsWriter), so a client does not see a product go back in time.
 func (h *Handler) serveProduct(w http.ResponseWriter, r *http.Request, retailerID, productID string) {
 	p, err := h.store.Product(r.Context(), retailerID, productID, false)
-	if seen := httpapi.NewestETagVersion(r); seen > 0 && h.replicated(r.Context(), retailerID) &&
-		(errors.Is(err, catalog.ErrNotFound) || (err == nil && p.Generation < seen)) {
+	if seen := httpapi.NewestETagVersion(r); seen > 0 &&
+		(errors.Is(err, catalog.ErrNotFound) || (err == nil && p.Generation < seen)) &&
+		h.needsWriter(r.Context(), retailerID, seen) {
 		p, err = h.store.Product(r.Context(), retailerID, productID, true)
 	}
 	if err != nil {
@@ -244,32 +253,47 @@ func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
 	// One more than asked tells whether this is the last page. Keyset
 	// pagination (product_id > after) is stable under ingestion: a product
 	// that exists throughout is on exactly one page, whatever changes around it.
-	rows, err := h.store.Products(r.Context(), retailerID, after, limit+1, false)
-	if seen := httpapi.NewestETagVersion(r); err == nil && seen > pageVersion(rows, limit) && h.replicated(r.Context(), retailerID) {
-		rows, err = h.store.Products(r.Context(), retailerID, after, limit+1, true)
+	rows, err := h.store.Products(r.Context(), retailerID, after, limit+1, MaxPageBytes, false)
+	if seen := httpapi.NewestETagVersion(r); err == nil && seen > pageVersion(rows, limit) &&
+		h.needsWriter(r.Context(), retailerID, seen) {
+		rows, err = h.store.Products(r.Context(), retailerID, after, limit+1, MaxPageBytes, true)
 	}
 	if err != nil {
 		h.fail(w, r, retailerID, err)
 		return
 	}
 	buf := bodies.Get().(*[]byte)
-	*buf = append(appendPage((*buf)[:0], rows, limit), '\n')
-	httpapi.WriteVersionedBody(w, r, cacheControl, pageVersion(rows, limit), *buf)
+	var n int
+	*buf, n = appendPage((*buf)[:0], rows, limit, MaxPageBytes)
+	*buf = append(*buf, '\n')
+	httpapi.WriteVersionedBody(w, r, cacheControl, pageVersion(rows, n), *buf)
 	bodies.Put(buf)
 }
 
-// replicated reports whether a fresh read of the retailer may see more (an
-// error reads as no: the first read's answer stands).
-func (h *Handler) replicated(ctx context.Context, retailerID string) bool {
-	ok, err := h.store.Replicated(ctx, retailerID)
-	return err == nil && ok
+// needsWriter reports whether a client that revalidates version seen,
+// newer than the replica's answer, is answered by the writer: only when a
+// replica knows that generation took over and has not applied it yet (the
+// replica lags, or the generation is applying). A generation newer than
+// any a replica knows is treated as stale, never as a reason to read the
+// writer: an anonymous client cannot send reads to the writers by naming a
+// made-up generation, and while a retailer has nothing in flight no
+// revalidation reads the writer. (A replica lagging behind the take-over
+// itself answers with what it has: a client may then see a version a few
+// seconds older, within the replicas' staleness bound.) An error reads as
+// no: the first read's answer stands.
+func (h *Handler) needsWriter(ctx context.Context, retailerID string, seen int64) bool {
+	if ok, err := h.store.Replicated(ctx, retailerID); err != nil || !ok {
+		return false
+	}
+	latest, applied, err := h.store.KnownGenerations(ctx, retailerID)
+	return err == nil && applied < seen && seen <= latest
 }
 
-// pageVersion is the newest generation among a page's products.
-func pageVersion(rows []catalog.Product, limit int) int64 {
+// pageVersion is the newest generation among the first n of a page's products.
+func pageVersion(rows []catalog.Product, n int) int64 {
 	var v int64
 	for i, p := range rows {
-		if i == limit {
+		if i == n {
 			break
 		}
 		v = max(v, p.Generation)

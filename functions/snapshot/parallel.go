@@ -180,10 +180,10 @@ func (w *rowParser) parseBatch(b *batch, attrs bool) {
 			b.probs = append(b.probs, e)
 			continue
 		}
-		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), hash: HashAttributes(w.out), line: rc.line, probs: int32(len(b.probs))}
+		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), attrLen: int32(len(w.out)), hash: HashAttributes(w.out), line: rc.line, probs: int32(len(b.probs))}
 		b.out = append(b.out, id...)
 		if attrs {
-			o.attrOff, o.attrLen = int32(len(b.out)), int32(len(w.out))
+			o.attrOff = int32(len(b.out))
 			b.out = append(b.out, w.out...)
 		}
 		b.rows = append(b.rows, o)
@@ -235,8 +235,8 @@ func (r *Reader) scanParallel() (RowView, error) {
 				return RowView{}, r.err
 			}
 			b.next++
-			v := RowView{ID: b.out[o.idOff : o.idOff+o.idLen : o.idOff+o.idLen], Hash: o.hash, Line: int(o.line)}
-			if o.attrLen > 0 {
+			v := RowView{ID: b.out[o.idOff : o.idOff+o.idLen : o.idOff+o.idLen], AttributesLen: int(o.attrLen), Hash: o.hash, Line: int(o.line)}
+			if o.attrLen > 0 && !r.SkipAttributes {
 				v.Attributes = b.out[o.attrOff : o.attrOff+o.attrLen : o.attrOff+o.attrLen]
 			}
 			return v, nil

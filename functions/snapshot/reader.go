@@ -257,8 +257,11 @@ func (r *Reader) Next() (Row, error) {
 type RowView struct {
 	ID         []byte
 	Attributes []byte // nil with SkipAttributes
-	Hash       Hash
-	Line       int
+	// AttributesLen is the length of the canonical attributes, with
+	// SkipAttributes too (the diff sizes its chunks with it).
+	AttributesLen int
+	Hash          Hash
+	Line          int
 }
 
 // Scan is Next without the allocations: the row's ID and Attributes alias
@@ -279,6 +282,7 @@ func (r *Reader) scanSerial() (RowView, error) {
 		r.err = r.end(err)
 		return RowView{}, r.err
 	}
+	v.AttributesLen = len(v.Attributes)
 	if r.SkipAttributes {
 		v.Attributes = nil
 	}

@@ -157,7 +157,7 @@ func applyChunk(t *testing.T, s Store, retailerID string, gen int64, seq int, op
 // compared as JSON values (a database may store them normalized).
 func catalogOf(t *testing.T, s Store, retailerID string) map[string]any {
 	t.Helper()
-	products, err := s.Products(ctx(t), retailerID, "", 1000, true)
+	products, err := s.Products(ctx(t), retailerID, "", 1000, 0, true)
 	require.NoError(t, err)
 	out := map[string]any{}
 	for _, p := range products {
@@ -456,7 +456,7 @@ func testProducts(t *testing.T, s Store, id func(string) string) {
 	var got []string
 	after := ""
 	for {
-		page, err := s.Products(ctx(t), r, after, 2, false)
+		page, err := s.Products(ctx(t), r, after, 2, 0, false)
 		require.NoError(t, err)
 		if len(page) == 0 {
 			break
@@ -472,6 +472,24 @@ func testProducts(t *testing.T, s Store, id func(string) string) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = s.Replicated(ctx(t), r)
 	require.NoError(t, err)
+
+	// A byte bound: the read stops after the product that reaches it.
+	for _, c := range []struct{ maxBytes, want int }{{1, 1}, {2, 1}, {3, 2}, {4, 2}, {5, 3}, {0, 4}} {
+		page, err := s.Products(ctx(t), r, "", 10, c.maxBytes, false) // each "{}": 2 bytes
+		require.NoError(t, err)
+		require.Len(t, page, c.want, "maxBytes %d", c.maxBytes)
+	}
+
+	// The generations the storefront's revalidation compares with.
+	latest, applied, err := s.KnownGenerations(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{g2, g2}, [2]int64{latest, applied})
+	g3, _ := arrive(t, s, r)
+	_, err = s.TakeOver(ctx(t), r, g3)
+	require.NoError(t, err)
+	latest, applied, err = s.KnownGenerations(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{g3, g2}, [2]int64{latest, applied}, "taken over, not applied")
 }
 
 func testDirectory(t *testing.T, s Store, id func(string) string) {
@@ -525,7 +543,7 @@ func testUnknownRetailer(t *testing.T, s Store, id func(string) string) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = s.Product(ctx(t), r, "x", false)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	_, err = s.Products(ctx(t), r, "", 10, false)
+	_, err = s.Products(ctx(t), r, "", 10, 0, false)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = s.BeginDiff(ctx(t), r, 1, "")
 	require.ErrorIs(t, err, catalog.ErrNotFound)

@@ -93,6 +93,7 @@ type Options struct {
 	Prefix string
 
 	ChunkRows        int   // [catalog.MaxChunkRows]
+	ChunkBytes       int   // [catalog.DefaultChunkBytes] byte budget of a chunk object
 	InflightCap      int   // [catalog.DefaultInflightCap]
 	LargeThreshold   int   // [catalog.DefaultLargeThresholdRows] changed rows
 	MaxUploadBytes   int64 // [1 GiB]
@@ -296,7 +297,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Config = config.Config{
 		Region: Region, ControlDB: controlDSN, ShardDBs: shardDSNs,
 		DBMaxConns: int32(4 + 2*o.ApplyConcurrency + o.DiffConcurrency),
-		ChunkRows:  o.ChunkRows, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
+		ChunkRows:  o.ChunkRows, ChunkBytes: o.ChunkBytes, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
 		MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL, AdminToken: st.AdminToken,
 		UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
