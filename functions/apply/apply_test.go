@@ -175,7 +175,7 @@ func TestFailureFailsOnlyItsGroup(t *testing.T) {
 	m4 := f.chunk(gen, 4, 4, storetest.Upsert("e", `{}`)) // group r1#0 again, after the failure
 	// r2: its own generation and chunk.
 	ctx := context.Background()
-	gen2, err := f.store.ReserveGeneration(ctx, "r2", "csv", time.Now().Add(time.Hour))
+	gen2, err := f.store.ReserveGeneration(ctx, "r2", "csv", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	_, err = f.store.BeginDiff(ctx, "r2", gen2, "")
 	require.NoError(t, err)
