@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/upload"
 )
 
 // tagsOf reads a resource's Tags, given as a list of {Key, Value} or as a
@@ -114,4 +115,35 @@ func TestDefaultsFollowTheModel(t *testing.T) {
 	stage := r.props(t, r.logicalID(t, "AWS::ApiGatewayV2::Stage", "DefaultStage"))
 	rs, _ := stage["DefaultRouteSettings"].(map[string]any)
 	equal(t, "stage rate limit", rs["ThrottlingRateLimit"], float64(p.APIRateLimit))
+}
+
+// TestCostDeploymentIsTheStack: the sizes the cost report's fixed costs
+// come from (CATALOG_COST_DEPLOYMENT) are those of the synthesized stack,
+// and the upload function keeps large reports where the bucket expires them.
+func TestCostDeploymentIsTheStack(t *testing.T) {
+	for _, overrides := range []map[string]any{nil, scaled} {
+		r := synth(t, overrides)
+		d := CostDeployment(r.params, len(r.resources("AWS::CloudWatch::Alarm")))
+		count := func(typ string) int { return len(r.resources(typ)) }
+		equal(t, "clusters", count("AWS::RDS::DBCluster"), d.Clusters)
+		equal(t, "instances", count("AWS::RDS::DBInstance"), d.Clusters*d.InstancesPerCluster)
+		equal(t, "alarms", count("AWS::CloudWatch::Alarm"), d.Alarms)
+		equal(t, "dashboards", count("AWS::CloudWatch::Dashboard"), d.Dashboards)
+		equal(t, "secrets", count("AWS::SecretsManager::Secret"), d.Secrets)
+		proxies := 0
+		if d.RDSProxy {
+			proxies = d.Clusters
+		}
+		equal(t, "proxies", count("AWS::RDS::DBProxy"), proxies)
+		interfaces := 0
+		for _, ep := range r.resources("AWS::EC2::VPCEndpoint") {
+			if ep["Properties"].(map[string]any)["VpcEndpointType"] == "Interface" {
+				interfaces++
+			}
+		}
+		equal(t, "interface endpoints", interfaces, d.InterfaceEndpoints)
+		equal(t, "upload retention", d.UploadRetentionDays, r.params.UploadRetentionDays)
+		equal(t, "CATALOG_COST_DEPLOYMENT", r.env(t, r.function(t, "upload"))[EnvCostDeployment], d.String())
+	}
+	equal(t, "reports prefix", prefixReports, upload.ReportPrefix)
 }

@@ -66,6 +66,9 @@ const (
 	EnvDBSSLRootCert      = "CATALOG_DB_SSLROOTCERT"
 	EnvSpillDir           = "CATALOG_SPILL_DIR"
 	EnvSortMemoryMB       = "CATALOG_SORT_MEMORY_MB"
+	// EnvCostDeployment sizes the cost report's shared fixed costs
+	// (costs.ParseDeployment), set from the stack's parameters.
+	EnvCostDeployment = "CATALOG_COST_DEPLOYMENT"
 )
 
 // diffEnv is the diff's own environment: its sort spills to the ephemeral
@@ -350,6 +353,8 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	// signature binds the exact key; the role bounds it to snapshots/),
 	// re-enqueues diffs on confirm, reads the admin token.
 	s3(f.upload.Role(), "PresignSnapshotPuts", []string{"s3:PutObject"}, objects(prefixSnapshots))
+	// Cost reports too large for an answer: written, then linked (presigned GET).
+	s3(f.upload.Role(), "KeepLargeReports", []string{"s3:GetObject", "s3:PutObject"}, objects(prefixReports))
 	d.queues.diffJobs.GrantSendMessages(f.upload)
 	d.adminSecret.GrantRead(f.upload.Role(), nil)
 

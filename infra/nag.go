@@ -58,6 +58,9 @@ func addNagSuppressions(r nagRefs) {
 			suppress("AwsSolutions-IAM5", "upload presigns PUT URLs for snapshots/{retailer_id}/{generation}/upload with "+
 				"its own credentials; the key is chosen per request, so the role allows s3:PutObject (only) under "+
 				"snapshots/ and the signature binds each URL to one exact key.", objects(prefixSnapshots)),
+			suppress("AwsSolutions-IAM5", "upload keeps a cost report too large for an API answer under "+
+				"reports/costs/{from}_{to}_{random}.{ext} and presigns a GET of it; the key is made per request, so the "+
+				"role may put and get objects under reports/costs/ only (expired after a day).", objects(prefixReports)),
 		}},
 		{role(r.fns.read), []*cdknag.NagPackSuppression{
 			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),

@@ -90,6 +90,8 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	fns.migrate, _ = newSchema(stack, deps)
 	httpAPI := newAPI(stack, p, fns)
 	mon := newMonitoring(stack, name, q, fns, httpAPI, dbs, tp.alarms)
+	// The cost report's fixed costs, once every alarm exists (DESIGN 10).
+	fns.upload.AddEnvironment(jsii.String(EnvCostDeployment), jsii.String(CostDeployment(p, len(mon.alarms)).String()), nil)
 
 	out := func(id, value, description string) {
 		awscdk.NewCfnOutput(stack, jsii.String(id), &awscdk.CfnOutputProps{

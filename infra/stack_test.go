@@ -59,6 +59,7 @@ func TestStack(t *testing.T) {
 			"expire-superseded-indexes":  `{"ExpirationInDays":19,"Id":"expire-superseded-indexes","Prefix":"indexes/","Status":"Enabled","TagFilters":[{"Key":"catalog-superseded","Value":"true"}]}`,
 			"expire-chunks":              `{"ExpirationInDays":19,"Id":"expire-chunks","Prefix":"chunks/","Status":"Enabled"}`,
 			"expire-changes":             `{"ExpirationInDays":19,"Id":"expire-changes","Prefix":"changes/","Status":"Enabled"}`,
+			"expire-reports":             `{"ExpirationInDays":1,"Id":"expire-reports","Prefix":"reports/costs/","Status":"Enabled"}`,
 			"abort-incomplete-multipart": `{"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1},"Id":"abort-incomplete-multipart","Status":"Enabled"}`,
 		})
 		// TLS only: a deny on aws:SecureTransport=false in the bucket policy.
@@ -237,6 +238,7 @@ func TestStack(t *testing.T) {
 		}
 		equal(t, "upload env", r.env(t, fns["upload"]), with(map[string]string{
 			EnvAdminTokenSecret: "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "AdminTokenSecret") + "}",
+			EnvCostDeployment:   CostDeployment(p, len(r.resources("AWS::CloudWatch::Alarm"))).String(),
 		}, dbEnv(catalogsql.RoleUpload, true)))
 		equal(t, "read env", r.env(t, fns["read"]), with(map[string]string{
 			EnvShardReaders:  strings.Join(readers, ","),
@@ -374,7 +376,8 @@ func TestStack(t *testing.T) {
 		}
 		admin := "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "AdminTokenSecret") + "}"
 		want := map[string][]string{
-			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots)}, send(diffJobs), readSecrets(admin),
+			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots),
+				"Allow s3:GetObject " + obj(prefixReports), "Allow s3:PutObject " + obj(prefixReports)}, send(diffJobs), readSecrets(admin),
 				connect(catalogsql.RoleUpload, true)),
 			"read":    connect(catalogsql.RoleRead, true),
 			"arrival": cat(send(diffJobs), consume(arrivals), connect(catalogsql.RoleDiff, false)),

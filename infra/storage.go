@@ -19,6 +19,11 @@ const (
 	// prefixChanges holds the change objects that change events refer to
 	// (DESIGN 8, written by the relay's side of the apply).
 	prefixChanges = "changes/"
+	// prefixReports holds cost reports too large for an API answer
+	// (upload.ReportPrefix), linked from a 303 for 15 minutes.
+	prefixReports = "reports/costs/"
+	// reportDays is how long a stored report is kept.
+	reportDays = 1
 )
 
 // Lifecycle settings of the catalog bucket.
@@ -99,6 +104,11 @@ func newStorage(scope constructs.Construct, p Params) *storage {
 				Id:         jsii.String("expire-changes"),
 				Prefix:     jsii.String(prefixChanges),
 				Expiration: awscdk.Duration_Days(jsii.Number(claimCheckDays)),
+			},
+			{
+				Id:         jsii.String("expire-reports"),
+				Prefix:     jsii.String(prefixReports),
+				Expiration: awscdk.Duration_Days(jsii.Number(reportDays)),
 			},
 			{
 				Id:                                  jsii.String("abort-incomplete-multipart"),

@@ -6,6 +6,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/retailcatalog/catalog/functions/costs"
 )
 
 // Cost allocation tags on every taggable resource: activate them in the
@@ -77,3 +79,25 @@ func addCostTags(stack awscdk.Stack) {
 // untaggedProviderTypes are the resource types of CDK custom resource
 // providers that take tags as a property.
 var untaggedProviderTypes = map[string]bool{"AWS::IAM::Role": true, "AWS::Lambda::Function": true}
+
+// CostDeployment is what the cost report's shared fixed costs are computed
+// from (CATALOG_COST_DEPLOYMENT of the upload function, which serves the
+// report): the clusters and instances the parameters deploy, each at the
+// minimum capacity (the real average is CloudWatch's
+// ServerlessDatabaseCapacity), the proxies, the SQS and Secrets Manager
+// endpoints in 2 AZs, the alarms monitoring.go made, one dashboard, a
+// secret per cluster plus the admin token's, the topics' key, and the
+// upload retention.
+func CostDeployment(p Params, alarms int) costs.Deployment {
+	d := costs.DefaultDeployment()
+	d.Clusters = p.Shards + 1
+	d.InstancesPerCluster = 1 + p.ReadersPerShard
+	d.AverageACU = p.MinACU
+	d.RDSProxy = p.RDSProxy
+	d.InterfaceEndpoints, d.AZs = 2, 2
+	d.Alarms = alarms
+	d.Secrets = d.Clusters + 1
+	d.KMSKeys = 1
+	d.UploadRetentionDays = p.UploadRetentionDays
+	return d
+}

@@ -5,13 +5,14 @@ package sql
 import "embed"
 
 // Control holds the control database migrations (retailer registry, product
-// directory), and those of roles/ (the functions' database roles).
+// directory), and those of roles/ (the functions' database roles) and
+// usage/ (the usage counters, DESIGN 10).
 //
-//go:embed control/*.sql roles/*.sql
+//go:embed control/*.sql roles/*.sql usage/*.sql
 var Control embed.FS
 
 // Shard holds the shard database migrations (products, generations, chunk
-// progress, outbox), and those of roles/.
+// progress, outbox), and those of roles/ and usage/.
 //
-//go:embed shard/*.sql roles/*.sql
+//go:embed shard/*.sql roles/*.sql usage/*.sql
 var Shard embed.FS

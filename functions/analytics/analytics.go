@@ -28,6 +28,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/retry"
 )
 
@@ -131,6 +132,7 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 			continue
 		}
 		byRetailer[env.RetailerID] = append(byRetailer[env.RetailerID], event{msg: msg, env: env, ops: ops})
+		metering.For(ctx, env.RetailerID) // the retailer's change event (DESIGN 10)
 	}
 	retailers := make([]string, 0, len(byRetailer))
 	for r := range byRetailer {

@@ -17,6 +17,7 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 )
 
@@ -139,6 +140,7 @@ func (h *Handler) Apply(ctx context.Context, m events.ChunkMessage) error {
 	if err != nil {
 		return err
 	}
+	metering.For(ctx, m.RetailerID)
 	// Cheap check first (I4): a superseded chunk is not even read.
 	latest, err := h.store.IsLatest(ctx, m.RetailerID, m.Generation)
 	if err != nil {

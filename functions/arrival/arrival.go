@@ -24,6 +24,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/queue"
 )
@@ -126,6 +127,7 @@ func (h *Handler) Arrive(ctx context.Context, rec lambdaevents.S3EventRecord) er
 		return err
 	}
 	fields := metrics.Fields{RetailerID: retailerID, Generation: gen}
+	metering.For(ctx, retailerID) // a known retailer's upload (DESIGN 10)
 	if state.Terminal() {
 		// Superseded by a newer reservation, too late, or finished: the
 		// diff would only say so again.

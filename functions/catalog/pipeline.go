@@ -48,6 +48,8 @@ type Counts struct {
 	// products, sorted), kept with the generation: the next snapshot's
 	// mass_update hold compares its own with the baseline's.
 	AttributeNames []string
+	// Bytes is the size of the upload as stored (for the usage counters).
+	Bytes int64
 }
 
 // ApplyOutcome says what applying one chunk did.

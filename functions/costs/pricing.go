@@ -59,9 +59,10 @@ type Pricer struct {
 // DefaultPricer prices with the embedded tables.
 func DefaultPricer() Pricer { return Pricer{Prices: DefaultPrices(), Figures: DefaultFigures()} }
 
-// Variable prices one retailer-day's usage, first-tier unit prices (volume
-// tiers apply to the account's month, not to one retailer's day).
-func (p Pricer) Variable(u Usage) []Line {
+// Variable prices one retailer-day's usage in deployment d, first-tier unit
+// prices (volume tiers apply to the account's month, not to one retailer's
+// day). Uploads are stored for d's upload retention.
+func (p Pricer) Variable(u Usage, d Deployment) []Line {
 	t, f := p.Prices, p.Figures
 	lambda := func(side Side) float64 {
 		return u.LambdaGBs(side)*t.Unit(PriceLambdaGBSecond) + float64(u.LambdaRequests(side))*t.Unit(PriceLambdaRequest)
@@ -72,7 +73,7 @@ func (p Pricer) Variable(u Usage) []Line {
 		{ServiceLambda, SideIngestion, lambda(SideIngestion)},
 		{ServiceAPIGateway, SideIngestion, float64(u.APIRequests) * t.Unit(PriceAPIRequest)},
 		{ServiceS3, SideIngestion, float64(u.S3ClassA)*t.Unit(PriceS3ClassA) + float64(u.S3ClassB)*t.Unit(PriceS3ClassB) +
-			float64(u.S3ByteDays)/bytesPerGB/t.DaysPerMonth()*t.Unit(PriceS3GBMonth)},
+			float64(u.S3ByteDays+u.BytesUploaded*int64(d.UploadRetentionDays))/bytesPerGB/t.DaysPerMonth()*t.Unit(PriceS3GBMonth)},
 		{ServiceSQS, SideIngestion, float64(u.SQSStandard)*t.Unit(PriceSQSStandard) + float64(u.SQSFIFO)*t.Unit(PriceSQSFIFO)},
 		{ServiceSNS, SideIngestion, float64(u.SNSPublishes) * t.Unit(PriceSNSPublish)},
 		{ServiceAuroraIO, SideIngestion, float64(u.DBRowsWritten) * f.V(FigIOPerRowWritten) * io},
@@ -153,6 +154,9 @@ type Deployment struct {
 	CustomMetrics int `json:"custom_metrics"`
 	Secrets       int `json:"secrets"`
 	KMSKeys       int `json:"kms_keys"`
+	// UploadRetentionDays is how long uploaded files are kept (their S3
+	// storage is the uploading retailer's).
+	UploadRetentionDays int `json:"upload_retention_days"`
 }
 
 // DefaultDeployment is the stack cdk.json deploys: 2 shards + control, one
@@ -162,6 +166,7 @@ func DefaultDeployment() Deployment {
 	return Deployment{
 		Clusters: 3, InstancesPerCluster: 2, AverageACU: 0.5, StorageGB: 10, RDSProxy: true,
 		InterfaceEndpoints: 2, AZs: 2, Alarms: 20, Dashboards: 1, CustomMetrics: 30, Secrets: 4, KMSKeys: 1,
+		UploadRetentionDays: 14,
 	}
 }
 
@@ -171,13 +176,14 @@ func (d *Deployment) fields() map[string]any {
 		"clusters": &d.Clusters, "instances": &d.InstancesPerCluster, "acu": &d.AverageACU,
 		"storage_gb": &d.StorageGB, "proxy": &d.RDSProxy, "endpoints": &d.InterfaceEndpoints,
 		"azs": &d.AZs, "alarms": &d.Alarms, "dashboards": &d.Dashboards, "metrics": &d.CustomMetrics,
-		"secrets": &d.Secrets, "kms": &d.KMSKeys,
+		"secrets": &d.Secrets, "kms": &d.KMSKeys, "upload_retention_days": &d.UploadRetentionDays,
 	}
 }
 
 // ParseDeployment reads "key=value,..." over DefaultDeployment: clusters,
 // instances, acu, storage_gb, proxy, endpoints, azs, alarms, dashboards,
-// metrics, secrets, kms. An empty string gives the default.
+// metrics, secrets, kms, upload_retention_days. An empty string gives the
+// default.
 func ParseDeployment(s string) (Deployment, error) {
 	d := DefaultDeployment()
 	fields := d.fields()
@@ -222,9 +228,9 @@ func deploymentKeyNames(fields map[string]any) []string {
 
 // String is the ParseDeployment form of d.
 func (d Deployment) String() string {
-	return fmt.Sprintf("clusters=%d,instances=%d,acu=%g,storage_gb=%g,proxy=%t,endpoints=%d,azs=%d,alarms=%d,dashboards=%d,metrics=%d,secrets=%d,kms=%d",
+	return fmt.Sprintf("clusters=%d,instances=%d,acu=%g,storage_gb=%g,proxy=%t,endpoints=%d,azs=%d,alarms=%d,dashboards=%d,metrics=%d,secrets=%d,kms=%d,upload_retention_days=%d",
 		d.Clusters, d.InstancesPerCluster, d.AverageACU, d.StorageGB, d.RDSProxy, d.InterfaceEndpoints, d.AZs,
-		d.Alarms, d.Dashboards, d.CustomMetrics, d.Secrets, d.KMSKeys)
+		d.Alarms, d.Dashboards, d.CustomMetrics, d.Secrets, d.KMSKeys, d.UploadRetentionDays)
 }
 
 // FixedDaily prices one day of the shared, always-on resources.

@@ -201,7 +201,7 @@ func (p Pricer) BuildReport(in ReportInput) (*Report, error) {
 		rows := make([]Row, 0, len(ids))
 		for _, id := range ids {
 			u := *byDay[date][id]
-			row := Row{Date: date, RetailerID: id, Usage: u, Lines: p.Variable(u)}
+			row := Row{Date: date, RetailerID: id, Usage: u, Lines: p.Variable(u, in.Deployment)}
 			for _, l := range row.Lines {
 				row.VariableUSD += l.USD
 				switch l.Side {

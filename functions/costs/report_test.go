@@ -26,7 +26,7 @@ func retailerDay(date, id string, rows int64, changePct float64, reads int64) Da
 		Uploads: 1, BytesUploaded: rows * 2000, RowsReceived: rows,
 		RowsInserted: changed / 3, RowsUpdated: changed - 2*(changed/3), RowsDeleted: changed / 3,
 		Chunks: chunks, DBRowsWritten: 2 * changed, Reads: reads, ReadBytes: reads * 2300, APIRequests: 5,
-		S3ClassA: 3 + chunks, S3ClassB: 3 + chunks, S3ByteDays: rows*2000*14 + changed*2000*7,
+		S3ClassA: 3 + chunks, S3ClassB: 3 + chunks, S3ByteDays: changed * 2000 * 7,
 		SQSStandard: 3, SQSFIFO: 3 * chunks, SNSPublishes: chunks + 1,
 	}
 	u.AddFunction("upload", FunctionUsage{Invocations: 5, MBms: 5 * 20 * 512})
@@ -224,7 +224,7 @@ func TestPricesComeFromTheTable(t *testing.T) {
 	base := DefaultPricer()
 	twice := Pricer{Prices: doubled, Figures: base.Figures}
 	u := retailerDay("2026-11-01", "r", 50000, 4, 12345).Usage
-	a, b := base.Variable(u), twice.Variable(u)
+	a, b := base.Variable(u, DefaultDeployment()), twice.Variable(u, DefaultDeployment())
 	for i := range a {
 		if a[i].USD <= 0 || !near(b[i].USD, 2*a[i].USD) {
 			t.Errorf("%s/%s: %v with doubled prices, %v before", a[i].Service, a[i].Side, b[i].USD, a[i].USD)
@@ -242,7 +242,7 @@ func TestPricesComeFromTheTable(t *testing.T) {
 	// $0.0000133334 = $0.066667, + 1M x $0.20/M = $0.20.
 	reads := Usage{Reads: 1_000_000}
 	reads.AddFunction("read", FunctionUsage{Invocations: 1_000_000, MBms: 1_000_000 * 5 * 1024})
-	for _, l := range base.Variable(reads) {
+	for _, l := range base.Variable(reads, DefaultDeployment()) {
 		switch {
 		case l.Service == ServiceAPIGateway && l.Side == SideStorefront && !near(l.USD, 1.00):
 			t.Errorf("API Gateway for 1M reads: %v, want 1.00", l.USD)

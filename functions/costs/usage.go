@@ -82,25 +82,33 @@ const MBmsPerGBs = 1024 * 1000
 // RowsChanged is inserted + updated + deleted.
 func (u Usage) RowsChanged() int64 { return u.RowsInserted + u.RowsUpdated + u.RowsDeleted }
 
+// Counters are the scalar counters of Usage (Functions aside), in the
+// column order of the usage tables.
+var Counters = []func(u *Usage) *int64{
+	func(u *Usage) *int64 { return &u.Uploads },
+	func(u *Usage) *int64 { return &u.BytesUploaded },
+	func(u *Usage) *int64 { return &u.RowsReceived },
+	func(u *Usage) *int64 { return &u.RowsInserted },
+	func(u *Usage) *int64 { return &u.RowsUpdated },
+	func(u *Usage) *int64 { return &u.RowsDeleted },
+	func(u *Usage) *int64 { return &u.Chunks },
+	func(u *Usage) *int64 { return &u.DBRowsWritten },
+	func(u *Usage) *int64 { return &u.Reads },
+	func(u *Usage) *int64 { return &u.ReadBytes },
+	func(u *Usage) *int64 { return &u.APIRequests },
+	func(u *Usage) *int64 { return &u.S3ClassA },
+	func(u *Usage) *int64 { return &u.S3ClassB },
+	func(u *Usage) *int64 { return &u.S3ByteDays },
+	func(u *Usage) *int64 { return &u.SQSStandard },
+	func(u *Usage) *int64 { return &u.SQSFIFO },
+	func(u *Usage) *int64 { return &u.SNSPublishes },
+}
+
 // Add adds o to u.
 func (u *Usage) Add(o Usage) {
-	u.Uploads += o.Uploads
-	u.BytesUploaded += o.BytesUploaded
-	u.RowsReceived += o.RowsReceived
-	u.RowsInserted += o.RowsInserted
-	u.RowsUpdated += o.RowsUpdated
-	u.RowsDeleted += o.RowsDeleted
-	u.Chunks += o.Chunks
-	u.DBRowsWritten += o.DBRowsWritten
-	u.Reads += o.Reads
-	u.ReadBytes += o.ReadBytes
-	u.APIRequests += o.APIRequests
-	u.S3ClassA += o.S3ClassA
-	u.S3ClassB += o.S3ClassB
-	u.S3ByteDays += o.S3ByteDays
-	u.SQSStandard += o.SQSStandard
-	u.SQSFIFO += o.SQSFIFO
-	u.SNSPublishes += o.SNSPublishes
+	for _, f := range Counters {
+		*f(u) += *f(&o)
+	}
 	for name, f := range o.Functions {
 		u.AddFunction(name, f)
 	}

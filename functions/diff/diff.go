@@ -24,6 +24,7 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/snapshot"
@@ -253,6 +254,7 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 	if err != nil {
 		return err
 	}
+	metering.For(ctx, job.RetailerID)
 	decision, err := h.store.BeginDiff(ctx, job.RetailerID, job.Generation, job.ETag)
 	if err != nil {
 		return err
@@ -293,6 +295,7 @@ type run struct {
 	products int64
 	names    []string          // the snapshot's attribute names (union over its products, sorted)
 	sizes    *catalog.RowSizes // chunk-line sizes of the large rows, by line
+	size     int64             // the upload's bytes, for the usage counters
 
 	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan
@@ -426,7 +429,7 @@ func (r *run) diff(ctx context.Context) error {
 // snapshot's attribute names.
 func (r *run) countsOf(plan catalog.Plan) catalog.Counts {
 	return catalog.Counts{Inserted: plan.Inserted, Updated: plan.Updated, Deleted: plan.Deleted,
-		Unchanged: plan.Unchanged, Products: r.products, AttributeNames: r.names}
+		Unchanged: plan.Unchanged, Products: r.products, AttributeNames: r.names, Bytes: r.size}
 }
 
 // hold decides the hold rule (I8) against the baseline of d alone.
@@ -468,7 +471,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		return false, err
 	}
 	defer obj.Body.Close()
-	r.etag = obj.ETag
+	r.etag, r.size = obj.ETag, obj.Size
 	if r.decision.ETag == "" {
 		// The first read of this generation: pin what it reads.
 		pinned, err := r.store.PinUpload(ctx, r.job.RetailerID, r.job.Generation, obj.ETag)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/costs"
 )
 
 // Store is the control database and the shards in memory: the retailer
@@ -35,6 +36,7 @@ type Store struct {
 	directory map[string]map[string]dirEntry
 	outbox    outbox
 	versions  map[versionKey]int64 // consumers' version state
+	usage     []costs.DayUsage     // added in the same "transaction" as the work, like pgstore's
 }
 
 type retailerState struct {
@@ -461,6 +463,9 @@ func (s *Store) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		d.Reason = "generation is held, awaiting confirmation"
 		return d, nil
 	}
+	if g.State == catalog.StateAwaitingUpload || g.State == catalog.StateReceived {
+		s.addUsage(retailerID, costs.Usage{Uploads: 1})
+	}
 	if st.latest > gen {
 		s.markSuperseded(g, st.latest)
 		d.Reason = fmt.Sprintf("superseded by generation %d", st.latest)
@@ -577,6 +582,7 @@ func (s *Store) Hold(ctx context.Context, retailerID string, gen int64, code, me
 		if g, ok := st.gens[gen]; ok && g.State == catalog.StateDiffing {
 			g.State, g.ErrorCode, g.ErrorMessage, g.ErrorLine = catalog.StateHeld, code, message, 0
 			g.setCounts(c)
+			s.addUsage(retailerID, costs.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products})
 		}
 		return nil
 	})
@@ -603,6 +609,13 @@ func (s *Store) StartApplying(ctx context.Context, retailerID string, gen int64,
 		g, ok := st.gens[gen]
 		if st.latest != gen || !ok || (g.State != catalog.StateDiffing && g.State != catalog.StateApplying) {
 			return catalog.ErrSuperseded
+		}
+		if g.State == catalog.StateDiffing {
+			u := costs.Usage{RowsInserted: c.Inserted, RowsUpdated: c.Updated, RowsDeleted: c.Deleted}
+			if !g.Confirmed {
+				u.BytesUploaded, u.RowsReceived = c.Bytes, c.Products
+			}
+			s.addUsage(retailerID, u)
 		}
 		g.State, g.indexWritten, g.ChunksTotal = catalog.StateApplying, true, chunks
 		g.setCounts(c)
@@ -701,6 +714,7 @@ func (s *Store) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 		ObjectKey: m.Key, SHA256: m.SHA256, Changed: int(res.Written), Unchanged: unchanged, EventTime: now, CreatedAt: now}
 	s.outbox.add(changeEvent)
 	g.ChunksApplied++
+	s.addUsage(retailerID, costs.Usage{Chunks: 1, DBRowsWritten: 2 * res.Written})
 	if g.ChunksApplied >= g.ChunksTotal {
 		res.GenerationApplied = true
 		s.finish(st, g)
@@ -861,4 +875,61 @@ func (s *Store) Replicated(ctx context.Context, retailerID string) (bool, error)
 	defer s.mu.Unlock()
 	_, err := s.registered(retailerID)
 	return false, err
+}
+
+// addUsage records usage of today (UTC by the store's clock); the caller
+// holds the mutex.
+func (s *Store) addUsage(retailerID string, u costs.Usage) {
+	s.usage = append(s.usage, costs.DayUsage{Date: s.now().UTC().Format(costs.DateLayout), RetailerID: retailerID, Usage: u})
+}
+
+// AddUsage adds usage records (what the functions count in memory).
+func (s *Store) AddUsage(ctx context.Context, records []costs.DayUsage) error {
+	for _, r := range records {
+		if _, err := costs.ParseDay(r.Date); err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range records {
+		c := costs.DayUsage{Date: r.Date, RetailerID: r.RetailerID}
+		c.Usage.Add(r.Usage)
+		s.usage = append(s.usage, c)
+	}
+	return nil
+}
+
+// Usage returns the usage of the days [from, to], one record per
+// retailer-day, ordered by day then retailer.
+func (s *Store) Usage(ctx context.Context, from, to time.Time) ([]costs.DayUsage, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	lo, hi := from.UTC().Format(costs.DateLayout), to.UTC().Format(costs.DateLayout)
+	byKey := map[[2]string]*costs.DayUsage{}
+	var keys [][2]string
+	for _, r := range s.usage {
+		if r.Date < lo || r.Date > hi {
+			continue
+		}
+		k := [2]string{r.Date, r.RetailerID}
+		cur := byKey[k]
+		if cur == nil {
+			cur = &costs.DayUsage{Date: r.Date, RetailerID: r.RetailerID}
+			byKey[k] = cur
+			keys = append(keys, k)
+		}
+		cur.Usage.Add(r.Usage)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	out := make([]costs.DayUsage, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, *byKey[k])
+	}
+	return out, nil
 }

@@ -397,3 +397,54 @@ FROM unnest($3::text[], $4::bigint[]) AS u(product_id, generation)
 ON CONFLICT (consumer, retailer_id, product_id) DO UPDATE SET generation = EXCLUDED.generation
 WHERE v.generation < EXCLUDED.generation
 RETURNING product_id;
+
+-- name: usage_add
+-- Adds counters to retailer-days (DESIGN 10): $1 days, $2 retailer ids, then
+-- one array per counter, all of one length, no key twice (the caller sums
+-- first). Rows go in key order, so concurrent batches lock in one order.
+INSERT INTO usage_daily AS u (day, retailer_id, uploads, bytes_uploaded, rows_received, rows_inserted,
+    rows_updated, rows_deleted, chunks, db_rows_written, reads, read_bytes, api_requests,
+    s3_class_a, s3_class_b, s3_byte_days, sqs_standard_requests, sqs_fifo_requests, sns_requests)
+SELECT * FROM unnest($1::date[], $2::text[], $3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[],
+    $7::bigint[], $8::bigint[], $9::bigint[], $10::bigint[], $11::bigint[], $12::bigint[], $13::bigint[],
+    $14::bigint[], $15::bigint[], $16::bigint[], $17::bigint[], $18::bigint[], $19::bigint[])
+ORDER BY 1, 2
+ON CONFLICT (day, retailer_id) DO UPDATE SET
+    uploads = u.uploads + EXCLUDED.uploads,
+    bytes_uploaded = u.bytes_uploaded + EXCLUDED.bytes_uploaded,
+    rows_received = u.rows_received + EXCLUDED.rows_received,
+    rows_inserted = u.rows_inserted + EXCLUDED.rows_inserted,
+    rows_updated = u.rows_updated + EXCLUDED.rows_updated,
+    rows_deleted = u.rows_deleted + EXCLUDED.rows_deleted,
+    chunks = u.chunks + EXCLUDED.chunks,
+    db_rows_written = u.db_rows_written + EXCLUDED.db_rows_written,
+    reads = u.reads + EXCLUDED.reads,
+    read_bytes = u.read_bytes + EXCLUDED.read_bytes,
+    api_requests = u.api_requests + EXCLUDED.api_requests,
+    s3_class_a = u.s3_class_a + EXCLUDED.s3_class_a,
+    s3_class_b = u.s3_class_b + EXCLUDED.s3_class_b,
+    s3_byte_days = u.s3_byte_days + EXCLUDED.s3_byte_days,
+    sqs_standard_requests = u.sqs_standard_requests + EXCLUDED.sqs_standard_requests,
+    sqs_fifo_requests = u.sqs_fifo_requests + EXCLUDED.sqs_fifo_requests,
+    sns_requests = u.sns_requests + EXCLUDED.sns_requests;
+
+-- name: usage_functions_add
+-- Adds Lambda usage per function to retailer-days, like usage_add.
+INSERT INTO usage_functions AS f (day, retailer_id, function, invocations, mb_ms)
+SELECT * FROM unnest($1::date[], $2::text[], $3::text[], $4::bigint[], $5::bigint[])
+ORDER BY 1, 2, 3
+ON CONFLICT (day, retailer_id, function) DO UPDATE SET
+    invocations = f.invocations + EXCLUDED.invocations,
+    mb_ms = f.mb_ms + EXCLUDED.mb_ms;
+
+-- name: usage_select
+SELECT day, retailer_id, uploads, bytes_uploaded, rows_received, rows_inserted,
+    rows_updated, rows_deleted, chunks, db_rows_written, reads, read_bytes, api_requests,
+    s3_class_a, s3_class_b, s3_byte_days, sqs_standard_requests, sqs_fifo_requests, sns_requests
+FROM usage_daily WHERE day BETWEEN $1 AND $2
+ORDER BY day, retailer_id;
+
+-- name: usage_functions_select
+SELECT day, retailer_id, function, invocations, mb_ms
+FROM usage_functions WHERE day BETWEEN $1 AND $2
+ORDER BY day, retailer_id, function;

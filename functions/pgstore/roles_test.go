@@ -17,6 +17,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
@@ -27,30 +28,33 @@ import (
 // table missing from knownTables fails TestRolePrivilegesAreExactly.
 var roleMatrix = map[string]map[string][]string{
 	"control": {
-		catalogsql.RoleUpload: {"retailers SELECT", "retailers INSERT", "retailers UPDATE"},
-		catalogsql.RoleDiff:   {"retailers SELECT"},
+		catalogsql.RoleUpload: {"retailers SELECT", "retailers INSERT", "retailers UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
+		catalogsql.RoleDiff:   {"retailers SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleApply: {"retailers SELECT",
-			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE"},
+			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleRead: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT",
-			"product_directory SELECT"},
-		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT"},
+			"product_directory SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
+		catalogsql.RoleRelay:     {"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
+		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleOps: {"retailers SELECT",
-			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE"},
+			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 	},
 	"shard": {
 		catalogsql.RoleUpload: {"retailer_state SELECT", "retailer_state INSERT", "retailer_state(reserved_generation) UPDATE",
 			"generations SELECT", "generations INSERT", "generations UPDATE",
-			"outbox INSERT", "outbox_id_seq USAGE"},
+			"outbox INSERT", "outbox_id_seq USAGE", "usage_daily SELECT"},
 		catalogsql.RoleDiff: {"retailer_state SELECT", "retailer_state(latest_generation) UPDATE",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"generations SELECT", "generations UPDATE",
-			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE"},
+			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
+			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
 		catalogsql.RoleApply: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"generations SELECT", "generations UPDATE",
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "applied_chunks INSERT",
-			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE"},
+			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
+			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
 		catalogsql.RoleRead: {"products SELECT", "retailer_state(retailer_id) SELECT",
 			"retailer_state(latest_generation) SELECT", "retailer_state(applied_generation) SELECT"},
 		catalogsql.RoleConsumers: {"consumer_versions SELECT", "consumer_versions INSERT", "consumer_versions UPDATE"},
@@ -60,15 +64,16 @@ var roleMatrix = map[string]map[string][]string{
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"generations SELECT", "generations UPDATE",
 			"products SELECT", "products INSERT", "products UPDATE",
-			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE"},
+			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE",
+			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
 	},
 }
 
 // knownTables are the tables and sequences of each database whose grants
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
-	"control": {"product_directory", "retailers", "schema_migrations"},
-	"shard":   {"applied_chunks", "consumer_versions", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations"},
+	"control": {"product_directory", "retailers", "schema_migrations", "usage_daily", "usage_functions"},
+	"shard":   {"applied_chunks", "consumer_versions", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
 }
 
 // asRole is dsn (a URL of the local server, trust authentication on
@@ -349,6 +354,26 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	}))
 
 	control, shard := dsnsOf(admin)
+
+	// usage (DESIGN 10): every function's meter adds to the control
+	// database (the storefront too, its one write); upload reads control
+	// and shards for the cost report, which shows what the diff's state
+	// changes and the chunks counted above.
+	today := time.Now().UTC()
+	for _, s := range []*pgstore.Stores{up, df, ap, rd} {
+		require.NoError(t, s.AddUsage(ctx, []costs.DayUsage{{Date: today.Format(costs.DateLayout), RetailerID: r,
+			Usage: costs.Usage{Reads: 1, Functions: map[string]costs.FunctionUsage{"f": {Invocations: 1, MBms: 1024}}}}}))
+	}
+	usage, err := up.Usage(ctx, today, today)
+	require.NoError(t, err)
+	require.Len(t, usage, 1)
+	require.Equal(t, int64(4), usage[0].Reads)
+	require.Equal(t, int64(4), usage[0].Uploads, "g1..g4 arrived")
+	require.Equal(t, int64(3+1+1), usage[0].RowsChanged(), "g1 and g2's changes, counted when they started applying")
+	require.Equal(t, int64(3), usage[0].Chunks)
+	runAs(t, asRole(t, control, catalogsql.RoleRelay), `INSERT INTO usage_daily (day, retailer_id, sns_requests) VALUES (current_date, 'roles', 1)
+		ON CONFLICT (day, retailer_id) DO UPDATE SET sns_requests = usage_daily.sns_requests + 1`)
+
 	runAs(t, asRole(t, shard, catalogsql.RoleOps),
 		`SELECT latest_generation, applied_generation FROM retailer_state WHERE retailer_id = 'roles' FOR KEY SHARE`,
 		`SELECT product_id, content_hash FROM products WHERE retailer_id = 'roles' ORDER BY product_id`,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/costs"
 )
 
 // Shard is one shard database: generations, the fenced catalog and the
@@ -250,6 +251,12 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 			d.Reason = "generation is held, awaiting confirmation"
 			return nil
 		}
+		if st := catalog.State(state); st == catalog.StateAwaitingUpload || st == catalog.StateReceived {
+			// The file's first arrival: one upload (DESIGN 10), counted once.
+			if err := addShardUsage(ctx, tx, retailerID, costs.Usage{Uploads: 1}); err != nil {
+				return err
+			}
+		}
 		if latest > gen {
 			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, latest); err != nil {
 				return err
@@ -431,8 +438,16 @@ func execReject(ctx context.Context, db interface {
 
 // Hold parks a generation until the retailer confirms it (I8).
 func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
-	if _, err := s.pool.Exec(ctx, q("hold_generation"), retailerID, gen, code, message,
-		c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, c.AttributeNames); err != nil {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, q("hold_generation"), retailerID, gen, code, message,
+			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, c.AttributeNames)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// The snapshot was read whole (its confirmation is not counted again).
+		return addShardUsage(ctx, tx, retailerID, costs.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products})
+	})
+	if err != nil {
 		return fmt.Errorf("hold %s/%d: %w", retailerID, gen, err)
 	}
 	return nil
@@ -450,6 +465,14 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 		if latest != gen {
 			return catalog.ErrSuperseded
 		}
+		var state, pinned string
+		var confirmed bool
+		if err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &confirmed, &pinned); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return catalog.ErrSuperseded
+			}
+			return err
+		}
 		tag, err := tx.Exec(ctx, q("start_applying"), retailerID, gen,
 			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, chunks, c.AttributeNames)
 		if err != nil {
@@ -457,6 +480,18 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 		}
 		if tag.RowsAffected() == 0 {
 			return catalog.ErrSuperseded
+		}
+		if catalog.State(state) == catalog.StateDiffing {
+			// The diff's state change, once per generation (a re-run of an
+			// applying generation counts nothing): its changes, and what it
+			// read unless a hold counted that before the confirmation.
+			u := costs.Usage{RowsInserted: c.Inserted, RowsUpdated: c.Updated, RowsDeleted: c.Deleted}
+			if !confirmed {
+				u.BytesUploaded, u.RowsReceived = c.Bytes, c.Products
+			}
+			if err := addShardUsage(ctx, tx, retailerID, u); err != nil {
+				return err
+			}
 		}
 		if chunks == 0 {
 			return finishGeneration(ctx, tx, retailerID, gen, c.Products)
@@ -549,6 +584,11 @@ func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 			return errRollbackSuperseded
 		}
 		if err != nil {
+			return err
+		}
+		// Counted with the chunk, so a duplicate delivery counts nothing:
+		// the chunk, its product rows and their outbox rows.
+		if err := addShardUsage(ctx, tx, retailerID, costs.Usage{Chunks: 1, DBRowsWritten: 2 * res.Written}); err != nil {
 			return err
 		}
 		if applied >= total {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
@@ -221,6 +222,7 @@ func (h *Handler) serveProduct(w http.ResponseWriter, r *http.Request, retailerI
 		h.fail(w, r, retailerID, err)
 		return
 	}
+	metering.For(r.Context(), retailerID) // a storefront read of the retailer (DESIGN 10)
 	buf := bodies.Get().(*[]byte)
 	*buf = append(appendProduct((*buf)[:0], p), '\n')
 	httpapi.WriteVersionedBody(w, r, cacheControl, p.Generation, *buf)
@@ -262,6 +264,7 @@ func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, retailerID, err)
 		return
 	}
+	metering.For(r.Context(), retailerID)
 	buf := bodies.Get().(*[]byte)
 	var n int
 	*buf, n = appendPage((*buf)[:0], rows, limit, MaxPageBytes)

@@ -27,6 +27,8 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/topic"
 )
 
@@ -227,6 +229,8 @@ func (r *Relay) publish(ctx context.Context, entries []catalog.OutboxEntry) ([]b
 			}
 			done[at[start+k]] = true
 			st.Published++
+			metering.For(ctx, e.RetailerID) // one SNS publish of the retailer (DESIGN 10)
+			metering.Count(ctx, costs.Usage{SNSPublishes: 1})
 		}
 	}
 	return done, st, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/retailcatalog/catalog/functions/blob"
+	"github.com/retailcatalog/catalog/functions/metering"
 )
 
 // NewClient builds an S3 client from an AWS configuration; endpoint, when
@@ -57,6 +58,7 @@ func (s *Store) Open(ctx context.Context, key, ifMatch string) (blob.Object, err
 	if ifMatch != "" {
 		in.IfMatch = aws.String(ifMatch)
 	}
+	metering.S3Request(ctx, false)
 	out, err := s.client.GetObject(ctx, in)
 	if err != nil {
 		return blob.Object{}, fmt.Errorf("get s3://%s/%s: %w", s.bucket, key, classify(err))
@@ -85,6 +87,8 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Put writes an object from memory.
 func (s *Store) Put(ctx context.Context, key string, body []byte) error {
+	metering.S3Request(ctx, true)
+	metering.Stored(ctx, int64(len(body)))
 	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket: &s.bucket, Key: &key, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
 	})
@@ -112,6 +116,7 @@ func (s *Store) PutNew(ctx context.Context, key string, body []byte) error {
 
 // Size returns an object's size; blob.ErrNotFound when it does not exist.
 func (s *Store) Size(ctx context.Context, key string) (int64, error) {
+	metering.S3Request(ctx, false)
 	out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
 		return 0, fmt.Errorf("head s3://%s/%s: %w", s.bucket, key, classify(err))
@@ -124,6 +129,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 	var keys []string
 	pages := s3.NewListObjectsV2Paginator(s.client, &s3.ListObjectsV2Input{Bucket: &s.bucket, Prefix: &prefix})
 	for pages.HasMorePages() {
+		metering.S3Request(ctx, true)
 		page, err := pages.NextPage(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("list s3://%s/%s: %w", s.bucket, prefix, err)
@@ -137,6 +143,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
 
 // Tag sets an object's tags to the one tag key=value.
 func (s *Store) Tag(ctx context.Context, key, tagKey, tagValue string) error {
+	metering.S3Request(ctx, true)
 	_, err := s.client.PutObjectTagging(ctx, &s3.PutObjectTaggingInput{Bucket: &s.bucket, Key: &key,
 		Tagging: &types.Tagging{TagSet: []types.Tag{{Key: &tagKey, Value: &tagValue}}}})
 	if err != nil {
@@ -147,6 +154,7 @@ func (s *Store) Tag(ctx context.Context, key, tagKey, tagValue string) error {
 
 // Tags returns an object's tags.
 func (s *Store) Tags(ctx context.Context, key string) (map[string]string, error) {
+	metering.S3Request(ctx, false)
 	out, err := s.client.GetObjectTagging(ctx, &s3.GetObjectTaggingInput{Bucket: &s.bucket, Key: &key})
 	if err != nil {
 		return nil, fmt.Errorf("tags of s3://%s/%s: %w", s.bucket, key, classify(err))
@@ -156,6 +164,15 @@ func (s *Store) Tags(ctx context.Context, key string) (map[string]string, error)
 		tags[aws.ToString(t.Key)] = aws.ToString(t.Value)
 	}
 	return tags, nil
+}
+
+// PresignGet returns a URL that GETs key, valid for ttl.
+func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error) {
+	req, err := s.presign.PresignGetObject(ctx, &s3.GetObjectInput{Bucket: &s.bucket, Key: &key}, s3.WithPresignExpires(ttl))
+	if err != nil {
+		return "", fmt.Errorf("presign get s3://%s/%s: %w", s.bucket, key, err)
+	}
+	return req.URL, nil
 }
 
 // PresignPut returns a presigned PUT for key valid for ttl. The PUT is

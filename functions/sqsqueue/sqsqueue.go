@@ -11,6 +11,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/retailcatalog/catalog/functions/metering"
 )
 
 // NewClient builds an SQS client from an AWS configuration; endpoint, when
@@ -41,6 +43,7 @@ func (s *Sender) Send(ctx context.Context, queueURL, body, groupID, dedupID stri
 	if dedupID != "" {
 		in.MessageDeduplicationId = &dedupID
 	}
+	metering.SQSRequest(ctx, queueURL)
 	if _, err := s.client.SendMessage(ctx, in); err != nil {
 		return fmt.Errorf("send to %s: %w", queueURL, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/snapshot"
@@ -83,6 +84,8 @@ type Config struct {
 	// ReservationsPerHour is how many generations a retailer may reserve
 	// per rolling hour [DefaultReservationsPerHour].
 	ReservationsPerHour int
+	// Costs serves GET /v1/admin/costs; nil answers 503.
+	Costs *CostsConfig
 }
 
 // DefaultReservationsPerHour is the contract's per-retailer reservation limit.
@@ -124,6 +127,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"POST /v1/retailers/{retailer_id}/token", h.rotateToken},
 		{"POST /v1/admin/retailers/{retailer_id}/token", h.recoverToken},
 		{"DELETE /v1/admin/retailers/{retailer_id}", h.offboard},
+		{"GET /v1/admin/costs", h.costsReport},
 	} {
 		h.mux.HandleFunc(r.pattern, r.handle)
 		h.routes = append(h.routes, r.pattern)
@@ -208,7 +212,11 @@ func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
 			return catalog.Retailer{}, catalog.Errorf(catalog.ErrForbidden, "forbidden", "this token belongs to another retailer")
 		}
 	}
-	return h.store.Retailer(r.Context(), id)
+	ret, err := h.store.Retailer(r.Context(), id)
+	if err == nil {
+		metering.For(r.Context(), id) // an API request of the retailer (DESIGN 10)
+	}
+	return ret, err
 }
 
 type createRetailerRequest struct {

@@ -160,7 +160,7 @@ func TestConfirmResendsTheDiffJob(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	require.Len(t, f.h.Routes(), 10)
+	require.Len(t, f.h.Routes(), 11)
 	req := httptest.NewRequest("GET", "/v1/nothing", nil)
 	w := httptest.NewRecorder()
 	f.h.ServeHTTP(w, req)

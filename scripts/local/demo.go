@@ -16,6 +16,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -61,7 +62,46 @@ upload; exits 0 only if every catalog equals its newest accepted snapshot.`)
 	if err := d.story(ctx); err != nil {
 		return err
 	}
-	return d.verify(ctx)
+	if err := d.verify(ctx); err != nil {
+		return err
+	}
+	return d.costs(ctx, st, *dataDir)
+}
+
+// costs shows what the demo's day cost, from the usage every function
+// metered (DESIGN 10), and keeps the HTML report in the data dir.
+func (d *demoRun) costs(ctx context.Context, st *stack.Stack, dataDir string) error {
+	d.step("what it cost: the usage every function metered, priced (GET /v1/admin/costs)")
+	if err := st.FlushUsage(ctx); err != nil {
+		return err
+	}
+	today := time.Now().UTC().Format(costs.DateLayout)
+	raw, err := d.api.Costs(ctx, d.admin, today, today, "json")
+	if err != nil {
+		return fmt.Errorf("cost report: %w", err)
+	}
+	var rep costs.Report
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return fmt.Errorf("cost report: %w", err)
+	}
+	for _, r := range rep.Retailers {
+		u := r.Usage
+		fmt.Printf("   %-8s %d uploads, %d rows received, %d changed, %d storefront reads: $%.6f (variable $%.6f + shared $%.6f); a full rewrite $%.6f\n",
+			r.RetailerID, u.Uploads, u.RowsReceived, u.RowsChanged(), u.Reads, r.TotalUSD, r.VariableUSD, r.SharedUSD, r.FullRewriteUSD)
+	}
+	fmt.Printf("   %s\n   shared costs: %s\n", rep.Prices, rep.AllocationRule)
+	page, err := d.api.Costs(ctx, d.admin, today, today, "html")
+	if err != nil {
+		return fmt.Errorf("cost report: %w", err)
+	}
+	out := filepath.Join(dataDir, "costs.html")
+	if err := os.WriteFile(out, page, 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\n== the cost report with its charts: %s (open it in a browser). Later, with the demo's data:\n"+
+		"   go run ./scripts/local up --data-dir %s     # prints the admin token\n"+
+		"   CATALOG_API=<its address> CATALOG_ADMIN_TOKEN=<token> go run ./scripts/catalogctl costs --format html --out costs.html\n", out, dataDir)
+	return nil
 }
 
 func (d *demoRun) step(format string, args ...any) { fmt.Printf("\n-- "+format+"\n", args...) }

@@ -14,3 +14,11 @@ GRANT SELECT (retailer_id, shard) ON retailers TO catalog_read;
 -- the storefront's bare product lookup reads it.
 GRANT SELECT, INSERT, UPDATE ON product_directory TO catalog_apply, catalog_ops;
 GRANT SELECT ON product_directory TO catalog_read;
+
+-- Usage (DESIGN 10, sql/usage/0010_usage_daily.sql and control/0011_usage_functions.sql, created before the roles
+-- exist, hence granted here): every function adds what it counted in memory
+-- (for the storefront the one thing it writes: its sessions are read-only
+-- by default, the write asks for READ WRITE); upload reads it all for the
+-- cost report. SELECT: the upsert adds to the row's current values.
+GRANT SELECT, INSERT, UPDATE ON usage_daily, usage_functions
+    TO catalog_upload, catalog_diff, catalog_apply, catalog_read, catalog_relay, catalog_consumers, catalog_ops;

@@ -49,3 +49,9 @@ GRANT SELECT ON retailer_state, generations, products, applied_chunks, outbox TO
 GRANT UPDATE (applied_generation, applied_products) ON retailer_state TO catalog_ops;
 GRANT UPDATE ON generations TO catalog_ops;
 GRANT INSERT, UPDATE ON products TO catalog_ops;
+
+-- Usage (DESIGN 10, sql/usage/0010_usage_daily.sql): counted in the transaction
+-- of the work, the diff's state changes and each chunk's apply (ops'
+-- repairs write like apply); upload reads it for the cost report.
+GRANT SELECT, INSERT, UPDATE ON usage_daily TO catalog_diff, catalog_apply, catalog_ops;
+GRANT SELECT ON usage_daily TO catalog_upload;

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/retry"
 )
 
@@ -41,6 +42,10 @@ func run(ctx context.Context) error {
 	}
 	h := analytics.New(analytics.Config{QueueURL: cfg.AnalyticsQueueURL, Retry: retry.Schedule{Base: cfg.BackoffBase}},
 		stores, blobs, vis, cfg.Logger())
-	lambda.Start(h.HandleSQS)
+	meter, err := config.Meter(os.Getenv, stores, "consumers", 512, 0, cfg.Logger())
+	if err != nil {
+		return err
+	}
+	lambda.Start(metering.Lambda(meter, h.HandleSQS))
 	return nil
 }

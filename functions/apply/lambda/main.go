@@ -11,6 +11,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/relay"
 )
 
@@ -42,6 +43,11 @@ func run(ctx context.Context) error {
 	h := apply.New(stores, blobs, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of change events
 	h.Metrics = cfg.Metrics("apply")
-	lambda.Start(h.HandleSQS)
+	// apply-small and apply-large run this code: both meter as "apply".
+	meter, err := config.Meter(os.Getenv, stores, "apply", 1024, 0, log)
+	if err != nil {
+		return err
+	}
+	lambda.Start(metering.Lambda(meter, h.HandleSQS))
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
 )
 
 func main() {
@@ -36,6 +37,10 @@ func run(ctx context.Context) error {
 	}
 	h := arrival.New(cfg.Arrival(), stores, sender, cfg.Logger())
 	h.Metrics = cfg.Metrics("arrival")
-	lambda.Start(h.HandleSQS)
+	meter, err := config.Meter(os.Getenv, stores, "arrival", 256, 0, cfg.Logger())
+	if err != nil {
+		return err
+	}
+	lambda.Start(metering.Lambda(meter, h.HandleSQS))
 	return nil
 }

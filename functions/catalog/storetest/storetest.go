@@ -25,7 +25,9 @@ import (
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/read"
 	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/snapshot"
@@ -43,6 +45,8 @@ type Store interface {
 	relay.Store
 	analytics.Versions
 	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
+	metering.Store
+	upload.UsageSource
 }
 
 var ids atomic.Int64
@@ -71,6 +75,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"DirectoryFencedByGeneration", testDirectory},
 		{"UnfinishedWork", testUnfinished},
 		{"UnknownRetailer", testUnknownRetailer},
+		{"UsageCountedOnceWithTheWork", testUsage},
 		{"UploadVersionPinned", testUploadVersionPinned},
 		{"RejectWhileApplying", testRejectWhileApplying},
 		{"ChangeEventPerChunk", testChangeEvents},
@@ -547,4 +552,81 @@ func testUnknownRetailer(t *testing.T, s Store, id func(string) string) {
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 	_, err = s.BeginDiff(ctx(t), r, 1, "")
 	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
+
+// usageOf is the retailer's usage of today (UTC).
+func usageOf(t *testing.T, s Store, retailerID string) costs.Usage {
+	t.Helper()
+	today := time.Now().UTC()
+	all, err := s.Usage(ctx(t), today.AddDate(0, 0, -1), today.AddDate(0, 0, 1))
+	require.NoError(t, err)
+	var u costs.Usage
+	n := 0
+	for _, r := range all {
+		if r.RetailerID == retailerID {
+			require.Equal(t, today.Format(costs.DateLayout), r.Date)
+			u.Add(r.Usage)
+			n++
+		}
+	}
+	require.LessOrEqual(t, n, 1, "one record per retailer-day")
+	return u
+}
+
+// testUsage: the counters of DESIGN 10 move with the work, once: an upload
+// when its file first arrives, what the diff read and changed when it
+// starts applying (not again on a re-run, nor for a confirmed hold already
+// counted), a chunk and its rows when it is applied (not for a duplicate
+// or superseded delivery); what meters add is summed per retailer-day.
+func testUsage(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	require.Equal(t, costs.Usage{}, usageOf(t, s, r))
+
+	g1, _ := arrive(t, s, r)
+	_, err := s.BeginDiff(ctx(t), r, g1, "") // a duplicate S3 event
+	require.NoError(t, err)
+	_, err = s.TakeOver(ctx(t), r, g1)
+	require.NoError(t, err)
+	c1 := catalog.Counts{Inserted: 3, Products: 3, Bytes: 300}
+	require.NoError(t, s.StartApplying(ctx(t), r, g1, c1, 2))
+	require.NoError(t, s.StartApplying(ctx(t), r, g1, c1, 2)) // a re-run of the diff
+	require.EqualValues(t, 2, applyChunk(t, s, r, g1, 0, Upsert("a", `{}`), Upsert("b", `{}`)).Written)
+	require.Equal(t, catalog.ChunkDuplicate, applyChunk(t, s, r, g1, 0, Upsert("a", `{}`), Upsert("b", `{}`)).Outcome)
+	applyChunk(t, s, r, g1, 1, Upsert("c", `{}`))
+	want := costs.Usage{Uploads: 1, BytesUploaded: 300, RowsReceived: 3, RowsInserted: 3, Chunks: 2, DBRowsWritten: 2 * 3}
+	require.Equal(t, want, usageOf(t, s, r))
+
+	// A held snapshot counts what it read once, its confirmation the changes.
+	g2, _ := arrive(t, s, r)
+	c2 := catalog.Counts{Deleted: 3, Products: 0, Bytes: 20}
+	require.NoError(t, s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", c2))
+	require.NoError(t, s.Confirm(ctx(t), r, g2))
+	d, err := s.BeginDiff(ctx(t), r, g2, "")
+	require.NoError(t, err)
+	require.True(t, d.Proceed)
+	_, err = s.TakeOver(ctx(t), r, g2)
+	require.NoError(t, err)
+	require.NoError(t, s.StartApplying(ctx(t), r, g2, c2, 1))
+	applyChunk(t, s, r, g2, 0, Delete("a"), Delete("b"), Delete("c"))
+	want.Uploads, want.BytesUploaded, want.RowsDeleted, want.Chunks, want.DBRowsWritten = 2, 320, 3, 3, 2*6
+	require.Equal(t, want, usageOf(t, s, r))
+
+	// A superseded chunk counts nothing; a late older upload counts as one.
+	g3 := start(t, s, r, 1, catalog.Counts{Inserted: 1, Products: 1})
+	g4 := start(t, s, r, 1, catalog.Counts{Inserted: 1, Products: 1})
+	require.Equal(t, catalog.ChunkSuperseded, applyChunk(t, s, r, g3, 0, Upsert("d", `{}`)).Outcome)
+	applyChunk(t, s, r, g4, 0, Upsert("d", `{}`))
+	want.Uploads, want.RowsReceived, want.RowsInserted, want.Chunks, want.DBRowsWritten = 4, 5, 5, 4, 2*7
+	require.Equal(t, want, usageOf(t, s, r))
+
+	// What meters count in memory is added to the same retailer-day.
+	today := time.Now().UTC().Format(costs.DateLayout)
+	added := costs.Usage{Reads: 7, ReadBytes: 700, S3ClassA: 2, SQSFIFO: 3}
+	added.AddFunction("read", costs.FunctionUsage{Invocations: 7, MBms: 7 * 1024})
+	require.NoError(t, s.AddUsage(ctx(t), []costs.DayUsage{{Date: today, RetailerID: r, Usage: added}, {Date: today, RetailerID: r, Usage: added}}))
+	want.Reads, want.ReadBytes, want.S3ClassA, want.SQSFIFO = 14, 1400, 4, 6
+	want.AddFunction("read", costs.FunctionUsage{Invocations: 14, MBms: 14 * 1024})
+	require.Equal(t, want, usageOf(t, s, r))
+	require.Error(t, s.AddUsage(ctx(t), []costs.DayUsage{{Date: "yesterday", RetailerID: r}}))
 }

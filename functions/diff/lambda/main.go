@@ -10,6 +10,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/relay"
 )
 
@@ -45,6 +46,10 @@ func run(ctx context.Context) error {
 	h := diff.New(cfg.Diff(), stores, blobs, sender, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
 	h.Metrics = cfg.Metrics("diff")
-	lambda.Start(h.HandleSQS)
+	meter, err := config.Meter(os.Getenv, stores, "diff", 3008, 0, log)
+	if err != nil {
+		return err
+	}
+	lambda.Start(metering.Lambda(meter, h.HandleSQS))
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/read"
 )
 
@@ -37,7 +38,12 @@ func run(ctx context.Context) error {
 	}
 	h := read.New(stores, log, nil)
 	h.Metrics = cfg.Metrics("read")
-	serve := httpapi.LambdaHandler(h)
+	// Reads are counted in memory and written every few seconds (DESIGN 10).
+	meter, err := config.Meter(os.Getenv, stores, "read", 1024, metering.StorefrontFlushEvery, log)
+	if err != nil {
+		return err
+	}
+	serve := httpapi.LambdaHandler(metering.HTTP(meter, h))
 	lambda.Start(func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		resp, err := serve(ctx, req)
 		h.FlushMetrics(ctx) // at most once a minute: an environment runs nothing between invocations

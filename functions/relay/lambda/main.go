@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/relay"
 )
 
@@ -39,6 +40,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(relay.New(relay.Config{}, stores, blobs, pub, cfg.Logger()).HandleSweep)
+	meter, err := config.Meter(os.Getenv, stores, "relay", 512, 0, cfg.Logger())
+	if err != nil {
+		return err
+	}
+	lambda.Start(metering.Scheduled(meter, relay.New(relay.Config{}, stores, blobs, pub, cfg.Logger()).HandleSweep))
 	return nil
 }

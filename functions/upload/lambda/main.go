@@ -9,7 +9,9 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
 
@@ -38,8 +40,18 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := upload.New(cfg.Upload(), stores, blobs, sender, log)
+	deployment, err := config.CostDeployment(os.Getenv)
+	if err != nil {
+		return err
+	}
+	meter, err := config.Meter(os.Getenv, stores, "upload", 512, 0, log)
+	if err != nil {
+		return err
+	}
+	uc := cfg.Upload()
+	uc.Costs = &upload.CostsConfig{Usage: stores, Pricer: costs.DefaultPricer(), Deployment: deployment, ReadsNote: metering.ReadsNote(), Reports: blobs}
+	h := upload.New(uc, stores, blobs, sender, log)
 	h.Metrics = cfg.Metrics("upload")
-	lambda.Start(httpapi.LambdaHandler(h))
+	lambda.Start(httpapi.LambdaHandler(metering.HTTP(meter, h)))
 	return nil
 }

@@ -36,9 +36,11 @@ import (
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/logging"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/queue"
@@ -233,6 +235,10 @@ type Stack struct {
 	Relay          *relay.Relay
 	Analytics      *analytics.Handler
 	Replicas       []string // host:port of the read replicas serving the storefront
+	// Meters count each function's usage as on Lambda (DESIGN 10), with the
+	// memory infra gives it; the stack writes them every second (reads every
+	// metering.StorefrontFlushEvery) and at Close.
+	Meters Meters
 
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
@@ -419,7 +425,13 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Arrival = arrival.New(st.Config.Arrival(), st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
 	st.Apply.Observe = o.ApplyObserve
-	st.Upload = upload.New(st.Config.Upload(), st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
+	st.Meters = newMeters(st.Stores, o.Logger)
+	deployment := costs.DefaultDeployment()
+	deployment.Clusters = o.Shards + 1
+	uploadConfig := st.Config.Upload()
+	uploadConfig.Costs = &upload.CostsConfig{Usage: st.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment,
+		ReadsNote: metering.ReadsNote(), Reports: st.Blobs}
+	st.Upload = upload.New(uploadConfig, st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
 	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.ready)
 	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
 	if o.WrapPublisher != nil {
@@ -436,24 +448,28 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
+	for _, m := range st.Meters.all() {
+		st.wg.Add(1)
+		go func() { defer st.wg.Done(); m.Run(runCtx) }()
+	}
 	if !o.NoPollers {
-		applyHandler := eventsource.Handler(st.Apply.HandleSQS)
+		applyHandler := eventsource.Handler(metering.Lambda(st.Meters.Apply, st.Apply.HandleSQS))
 		if o.WrapApply != nil {
 			applyHandler = o.WrapApply(applyHandler)
 		}
-		diffHandler := eventsource.Handler(st.Diff.HandleSQS)
+		diffHandler := eventsource.Handler(metering.Lambda(st.Meters.Diff, st.Diff.HandleSQS))
 		if o.WrapDiff != nil {
 			diffHandler = o.WrapDiff(diffHandler)
 		}
-		st.poll(runCtx, st.ArrivalQueue, 10, 0, 2, st.Arrival.HandleSQS)
+		st.poll(runCtx, st.ArrivalQueue, 10, 0, 2, metering.Lambda(st.Meters.Arrival, st.Arrival.HandleSQS))
 		st.poll(runCtx, st.DiffQueue, 1, 0, o.DiffConcurrency, diffHandler)
 		st.poll(runCtx, st.SmallQueue, 10, 0, o.ApplyConcurrency, applyHandler)
 		st.poll(runCtx, st.LargeQueue, 10, 0, o.ApplyConcurrency, applyHandler)
-		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, st.Analytics.HandleSQS)
-		st.every(runCtx, o.SweepEvery, "relay sweeper", func(ctx context.Context) error {
+		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, metering.Lambda(st.Meters.Consumers, st.Analytics.HandleSQS))
+		st.every(runCtx, o.SweepEvery, "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err
-		})
+		}))
 	}
 	st.every(runCtx, 10*time.Second, "storefront metrics", func(ctx context.Context) error {
 		st.Read.FlushMetrics(ctx) // as after each storefront invocation on Lambda
@@ -521,10 +537,17 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 // Handler is the HTTP API: every route of the upload and read functions on one mux.
 func (st *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
+	uploads := metering.HTTP(st.Meters.Upload, st.Upload)
 	for _, route := range st.Upload.Routes() {
-		mux.Handle(route, st.Upload)
+		mux.Handle(route, uploads)
 	}
-	st.Read.Register(mux) // the storefront's routes, without a second routing step
+	// The storefront's routes, each request metered like a Lambda invocation.
+	reads := http.NewServeMux()
+	st.Read.Register(reads)
+	metered := metering.HTTP(st.Meters.Read, reads)
+	for _, route := range st.Read.Routes() {
+		mux.Handle(route, metered)
+	}
 	mux.HandleFunc("/", httpapi.NotFound)
 	return mux
 }

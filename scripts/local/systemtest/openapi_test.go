@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/getkin/kin-openapi/openapi3filter"
@@ -194,6 +195,16 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	require.Equal(t, 400, e.get("/v1/products/%FF").status)
 	require.Equal(t, 200, e.get("/healthz").status)
 	require.Equal(t, 404, e.get("/v1/nothing").status)
+
+	// costs
+	require.NoError(t, e.Stack.FlushUsage(ctx))
+	today := time.Now().UTC().Format("2006-01-02")
+	for _, format := range []string{"", "json", "csv", "html"} {
+		require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/costs?from="+today+"&to="+today+"&format="+format, e.Stack.AdminToken, nil, nil))
+	}
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/costs?from="+today+"&to=yesterday", e.Stack.AdminToken, nil, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/costs?from="+today+"&to="+today, "", nil, nil), 401)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/costs?from="+today+"&to="+today, tok1, nil, nil), 403)
 
 	v.mu.Lock()
 	defer v.mu.Unlock()
