@@ -31,8 +31,8 @@ type GenerationStatus struct {
 	ErrorLine     int
 	// Problems of a rejected snapshot (empty for holds and other errors);
 	// MoreProblems: problems past those exist.
-	Problems     []Problem
-	MoreProblems bool
+	Problems      []Problem
+	MoreProblems  bool
 	Inserted      int64
 	Updated       int64
 	Deleted       int64

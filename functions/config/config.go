@@ -77,6 +77,7 @@ type Config struct {
 	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
 	LogLevel            slog.Level    // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
 	MetricsNamespace    string        // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
+	Operations                        // the ops function's (ops.go)
 	SpillDir            string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
 	SortMemoryBytes     int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 
@@ -185,6 +186,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		if c.DBIAMAuth, err = strconv.ParseBool(v); err != nil {
 			return c, fmt.Errorf("CATALOG_DB_IAM_AUTH %q: want true or false", v)
 		}
+	}
+	if c.Operations, err = operationsFromEnv(getenv); err != nil {
+		return c, err
 	}
 	if c.ControlDB == "" || len(c.ShardDBs) == 0 {
 		return c, fmt.Errorf("CATALOG_CONTROL_DB and CATALOG_SHARD_DBS are required")

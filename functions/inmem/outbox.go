@@ -41,6 +41,9 @@ func (s *Store) watchStates(retailerID string, st *retailerState) func() {
 	return func() {
 		var changed []int64
 		for gen, g := range st.gens {
+			if g.State != before[gen] {
+				g.stateChangedAt = s.now()
+			}
 			if g.State != before[gen] && lifecycleStates[g.State] {
 				changed = append(changed, gen)
 			}

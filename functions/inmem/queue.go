@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
+
+	"github.com/retailcatalog/catalog/functions/queue"
 )
 
 // Message is one message a Queue holds.
 type Message struct {
 	QueueURL, Body, GroupID, DedupID string
+	SentAt                           time.Time
 }
 
 // Queue is a queue.Sender that keeps what it is sent, per queue URL, in
@@ -56,7 +60,7 @@ func (q *Queue) Send(ctx context.Context, queueURL, body, groupID, dedupID strin
 	if q.queues == nil {
 		q.queues = map[string][]Message{}
 	}
-	q.queues[queueURL] = append(q.queues[queueURL], Message{QueueURL: queueURL, Body: body, GroupID: groupID, DedupID: dedupID})
+	q.queues[queueURL] = append(q.queues[queueURL], Message{QueueURL: queueURL, Body: body, GroupID: groupID, DedupID: dedupID, SentAt: time.Now()})
 	return nil
 }
 
@@ -94,4 +98,26 @@ func (q *Queue) TakeAll() []Message {
 	}
 	q.queues = nil
 	return out
+}
+
+// Peek returns up to max messages of queueURL, oldest first, and keeps
+// them (queue.Inspector).
+func (q *Queue) Peek(ctx context.Context, queueURL string, max int) ([]queue.Peeked, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []queue.Peeked
+	for i, m := range q.queues[queueURL] {
+		if len(out) >= max {
+			break
+		}
+		out = append(out, queue.Peeked{ID: fmt.Sprintf("%s#%d", queueURL, i), Body: m.Body, GroupID: m.GroupID, SentAt: m.SentAt, Receives: 1})
+	}
+	return out, nil
+}
+
+// Depth is the number of messages queueURL holds.
+func (q *Queue) Depth(ctx context.Context, queueURL string) (int, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.queues[queueURL]), nil
 }

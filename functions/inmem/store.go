@@ -44,6 +44,8 @@ type retailerState struct {
 	gens                                       map[int64]*generation
 	products                                   map[string]*productRow
 	chunks                                     map[[2]int64]bool // (generation, seq) counted
+	chunkTimes                                 map[[2]int64]time.Time
+	redrives                                   map[int64]*redrive
 }
 
 type generation struct {
@@ -52,6 +54,7 @@ type generation struct {
 	objectETag     string   // the pinned upload version
 	attributeNames []string // the snapshot's, once read whole
 	offboarding    bool
+	stateChangedAt time.Time // the last state change (or the reservation)
 }
 
 type productRow struct {
@@ -260,7 +263,7 @@ func (s *Store) ReserveGeneration(ctx context.Context, retailerID, format string
 	gen := st.reserved
 	st.gens[gen] = &generation{GenerationStatus: catalog.GenerationStatus{
 		RetailerID: retailerID, Generation: gen, State: catalog.StateAwaitingUpload, Format: format,
-		ObjectKey: events.UploadKey(retailerID, gen), UploadExpires: expires, CreatedAt: now}}
+		ObjectKey: events.UploadKey(retailerID, gen), UploadExpires: expires, CreatedAt: now}, stateChangedAt: now}
 	for n, older := range st.gens {
 		if n < gen && older.State == catalog.StateAwaitingUpload {
 			if older.UploadExpires.Before(now) {
@@ -690,6 +693,10 @@ func (s *Store) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 	}
 	st.chunks[key] = true
 	now := s.now()
+	if st.chunkTimes == nil {
+		st.chunkTimes = map[[2]int64]time.Time{}
+	}
+	st.chunkTimes[key] = now
 	unchanged := []string{}
 	for i, op := range ops {
 		row, exists := st.products[op.ProductID]

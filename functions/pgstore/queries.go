@@ -9,8 +9,14 @@ import (
 //go:embed queries.sql
 var queriesFile string
 
-// queries maps each "-- name: x" block of queries.sql to its SQL.
-var queries = parseQueries(queriesFile)
+// opsQueriesFile holds the queries of the ops function (why, the sweeper,
+// reconciliation), kept apart from the pipeline's.
+//
+//go:embed queries_ops.sql
+var opsQueriesFile string
+
+// queries maps each "-- name: x" block of queries.sql and queries_ops.sql to its SQL.
+var queries = parseQueries(queriesFile + "\n" + opsQueriesFile)
 
 func parseQueries(file string) map[string]string {
 	out := map[string]string{}

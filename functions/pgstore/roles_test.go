@@ -65,7 +65,8 @@ var roleMatrix = map[string]map[string][]string{
 			"generations SELECT", "generations UPDATE",
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE",
-			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
+			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
+			"generation_redrives SELECT", "generation_redrives INSERT", "generation_redrives UPDATE"},
 	},
 }
 
@@ -73,7 +74,7 @@ var roleMatrix = map[string]map[string][]string{
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
 	"control": {"product_directory", "retailers", "schema_migrations", "usage_daily", "usage_functions"},
-	"shard":   {"applied_chunks", "consumer_versions", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
+	"shard":   {"applied_chunks", "consumer_versions", "generation_redrives", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
 }
 
 // asRole is dsn (a URL of the local server, trust authentication on
@@ -345,6 +346,15 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, changes)
 	require.Equal(t, 4, lifecycle)
+	// ops: why reads the counters, a generation's progress and a row.
+	fence, err := ops.Fence(ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, g4, fence.Applied)
+	progress, err := ops.Progress(ctx, r, g1)
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1}, progress.AppliedSeqs)
+	_, err = ops.CatalogRow(ctx, r, "p2")
+	require.NoError(t, err)
 
 	// consumers: find the retailer's shard, keep their version state there.
 	cons := openAs(t, admin, catalogsql.RoleConsumers)

@@ -4,7 +4,10 @@
 // every implementation keeps is the suite in queuetest.
 package queue
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Sender sends messages to queues.
 type Sender interface {
@@ -12,4 +15,29 @@ type Sender interface {
 	// messages of one group (one in flight at a time) and dedupID drops a
 	// repeat of the same message; for a standard queue both are "".
 	Send(ctx context.Context, queueURL, body, groupID, dedupID string) error
+}
+
+// Peeked is a message read from a queue without consuming it.
+type Peeked struct {
+	ID      string
+	Body    string
+	GroupID string    // FIFO queues
+	SentAt  time.Time // when it was first sent (SQS keeps it when a message moves to a dead-letter queue)
+	// Receives is how many times it has been received, peeks included.
+	Receives int
+}
+
+// Inspector reads what a queue holds without consuming it: what an
+// operator looks at in a dead-letter queue.
+type Inspector interface {
+	// Peek returns up to max messages of queueURL, oldest first as far as
+	// the queue tells, and leaves every one of them there: nothing is
+	// deleted, and each is visible again when Peek returns. Every peek
+	// counts as a receive, so peek only at dead-letter queues (which send
+	// nowhere on). A FIFO queue may show only the first message of each
+	// message group (the others wait behind it, as for any receiver).
+	Peek(ctx context.Context, queueURL string, max int) ([]Peeked, error)
+	// Depth is the approximate number of messages queueURL holds, visible
+	// or in flight.
+	Depth(ctx context.Context, queueURL string) (int, error)
 }

@@ -31,6 +31,7 @@ func TestSenderContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	sender := sqsqueue.NewSender(client)
+	inspector := sqsqueue.NewInspector(client)
 	queuetest.Run(t, func(t *testing.T) queuetest.Harness {
 		prefix := testenv.Name("q")
 		standard, _, err := sqsemulator.EnsureQueue(ctx, client, prefix+"diff-jobs", 30*time.Second, 5)
@@ -41,7 +42,7 @@ func TestSenderContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return queuetest.Harness{Sender: sender, StandardURL: standard, FIFOURL: fifo,
+		return queuetest.Harness{Sender: sender, Inspector: inspector, StandardURL: standard, FIFOURL: fifo,
 			Receive: func(t *testing.T, queueURL string, want int) []queuetest.Message {
 				return receive(t, client, queueURL, want)
 			}}

@@ -6,13 +6,10 @@ package upload
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/retailcatalog/catalog/events"
@@ -144,14 +141,6 @@ func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) 
 // ServeHTTP routes a request.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
 
-func bearer(r *http.Request) string {
-	v := r.Header.Get("Authorization")
-	if len(v) > 7 && strings.EqualFold(v[:7], "bearer ") {
-		return strings.TrimSpace(v[7:])
-	}
-	return ""
-}
-
 // newToken makes a retailer token: 32 random bytes.
 func newToken() string {
 	raw := make([]byte, 32)
@@ -160,32 +149,13 @@ func newToken() string {
 }
 
 // HashToken is how a retailer token is stored.
-func HashToken(token string) []byte {
-	sum := sha256.Sum256([]byte(token))
-	return sum[:]
-}
+func HashToken(token string) []byte { return httpapi.HashToken(token) }
 
-func (h *Handler) isAdmin(token string) bool {
-	return h.cfg.AdminToken != "" && subtle.ConstantTimeCompare([]byte(token), []byte(h.cfg.AdminToken)) == 1
-}
+func (h *Handler) isAdmin(token string) bool { return httpapi.IsAdmin(token, h.cfg.AdminToken) }
 
 // authAdmin: none or a wrong token 401, a retailer's token 403.
 func (h *Handler) authAdmin(r *http.Request) error {
-	token := bearer(r)
-	if token == "" {
-		return catalog.Errorf(catalog.ErrUnauthorized, "missing_token", "an Authorization: Bearer token is required")
-	}
-	if h.isAdmin(token) {
-		return nil
-	}
-	id, err := h.store.RetailerByTokenHash(r.Context(), HashToken(token))
-	if err != nil {
-		return err
-	}
-	if id != "" {
-		return catalog.Errorf(catalog.ErrForbidden, "forbidden", "this route needs the admin token")
-	}
-	return catalog.Errorf(catalog.ErrUnauthorized, "invalid_token", "the token is not valid")
+	return httpapi.AuthAdmin(r, h.cfg.AdminToken, h.store.RetailerByTokenHash)
 }
 
 // authRetailer checks the path's retailer_id and that the token is that
@@ -196,7 +166,7 @@ func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
 	if err := catalog.ValidateRetailerID(id); err != nil {
 		return catalog.Retailer{}, err
 	}
-	token := bearer(r)
+	token := httpapi.Bearer(r)
 	if token == "" {
 		return catalog.Retailer{}, catalog.Errorf(catalog.ErrUnauthorized, "missing_token", "an Authorization: Bearer token is required")
 	}

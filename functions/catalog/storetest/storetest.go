@@ -28,6 +28,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/metering"
+	"github.com/retailcatalog/catalog/functions/ops"
 	"github.com/retailcatalog/catalog/functions/read"
 	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/snapshot"
@@ -44,6 +45,7 @@ type Store interface {
 	read.Store
 	relay.Store
 	analytics.Versions
+	ops.Store
 	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
 	metering.Store
 	upload.UsageSource
@@ -90,6 +92,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Offboard", testOffboard},
 		{"ConsumerVersions", testConsumerVersions},
 		{"RejectionProblems", testRejectionProblems},
+		{"OpsViews", testOpsViews},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,8 @@ type Harness struct {
 	// Receive removes and returns the messages on queueURL, in delivery
 	// order, waiting (briefly) until there are at least want.
 	Receive func(t *testing.T, queueURL string, want int) []Message
+	// Inspector reads the same queues without consuming them.
+	Inspector queue.Inspector
 }
 
 // Message is a message taken off a queue.
@@ -40,6 +42,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"FIFOKeepsOrderWithinGroup", testFIFOOrder},
 		{"FIFODropsRepeatedDeduplicationID", testFIFODedup},
 		{"FIFONeedsGroup", testFIFONeedsGroup},
+		{"PeekLeavesMessages", testPeek},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,5 +114,50 @@ func testFIFONeedsGroup(t *testing.T, h Harness) {
 	defer cancel()
 	if err := h.Sender.Send(ctx, h.FIFOURL, "x", "", "d"); err == nil {
 		t.Fatal("a FIFO message without a group was accepted")
+	}
+}
+
+// Peeking shows what a queue holds, with its groups and send times, and
+// leaves every message there for the next receiver. (A FIFO queue may show
+// only the first message of each group: the messages here have a group each.)
+func testPeek(t *testing.T, h Harness) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	before := time.Now().Add(-time.Minute)
+	for i := range 3 {
+		send(t, h, h.StandardURL, fmt.Sprintf("s%d", i), "", "")
+		send(t, h, h.FIFOURL, fmt.Sprintf("f%d", i), fmt.Sprintf("g%d", i), fmt.Sprintf("d%d", i))
+	}
+	for _, url := range []string{h.StandardURL, h.FIFOURL} {
+		peeked, err := h.Inspector.Peek(ctx, url, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(peeked) != 3 {
+			t.Fatalf("peeked %d messages of %s, want 3", len(peeked), url)
+		}
+		ids := map[string]bool{}
+		for _, p := range peeked {
+			ids[p.ID] = true
+			if p.SentAt.Before(before) || p.SentAt.After(time.Now().Add(time.Minute)) {
+				t.Fatalf("message %q sent at %s", p.Body, p.SentAt)
+			}
+			if url == h.FIFOURL && p.GroupID == "" {
+				t.Fatalf("message %q of a FIFO queue without its group", p.Body)
+			}
+		}
+		if len(ids) != 3 {
+			t.Fatalf("peeked ids %v: want 3 distinct", ids)
+		}
+		if limited, err := h.Inspector.Peek(ctx, url, 2); err != nil || len(limited) != 2 {
+			t.Fatalf("peek of at most 2: %d messages, %v", len(limited), err)
+		}
+		depth, err := h.Inspector.Depth(ctx, url)
+		if err != nil || depth != 3 {
+			t.Fatalf("depth of %s: %d, %v; want 3", url, depth, err)
+		}
+		if got := h.Receive(t, url, 3); len(got) != 3 {
+			t.Fatalf("after peeking, received %v from %s: want all 3", bodies(got), url)
+		}
 	}
 }

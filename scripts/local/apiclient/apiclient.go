@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/ops"
 	"github.com/retailcatalog/catalog/functions/read"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
@@ -369,4 +370,16 @@ func (c *Client) Catalog(ctx context.Context, retailerID string) ([]Product, err
 		}
 		after = *page.NextAfter
 	}
+}
+
+// Why asks why a retailer's catalog (with productID, that product) does not
+// show what is expected (GET /v1/admin/retailers/{id}/why).
+func (c *Client) Why(ctx context.Context, adminToken, retailerID, productID string) (ops.Why, error) {
+	path := "/v1/admin/retailers/" + url.PathEscape(retailerID) + "/why"
+	if productID != "" {
+		path += "?product_id=" + url.QueryEscape(productID)
+	}
+	var out ops.Why
+	err := c.Do(ctx, http.MethodGet, path, adminToken, nil, &out)
+	return out, err
 }

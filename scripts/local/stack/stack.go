@@ -42,6 +42,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/ops"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/read"
@@ -90,6 +91,9 @@ type Options struct {
 	// LookupSlots is the storefront's product-lookup queries in flight per
 	// database (pgstore.ReaderOptions.LookupSlots) [its default].
 	LookupSlots int
+	// ReplicaMaxLag is the replicas' staleness bound
+	// (pgstore.ReaderOptions.MaxLag) [its default].
+	ReplicaMaxLag time.Duration
 	// Prefix is put before every database and queue name, so that several
 	// stacks (tests) share one server and one emulator.
 	Prefix string
@@ -125,6 +129,12 @@ type Options struct {
 	// BackoffBase is the consumers' first retry delay [30s]
 	// (CATALOG_BACKOFF_BASE; each retry doubles it, up to 15 min).
 	BackoffBase time.Duration
+	// MaxReceives is how many times a queue's message is received before
+	// it goes to the queue's dead-letter queue [5].
+	MaxReceives int
+	// StallAfter is how long a generation may go without progress before
+	// ops counts it stuck [10m] (ops.Config.StallAfter).
+	StallAfter time.Duration
 
 	// Test seams: wrap what the diff writes and sends, observe applies,
 	// wrap what the relay publishes through.
@@ -187,6 +197,9 @@ func (o *Options) defaults() {
 	if o.BackoffBase <= 0 {
 		o.BackoffBase = retry.DefaultBase
 	}
+	if o.MaxReceives <= 0 {
+		o.MaxReceives = 5
+	}
 }
 
 // AnalyticsFilter is the analytics queue's subscription filter: change
@@ -234,6 +247,7 @@ type Stack struct {
 	Read           *read.Handler
 	Relay          *relay.Relay
 	Analytics      *analytics.Handler
+	Ops            *ops.Handler
 	Replicas       []string // host:port of the read replicas serving the storefront
 	// Meters count each function's usage as on Lambda (DESIGN 10), with the
 	// memory infra gives it; the stack writes them every second (reads every
@@ -350,12 +364,15 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		{"apply-small.fifo", &st.SmallQueue}, {"apply-large.fifo", &st.LargeQueue},
 	} {
 		q.into.Name = o.Prefix + q.name
-		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, o.VisibilityTimeout, 5)
+		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, o.VisibilityTimeout, o.MaxReceives)
 		if err != nil {
 			return nil, err
 		}
 	}
 	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
+	st.Config.Operations = config.Operations{ArrivalsQueueURL: st.ArrivalQueue.URL, ArrivalsDLQURL: st.ArrivalQueue.DLQURL,
+		DiffDLQURL: st.DiffQueue.DLQURL, ApplySmallDLQURL: st.SmallQueue.DLQURL, ApplyLargeDLQURL: st.LargeQueue.DLQURL,
+		StuckAfter: o.StallAfter}
 	sender := sqsqueue.NewSender(st.SQS)
 
 	// SNS: the change-events topic (the emulator keeps no state across a
@@ -445,6 +462,8 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
 	st.Analytics = analytics.New(analytics.Config{QueueURL: st.AnalyticsQueue.URL, Retry: retry.Schedule{Base: o.BackoffBase}},
 		st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
+	st.Ops = ops.New(st.Config.Ops(), st.Stores, st.Blobs, sqsqueue.NewInspector(st.SQS), o.Logger.With("function", "ops"))
+	st.Ops.Metrics = st.metrics("ops")
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
@@ -526,7 +545,7 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 	// Each replica holds every database of the server: "host:port" takes the
 	// database name (and the rest) from each writer's DSN.
 	if err := st.Stores.AttachReaders(addrs, shardReaders, pgstore.ReaderOptions{
-		MaxConns: o.ReadConns, LookupSlots: o.LookupSlots, Logger: o.Logger.With("function", "read"),
+		MaxConns: o.ReadConns, LookupSlots: o.LookupSlots, MaxLag: o.ReplicaMaxLag, Logger: o.Logger.With("function", "read"),
 	}); err != nil {
 		return err
 	}
@@ -547,6 +566,9 @@ func (st *Stack) Handler() http.Handler {
 	metered := metering.HTTP(st.Meters.Read, reads)
 	for _, route := range st.Read.Routes() {
 		mux.Handle(route, metered)
+	}
+	for _, route := range st.Ops.Routes() {
+		mux.Handle(route, st.Ops)
 	}
 	mux.HandleFunc("/", httpapi.NotFound)
 	return mux

@@ -91,7 +91,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 
 	e := newReplicaEnv(t, stack.Options{ReservationsPerHour: 5})
 	registered := map[string]bool{}
-	for _, route := range append(e.Stack.Upload.Routes(), e.Stack.Read.Routes()...) {
+	for _, route := range append(append(e.Stack.Upload.Routes(), e.Stack.Read.Routes()...), e.Stack.Ops.Routes()...) {
 		registered[route] = true
 	}
 	documented := map[string]bool{}
@@ -100,7 +100,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 			documented[method+" "+path] = true
 		}
 	}
-	require.Equal(t, registered, documented, "routes registered (upload.Handler.Routes, read.Handler.Routes) vs documented (docs/openapi.yaml)")
+	require.Equal(t, registered, documented, "routes registered (upload, read and ops Handler.Routes) vs documented (docs/openapi.yaml)")
 
 	doc.Servers = nil // match any host: the test API listens on a random port
 	router, err := legacy.NewRouter(doc)
@@ -175,6 +175,15 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	_, err = api.Offboard(ctx, e.Stack.AdminToken, "nobody")
 	requireStatus(t, err, 404)
 	e.syncReplicas()
+
+	// operations
+	admin := e.Stack.AdminToken
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r1/why?product_id=p-00001", admin, nil, nil))
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r3/why", admin, nil, nil))
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r1/why", tok1, nil, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r1/why", "", nil, nil), 401)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/nobody/why", admin, nil, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r1/why?product_id=", admin, nil, nil), 400)
 
 	// storefront
 	a := e.get("/v1/retailers/r1/products/p-00001")

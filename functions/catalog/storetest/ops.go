@@ -1,0 +1,75 @@
+package storetest
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
+)
+
+// What the ops function reads: a retailer's counters (zero before its
+// first reservation), a generation's progress (its state's last change,
+// its chunks applied with the newest one's time), and a product's row on
+// the writer, tombstones included.
+func testOpsViews(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	f, err := s.Fence(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, catalog.Fence{}, f)
+
+	g1 := reserve(t, s, r)
+	p, err := s.Progress(ctx(t), r, g1)
+	require.NoError(t, err)
+	reserved := p.StateChangedAt
+	require.WithinDuration(t, time.Now(), reserved, time.Minute)
+	require.Empty(t, p.AppliedSeqs)
+	require.Nil(t, p.LastChunkAt)
+	require.Zero(t, p.Redrives)
+
+	_, err = s.BeginDiff(ctx(t), r, g1, "")
+	require.NoError(t, err)
+	_, err = s.TakeOver(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.NoError(t, s.StartApplying(ctx(t), r, g1, catalog.Counts{Inserted: 2, Products: 2}, 3))
+	p, err = s.Progress(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.False(t, p.StateChangedAt.Before(reserved), "a state change moves the clock")
+	applyChunk(t, s, r, g1, 2, Upsert("a", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 0, Upsert("b", `{"v":"2"}`))
+	p, err = s.Progress(ctx(t), r, g1)
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 2}, p.AppliedSeqs)
+	require.True(t, p.Applied(2) && !p.Applied(1))
+	require.NotNil(t, p.LastChunkAt)
+	require.False(t, p.LastMoved().Before(*p.LastChunkAt))
+
+	f, err = s.Fence(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, catalog.Fence{Reserved: g1, Latest: g1}, f, "not applied yet: chunk 1 is missing")
+	applyChunk(t, s, r, g1, 1)
+	f, err = s.Fence(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, catalog.Fence{Reserved: g1, Latest: g1, Applied: g1, AppliedProducts: 2}, f)
+
+	g2 := start(t, s, r, 1, catalog.Counts{Deleted: 1, Products: 1})
+	applyChunk(t, s, r, g2, 0, Delete("a"))
+	row, err := s.CatalogRow(ctx(t), r, "b")
+	require.NoError(t, err)
+	require.False(t, row.Deleted)
+	require.Equal(t, g1, row.Generation)
+	var attrs map[string]any
+	require.NoError(t, json.Unmarshal(row.Attributes, &attrs))
+	require.Equal(t, map[string]any{"v": "2"}, attrs)
+	row, err = s.CatalogRow(ctx(t), r, "a")
+	require.NoError(t, err)
+	require.True(t, row.Deleted, "a tombstone is a row too")
+	require.Equal(t, g2, row.Generation)
+	_, err = s.CatalogRow(ctx(t), r, "never")
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	_, err = s.Progress(ctx(t), r, 99)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+}
