@@ -6,8 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -337,7 +338,7 @@ func (w *whyRun) checkUnfinished(g catalog.GenerationStatus, p catalog.Progress)
 		inDLQ[d.Queue] = append(inDLQ[d.Queue], d)
 	}
 	deadChunks := 0
-	for _, q := range sortedKeys(inDLQ) {
+	for _, q := range slices.Sorted(maps.Keys(inDLQ)) {
 		ds := inDLQ[q]
 		oldest := ds[0].SentAt
 		for _, d := range ds {
@@ -383,15 +384,6 @@ func (w *whyRun) checkUnfinished(g catalog.GenerationStatus, p catalog.Progress)
 		w.decide(VerdictInProgress)
 	}
 	return nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // settledAt is when an arrived generation last moved, as far as its
