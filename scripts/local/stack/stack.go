@@ -114,6 +114,9 @@ type Options struct {
 	UploadGrace time.Duration
 	// ReservationsPerHour per retailer [upload.DefaultReservationsPerHour].
 	ReservationsPerHour int
+	// MaxRowBytes is the longest row the diff reads [the snapshot
+	// package's 1 MiB]; tests lower it to make oversized rows cheaply.
+	MaxRowBytes int
 
 	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
 	// age from which it takes an event [30s] (DESIGN 8).
@@ -438,6 +441,9 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Config.SpillDir = spillDir
 	diffConfig := st.Config.Diff()
 	diffConfig.RetryBackoff = time.Second
+	if o.MaxRowBytes > 0 {
+		diffConfig.MaxRowBytes = o.MaxRowBytes
+	}
 	st.Diff = diff.New(diffConfig, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
 	st.Arrival = arrival.New(st.Config.Arrival(), st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))

@@ -2,27 +2,35 @@ package systemtest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/queue"
+	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
-// lockedRand is a rand shared by the test and the fault injectors.
+// lockedRand is a rand shared by a schedule and its fault injectors.
 type lockedRand struct {
 	mu sync.Mutex
 	r  *rand.Rand
@@ -54,156 +62,433 @@ func (f *faults) allow(key string) bool {
 	return f.count[key] <= 2
 }
 
-// faultyQueue fails some chunk sends: the diff crashed after writing the chunk object.
+// Property settings: the stack's, so that one schedule costs little.
+const (
+	propertyReservationsPerHour = 12
+	propertyMaxRowBytes         = 4096
+)
+
+// schedules maps a retailer id prefix ("s<seed>-") to its schedule, for
+// the fault injectors shared by every schedule on the one stack.
+type schedules struct{ m sync.Map }
+
+func (s *schedules) of(retailerID string) *schedule {
+	prefix, _, ok := strings.Cut(retailerID, "-")
+	if !ok {
+		return nil
+	}
+	v, _ := s.m.Load(prefix + "-")
+	sc, _ := v.(*schedule)
+	return sc
+}
+
+// chunkRetailer is the retailer of a chunk message body ("" when not one).
+func chunkRetailer(body string) string {
+	var m events.ChunkMessage
+	if json.Unmarshal([]byte(body), &m) != nil {
+		return ""
+	}
+	return m.RetailerID
+}
+
+// faultyQueue fails some chunk sends: the diff crashed after writing the
+// chunk object.
 type faultyQueue struct {
-	next   queue.Sender
-	rng    *lockedRand
-	faults faults
+	next queue.Sender
+	all  *schedules
+}
+
+// ChangeVisibility passes the diff's back-off of a failed job on (to the
+// SQS sender), so that a crashed diff is retried after a second.
+func (q *faultyQueue) ChangeVisibility(ctx context.Context, queueURL, receiptHandle string, timeout time.Duration) error {
+	if b, ok := q.next.(diff.Backoff); ok {
+		return b.ChangeVisibility(ctx, queueURL, receiptHandle, timeout)
+	}
+	return nil
 }
 
 func (q *faultyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	if q.rng.chance(3) && q.faults.allow(dedupID[:strings.LastIndex(dedupID, ":")]) {
+	if sc := q.all.of(chunkRetailer(body)); sc != nil && sc.rng.chance(3) && sc.faults.allow("send "+dedupID[:strings.LastIndex(dedupID, ":")]) {
 		return errors.New("injected crash before send")
 	}
 	return q.next.Send(ctx, queueURL, body, groupID, dedupID)
 }
 
-// TestPropertyLatestWins runs random sequences of uploads (some out of order,
-// some malformed), duplicate S3 events, redeliveries, delays and crashes on
-// both sides of every commit; once everything settles, every retailer's
-// catalog equals its newest accepted snapshot (I1) and that generation is
-// applied, every change event has left the outbox, and the analytics
-// files reconstruct every catalog. CATALOG_PROPERTY_SEEDS sets how many sequences run (default 2);
-// CATALOG_PROPERTY_SEED replays one.
-func TestPropertyLatestWins(t *testing.T) {
-	t.Parallel()
-	seeds := 2
-	if v := os.Getenv("CATALOG_PROPERTY_SEEDS"); v != "" {
-		seeds, _ = strconv.Atoi(v)
-	}
-	base := uint64(time.Now().UnixNano())
-	if v := os.Getenv("CATALOG_PROPERTY_SEED"); v != "" {
-		base, _ = strconv.ParseUint(v, 10, 64)
-		seeds = 1
-	}
-	for i := 0; i < seeds; i++ {
-		seed := base + uint64(i)
-		t.Run(fmt.Sprint(seed), func(t *testing.T) {
-			t.Logf("seed %d (replay with CATALOG_PROPERTY_SEED=%d)", seed, seed)
-			runProperty(t, seed)
-		})
+// faultyApply crashes some apply invocations before they run and some
+// after they committed, before their messages are deleted. A crashed
+// batch comes back after a fifth of a second, not after the visibility
+// timeout (as if the next poll came at once): the schedule stays short.
+func faultyApply(all *schedules, st func() *stack.Stack) func(eventsource.Handler) eventsource.Handler {
+	return func(next eventsource.Handler) eventsource.Handler {
+		return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+			var sc *schedule
+			if len(ev.Records) > 0 {
+				sc = all.of(chunkRetailer(ev.Records[0].Body))
+			}
+			injected := func(percent int, what string) bool {
+				if sc == nil || !sc.rng.chance(percent) || !sc.faults.allow(what+" "+ev.Records[0].MessageId) {
+					return false
+				}
+				comeBackSoon(st(), ev)
+				return true
+			}
+			if injected(5, "before") {
+				return lambdaevents.SQSEventResponse{}, errors.New("injected crash before apply")
+			}
+			resp, err := next(ctx, ev)
+			if err == nil && injected(10, "after") {
+				return resp, errors.New("injected crash after commit, before delete")
+			}
+			return resp, err
+		}
 	}
 }
 
-func runProperty(t *testing.T, seed uint64) {
-	rng := &lockedRand{r: rand.New(rand.NewPCG(seed, 99))}
-	var applyFaults faults
-	injected := func(ev lambdaevents.SQSEvent, percent int) bool {
-		return len(ev.Records) > 0 && rng.chance(percent) && applyFaults.allow(ev.Records[0].MessageId)
+// comeBackSoon makes a batch's messages visible again in 200 ms.
+func comeBackSoon(st *stack.Stack, ev lambdaevents.SQSEvent) {
+	for _, m := range ev.Records {
+		name := m.EventSourceARN[strings.LastIndexByte(m.EventSourceARN, ':')+1:]
+		for _, q := range []stack.Queue{st.SmallQueue, st.LargeQueue} {
+			if q.Name == name {
+				_, _ = st.SQS.ChangeMessageVisibility(context.Background(), &sqs.ChangeMessageVisibilityInput{
+					QueueUrl: &q.URL, ReceiptHandle: &m.ReceiptHandle, VisibilityTimeout: 0})
+			}
+		}
 	}
-	e := newEnv(t, stack.Options{
-		ChunkRows: 7, HandlerTimeout: 4 * time.Second, VisibilityTimeout: 4 * time.Second,
+}
+
+// TestPropertyLatestWins runs many random schedules at once on one stack.
+// Each onboards its own retailers and, for each, uploads snapshots with
+// changes, sometimes malformed (duplicate ids), sometimes with a row over
+// the row limit, sometimes PUT a second time to the same URL with other
+// content (later or racing the first), sometimes two uploads close
+// together, duplicate S3 events, and at the end, sometimes, a flood of
+// reservations up to the hourly limit; meanwhile chunk sends and applies
+// crash on both sides of their commits. Once everything settles, for every
+// retailer: a second PUT got 412 and changed nothing, a flood got 429 at
+// the limit, every generation is in a final state (none held), every file
+// the system could not accept is rejected with its code (or superseded
+// unread, when a newer upload arrived before its diff began), the newest upload
+// is applied and the catalog equals it (I1); every change event has left
+// the outbox and the analytics files reconstruct every catalog.
+//
+// CATALOG_PROPERTY_SCHEDULES sets how many schedules run (default 200;
+// CATALOG_PROPERTY_SEEDS is read too), CATALOG_PROPERTY_PARALLEL how many
+// at once (default 16), CATALOG_PROPERTY_SEED the first seed (a failure
+// names the seed to replay alone with CATALOG_PROPERTY_SCHEDULES=1).
+func TestPropertyLatestWins(t *testing.T) {
+	t.Parallel()
+	n := envInt("CATALOG_PROPERTY_SCHEDULES", envInt("CATALOG_PROPERTY_SEEDS", 200))
+	parallel := envInt("CATALOG_PROPERTY_PARALLEL", 16)
+	base := uint64(time.Now().UnixNano()) % 1e12
+	if v := os.Getenv("CATALOG_PROPERTY_SEED"); v != "" {
+		var err error
+		base, err = strconv.ParseUint(v, 10, 64)
+		require.NoError(t, err, "CATALOG_PROPERTY_SEED")
+	}
+	all := &schedules{}
+	var e *env
+	e = newEnv(t, stack.Options{
+		ChunkRows: 8, HandlerTimeout: 15 * time.Second, VisibilityTimeout: 15 * time.Second,
+		DiffConcurrency: 4, ApplyConcurrency: 4,
 		SweepEvery: 500 * time.Millisecond, SweepAge: time.Second,
-		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, rng: rng} },
-		WrapApply: func(next eventsource.Handler) eventsource.Handler {
-			return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
-				time.Sleep(time.Duration(rng.IntN(20)) * time.Millisecond)
-				if injected(ev, 5) {
-					return lambdaevents.SQSEventResponse{}, errors.New("injected crash before apply")
-				}
-				resp, err := next(ctx, ev)
-				if err == nil && injected(ev, 10) {
-					return resp, errors.New("injected crash after commit, before delete")
-				}
-				return resp, err
-			}
-		},
+		ReservationsPerHour: propertyReservationsPerHour, MaxRowBytes: propertyMaxRowBytes,
+		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
+		WrapApply:     faultyApply(all, func() *stack.Stack { return e.Stack }),
 	})
-	retailers := []string{"ra", "rb", "rc"}
-	snapshots := map[string]map[int64]fixtures.Catalog{}
-	current := map[string]fixtures.Catalog{}
-	for _, r := range retailers {
-		e.Onboard(r)
-		snapshots[r] = map[int64]fixtures.Catalog{}
-		current[r] = fixtures.Generate(r, 40+rng.IntN(40))
-	}
-	ctx := systemtest.Context(t, 3*time.Minute)
-	mutate := func(c fixtures.Catalog) fixtures.Catalog {
-		n := c.Clone()
-		ids := n.IDs()
-		for k := rng.IntN(8); k > 0; k-- {
-			n[ids[rng.IntN(len(ids))]]["price"] = fmt.Sprint(rng.IntN(5))
-		}
-		for k := rng.IntN(4); k > 0 && len(n) > 30; k-- {
-			delete(n, ids[rng.IntN(len(ids))])
-		}
-		for k := rng.IntN(4); k > 0; k-- {
-			n[fmt.Sprintf("x-%d", rng.IntN(200))] = fixtures.Row(fmt.Sprint(rng.IntN(3)))
-		}
-		return n
-	}
-	var all []struct {
-		r   string
-		gen int64
-	}
-	for round := 0; round < 4; round++ {
-		for _, r := range retailers {
-			// Two slots, filled in a random order; sometimes one is malformed.
-			a, err := e.API.Reserve(ctx, e.Token(r), r, "")
-			require.NoError(t, err)
-			b, err := e.API.Reserve(ctx, e.Token(r), r, "")
-			require.NoError(t, err)
-			ca := mutate(current[r])
-			cb := mutate(ca)
-			current[r] = cb
-			dataA, dataB := ca.CSV(nil), fixtures.Gzip(cb.JSONL())
-			if rng.chance(15) {
-				dataA = []byte("product_id,title\nsame,1\nsame,2\n")
-			} else {
-				snapshots[r][a.Generation] = ca
+	start := time.Now()
+	var mu sync.Mutex
+	finals := map[string]fixtures.Catalog{} // retailer -> its catalog once settled
+	seeds := make(chan uint64)
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for range min(parallel, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for seed := range seeds {
+				t.Run(fmt.Sprint(seed), func(t *testing.T) {
+					sc := &schedule{t: t, e: &env{e.For(t)}, seed: seed, rng: &lockedRand{r: rand.New(rand.NewPCG(seed, 99))}}
+					all.m.Store(sc.prefix(), sc)
+					defer all.m.Delete(sc.prefix())
+					for id, c := range sc.run() {
+						mu.Lock()
+						finals[id] = c
+						mu.Unlock()
+					}
+				})
+				done.Add(1)
 			}
-			snapshots[r][b.Generation] = cb
-			first, second := a, b
-			firstData, secondData := dataA, dataB
+		}()
+	}
+	for i := range n {
+		seeds <- base + uint64(i)
+	}
+	close(seeds)
+	wg.Wait()
+	t.Logf("%d schedules (seeds %d-%d) in %s, %d at once", done.Load(), base, base+uint64(n)-1, time.Since(start).Round(time.Millisecond), parallel)
+	if t.Failed() {
+		return
+	}
+	e.WaitOutboxEmpty(time.Minute)
+	t.Logf("outboxes empty after %s", time.Since(start).Round(time.Millisecond))
+	ids := make(chan string)
+	for range parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for id := range ids {
+				t.Run("analytics "+id, func(t *testing.T) { e.For(t).RequireAnalytics(id, finals[id], time.Minute) })
+			}
+		}()
+	}
+	for id := range finals {
+		ids <- id
+	}
+	close(ids)
+	wg.Wait()
+	t.Logf("and their change events out and analyzed in %s", time.Since(start).Round(time.Millisecond))
+}
+
+func envInt(name string, def int) int {
+	if v := os.Getenv(name); v != "" {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			return n
+		}
+	}
+	return def
+}
+
+// schedule is one random sequence of a few retailers' uploads.
+type schedule struct {
+	t    *testing.T
+	e    *env
+	seed uint64
+	rng  *lockedRand
+
+	faults faults
+}
+
+func (sc *schedule) prefix() string { return fmt.Sprintf("s%d-", sc.seed) }
+
+// upload is what the schedule knows of one generation: its content when the
+// system must accept it, or the rejection code it must end with.
+type upload struct {
+	gen      int64
+	want     fixtures.Catalog // nil: must not be applied
+	rejected string           // the code a bad file ends rejected with
+}
+
+// retailerRun is one retailer's part of a schedule.
+type retailerRun struct {
+	sc      *schedule
+	id      string
+	token   string
+	current fixtures.Catalog
+	uploads []upload
+	granted int // reservations made (the hourly limit counts them)
+}
+
+// run plays the schedule and checks it; it returns each retailer's final
+// catalog (for the analytics check at the end of all schedules).
+func (sc *schedule) run() map[string]fixtures.Catalog {
+	t := sc.t
+	t.Logf("seed %d (replay alone: CATALOG_PROPERTY_SEED=%d CATALOG_PROPERTY_SCHEDULES=1 go run ./scripts/local test -run 'TestPropertyLatestWins' ./scripts/local/systemtest/)", sc.seed, sc.seed)
+	ctx := systemtest.Context(t, 4*time.Minute)
+	runs := make([]*retailerRun, 2)
+	for i := range runs {
+		id := sc.prefix() + string(rune('a'+i))
+		runs[i] = &retailerRun{sc: sc, id: id, token: sc.e.Onboard(id), current: fixtures.Generate("p", 12+sc.rng.IntN(12))}
+	}
+	var wg sync.WaitGroup
+	for _, r := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.play(ctx)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		return nil
+	}
+	out := map[string]fixtures.Catalog{}
+	for _, r := range runs {
+		out[r.id] = r.check(ctx)
+	}
+	return out
+}
+
+func (r *retailerRun) mutate() fixtures.Catalog {
+	rng := r.sc.rng
+	n := r.current.Clone()
+	ids := n.IDs()
+	for k := rng.IntN(6); k > 0; k-- {
+		n[ids[rng.IntN(len(ids))]]["price"] = fmt.Sprint(rng.IntN(5))
+	}
+	for k := rng.IntN(3); k > 0 && len(n) > 8; k-- {
+		delete(n, ids[rng.IntN(len(ids))])
+	}
+	for k := rng.IntN(3); k > 0; k-- {
+		n[fmt.Sprintf("x-%d", rng.IntN(100))] = fixtures.Row(fmt.Sprint(rng.IntN(3)))
+	}
+	return n
+}
+
+// encode writes a catalog in a random format: CSV, JSON Lines, gzipped or not.
+func (r *retailerRun) encode(c fixtures.Catalog) []byte {
+	switch r.sc.rng.IntN(3) {
+	case 0:
+		return c.CSV(nil)
+	case 1:
+		return c.JSONL()
+	}
+	return fixtures.Gzip(c.JSONL())
+}
+
+func (r *retailerRun) reserve(ctx context.Context) apiclient.Slot {
+	r.sc.t.Helper()
+	slot, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+	require.NoError(r.sc.t, err, "seed %d: reserve for %s", r.sc.seed, r.id)
+	r.granted++
+	return slot
+}
+
+func (r *retailerRun) put(ctx context.Context, slot apiclient.Slot, data []byte) {
+	r.sc.t.Helper()
+	require.NoError(r.sc.t, r.sc.e.API.Put(ctx, slot, data), "seed %d: PUT generation %d of %s", r.sc.seed, slot.Generation, r.id)
+}
+
+func (r *retailerRun) pause() {
+	if r.sc.rng.chance(40) {
+		time.Sleep(time.Duration(r.sc.rng.IntN(100)) * time.Millisecond)
+	}
+}
+
+// play makes a few rounds of uploads, then the last one (after a flood of
+// reservations, sometimes).
+func (r *retailerRun) play(ctx context.Context) {
+	t, rng := r.sc.t, r.sc.rng
+	for range 1 + rng.IntN(3) {
+		slot := r.reserve(ctx)
+		switch roll := rng.IntN(100); {
+		case roll < 12: // malformed: a duplicate id
+			r.put(ctx, slot, []byte("product_id,title\nsame,1\nother,2\nsame,3\n"))
+			r.uploads = append(r.uploads, upload{gen: slot.Generation, rejected: "duplicate_product_id"})
+		case roll < 22: // a row over the row limit
+			bad := r.mutate()
+			bad["huge"] = fixtures.Row(strings.Repeat("x", propertyMaxRowBytes+100))
+			r.put(ctx, slot, bad.CSV(nil))
+			r.uploads = append(r.uploads, upload{gen: slot.Generation, rejected: "row_too_large"})
+		case roll < 47: // a second PUT of other content to the same URL
+			a, b := r.mutate(), r.mutate()
+			da, db := r.encode(a), r.encode(b)
 			if rng.chance(50) {
-				first, second, firstData, secondData = b, a, dataB, dataA
+				r.put(ctx, slot, da)
+				r.pause()
+				requireHTTPStatus(t, r.sc.e.API.Put(ctx, slot, db), http.StatusPreconditionFailed)
+				r.current = a
+			} else { // racing: exactly one wins
+				errs := make([]error, 2)
+				var wg sync.WaitGroup
+				for i, d := range [][]byte{da, db} {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						errs[i] = r.sc.e.API.Put(ctx, slot, d)
+					}()
+				}
+				wg.Wait()
+				switch {
+				case errs[0] == nil && errs[1] != nil:
+					requireHTTPStatus(t, errs[1], http.StatusPreconditionFailed)
+					r.current = a
+				case errs[1] == nil && errs[0] != nil:
+					requireHTTPStatus(t, errs[0], http.StatusPreconditionFailed)
+					r.current = b
+				default:
+					t.Fatalf("seed %d: two PUTs to one URL: %v, %v; want one 200 and one 412", r.sc.seed, errs[0], errs[1])
+				}
 			}
-			require.NoError(t, e.API.Put(ctx, first, firstData))
-			if rng.chance(50) {
-				time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
-			}
-			require.NoError(t, e.API.Put(ctx, second, secondData))
-			if rng.chance(30) {
-				e.ResendS3Event(r, a.Generation)
-			}
-			all = append(all, struct {
-				r   string
-				gen int64
-			}{r, a.Generation}, struct {
-				r   string
-				gen int64
-			}{r, b.Generation})
+			r.uploads = append(r.uploads, upload{gen: slot.Generation, want: r.current})
+		default:
+			r.current = r.mutate()
+			r.put(ctx, slot, r.encode(r.current))
+			r.uploads = append(r.uploads, upload{gen: slot.Generation, want: r.current})
 		}
-		if rng.chance(50) {
-			time.Sleep(time.Duration(rng.IntN(500)) * time.Millisecond)
+		if rng.chance(20) {
+			r.sc.e.ResendS3Event(r.id, slot.Generation)
 		}
+		r.pause()
 	}
-	for _, g := range all {
-		s, err := e.API.WaitSettled(ctx, e.Token(g.r), g.r, g.gen, nil)
+	var last apiclient.Slot
+	if rng.chance(25) { // a flood of reservations up to the hourly limit
+		for r.granted < propertyReservationsPerHour {
+			last = r.reserve(ctx)
+		}
+		_, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+		requireHTTPStatus(t, err, http.StatusTooManyRequests)
+	} else {
+		last = r.reserve(ctx)
+	}
+	r.current = r.mutate()
+	r.put(ctx, last, r.encode(r.current))
+	r.uploads = append(r.uploads, upload{gen: last.Generation, want: r.current})
+}
+
+// final are the states nothing happens to any more.
+var final = []string{"applied", "superseded", "rejected", "expired"}
+
+// check waits until every generation of the retailer is final, checks the
+// outcome, and returns the catalog.
+func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
+	t, seed := r.sc.t, r.sc.seed
+	var list []apiclient.Status
+	for {
+		var err error
+		list, err = r.sc.e.API.List(ctx, r.token, r.id, 100)
 		require.NoError(t, err, "seed %d", seed)
-		require.NotEqual(t, "held", s.State, "seed %d: nothing here should be held", seed)
-	}
-	for _, r := range retailers {
-		var newest int64
-		for gen := range snapshots[r] {
-			newest = max(newest, gen)
+		settled := true
+		for _, s := range list {
+			settled = settled && slices.Contains(final, s.State)
 		}
-		s := e.Status(r, newest)
-		require.Equal(t, "applied", s.State, "seed %d: %s's newest accepted generation %d", seed, r, newest)
-		require.Equal(t, snapshots[r][newest], e.Catalog(r), "seed %d: catalog of %s", seed, r)
+		if settled {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("seed %d: %s never settled: %v", seed, r.id, states(list))
+		case <-time.After(150 * time.Millisecond):
+		}
 	}
-	e.WaitOutboxEmpty(30 * time.Second)
-	for _, r := range retailers {
-		e.RequireAnalytics(r, e.Catalog(r), 30*time.Second)
+	require.Len(t, list, r.granted, "seed %d: %s's generations", seed, r.id)
+	byGen := map[int64]apiclient.Status{}
+	for _, s := range list {
+		byGen[s.Generation] = s
 	}
+	for _, u := range r.uploads {
+		s := byGen[u.gen]
+		if u.rejected != "" {
+			// Rejected, or superseded unread by a newer upload that arrived first.
+			require.Contains(t, []string{"rejected", "superseded"}, s.State, "seed %d: %s generation %d", seed, r.id, u.gen)
+			if s.State == "rejected" {
+				require.Equal(t, u.rejected, s.Error.Code, "seed %d: %s generation %d", seed, r.id, u.gen)
+			}
+			continue
+		}
+		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s generation %d: %+v", seed, r.id, u.gen, s.Error)
+	}
+	newest := r.uploads[len(r.uploads)-1]
+	require.Equal(t, list[0].Generation, newest.gen, "seed %d: %s", seed, r.id)
+	require.Equal(t, "applied", list[0].State, "seed %d: %s's newest upload %d: %v", seed, r.id, newest.gen, states(list))
+	require.Equal(t, newest.want, r.sc.e.Catalog(r.id), "seed %d: catalog of %s", seed, r.id)
+	return newest.want
+}
+
+func states(list []apiclient.Status) []string {
+	var out []string
+	for _, s := range list {
+		out = append(out, fmt.Sprintf("%d:%s", s.Generation, s.State))
+	}
+	return out
 }

@@ -85,6 +85,13 @@ func Start(t *testing.T, o stack.Options) *Env {
 	return &Env{T: t, Stack: st, API: apiclient.New(st.APIURL), tokens: map[string]string{}}
 }
 
+// For is an Env on the same stack for another test (a subtest running
+// concurrently with others): its failures are t's; it knows the tokens of
+// the retailers it onboards itself.
+func (e *Env) For(t *testing.T) *Env {
+	return &Env{T: t, Stack: e.Stack, API: e.API, tokens: map[string]string{}}
+}
+
 // Context is a context that ends after d or with the test.
 func Context(t *testing.T, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
