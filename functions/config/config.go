@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
@@ -28,11 +29,14 @@ import (
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/rdsauth"
+	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/s3blob"
 	"github.com/retailcatalog/catalog/functions/secrets"
 	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/functions/webhooks"
 )
 
 // Config is the functions' configuration.
@@ -75,6 +79,9 @@ type Config struct {
 	AnalyticsQueueURL   string        // CATALOG_ANALYTICS_QUEUE_URL: the analytics consumer's queue
 	WebhooksQueueURL    string        // CATALOG_WEBHOOKS_QUEUE_URL: the webhooks consumer's queue
 	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
+	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: base64 keys sealing webhook secrets, comma-separated, the first sealing; or secret:<arn>
+	WebhookRetryWindow  time.Duration // CATALOG_WEBHOOK_RETRY_WINDOW: how long a failing webhook delivery is retried (default 24h)
+	WebhookLoopbackHTTP bool          // CATALOG_WEBHOOK_ALLOW_LOOPBACK: "true" also accepts http://127.0.0.1:<port> webhooks (the local stack only)
 	LogLevel            slog.Level    // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
 	MetricsNamespace    string        // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
 	Operations                        // the ops function's (ops.go)
@@ -88,25 +95,27 @@ type Config struct {
 // FromEnv reads the configuration from getenv (os.Getenv at entry points).
 func FromEnv(getenv func(string) string) (Config, error) {
 	c := Config{
-		Region:             firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), "us-east-1"),
-		Bucket:             getenv("CATALOG_BUCKET"),
-		ControlDB:          getenv("CATALOG_CONTROL_DB"),
-		ControlHost:        strings.TrimSpace(getenv("CATALOG_CONTROL_HOST")),
-		DiffQueueURL:       getenv("CATALOG_DIFF_QUEUE_URL"),
-		ApplySmallQueueURL: getenv("CATALOG_APPLY_SMALL_QUEUE_URL"),
-		ApplyLargeQueueURL: getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
-		AdminToken:         getenv("CATALOG_ADMIN_TOKEN"),
-		AdminTokenSecret:   getenv("CATALOG_ADMIN_TOKEN_SECRET"),
-		DBUser:             strings.TrimSpace(getenv("CATALOG_DB_USER")),
-		DBRootCert:         strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
-		SpillDir:           getenv("CATALOG_SPILL_DIR"),
-		ChangeTopicARN:     getenv("CATALOG_CHANGE_TOPIC_ARN"),
-		MetricsNamespace:   firstNonEmpty(strings.TrimSpace(getenv("CATALOG_METRICS_NAMESPACE")), metrics.DefaultNamespace),
-		S3Endpoint:         getenv("AWS_ENDPOINT_URL_S3"),
-		SQSEndpoint:        getenv("AWS_ENDPOINT_URL_SQS"),
-		SNSEndpoint:        getenv("AWS_ENDPOINT_URL_SNS"),
-		AnalyticsQueueURL:  getenv("CATALOG_ANALYTICS_QUEUE_URL"),
-		WebhooksQueueURL:   getenv("CATALOG_WEBHOOKS_QUEUE_URL"),
+		Region:              firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), "us-east-1"),
+		Bucket:              getenv("CATALOG_BUCKET"),
+		ControlDB:           getenv("CATALOG_CONTROL_DB"),
+		ControlHost:         strings.TrimSpace(getenv("CATALOG_CONTROL_HOST")),
+		DiffQueueURL:        getenv("CATALOG_DIFF_QUEUE_URL"),
+		ApplySmallQueueURL:  getenv("CATALOG_APPLY_SMALL_QUEUE_URL"),
+		ApplyLargeQueueURL:  getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
+		AdminToken:          getenv("CATALOG_ADMIN_TOKEN"),
+		AdminTokenSecret:    getenv("CATALOG_ADMIN_TOKEN_SECRET"),
+		DBUser:              strings.TrimSpace(getenv("CATALOG_DB_USER")),
+		DBRootCert:          strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
+		SpillDir:            getenv("CATALOG_SPILL_DIR"),
+		ChangeTopicARN:      getenv("CATALOG_CHANGE_TOPIC_ARN"),
+		MetricsNamespace:    firstNonEmpty(strings.TrimSpace(getenv("CATALOG_METRICS_NAMESPACE")), metrics.DefaultNamespace),
+		S3Endpoint:          getenv("AWS_ENDPOINT_URL_S3"),
+		SQSEndpoint:         getenv("AWS_ENDPOINT_URL_SQS"),
+		SNSEndpoint:         getenv("AWS_ENDPOINT_URL_SNS"),
+		AnalyticsQueueURL:   getenv("CATALOG_ANALYTICS_QUEUE_URL"),
+		WebhooksQueueURL:    getenv("CATALOG_WEBHOOKS_QUEUE_URL"),
+		WebhookKeys:         strings.TrimSpace(getenv("CATALOG_WEBHOOK_KEYS")),
+		WebhookLoopbackHTTP: getenv("CATALOG_WEBHOOK_ALLOW_LOOPBACK") == "true",
 	}
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -155,6 +164,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if v := getenv("CATALOG_BACKOFF_BASE"); v != "" {
 		if c.BackoffBase, err = time.ParseDuration(v); err != nil || c.BackoffBase < time.Second {
 			return c, fmt.Errorf("CATALOG_BACKOFF_BASE %q: want a duration of at least 1s (SQS delays are whole seconds)", v)
+		}
+	}
+	c.WebhookRetryWindow = 24 * time.Hour
+	if v := getenv("CATALOG_WEBHOOK_RETRY_WINDOW"); v != "" {
+		if c.WebhookRetryWindow, err = time.ParseDuration(v); err != nil || c.WebhookRetryWindow <= 0 {
+			return c, fmt.Errorf("CATALOG_WEBHOOK_RETRY_WINDOW %q: want a positive duration", v)
 		}
 	}
 	c.UploadTTL = upload.DefaultUploadTTL
@@ -427,6 +442,40 @@ func (c *Config) Visibility(ctx context.Context) (*sqsqueue.Visibility, error) {
 		return nil, err
 	}
 	return sqsqueue.NewVisibility(client), nil
+}
+
+// Retry is the consumers' retry schedule (CATALOG_BACKOFF_BASE).
+func (c *Config) Retry() retry.Schedule { return retry.Schedule{Base: c.BackoffBase} }
+
+// WebhookPolicy is which webhook URLs may be saved and called.
+func (c *Config) WebhookPolicy() webhook.Policy {
+	return webhook.Policy{AllowLoopbackHTTP: c.WebhookLoopbackHTTP}
+}
+
+// WebhookSecrets builds the box webhook secrets are sealed in, from
+// CATALOG_WEBHOOK_KEYS (its value, or the secret it names).
+func (c *Config) WebhookSecrets(ctx context.Context) (*webhook.SecretBox, error) {
+	keys := c.WebhookKeys
+	if keys == "" {
+		return nil, fmt.Errorf("CATALOG_WEBHOOK_KEYS is required to seal and open webhook secrets")
+	}
+	if strings.HasPrefix(keys, "secret:") {
+		var err error
+		if keys, err = c.secrets().Resolve(ctx, keys); err != nil {
+			return nil, fmt.Errorf("webhook keys: %w", err)
+		}
+	}
+	return webhook.ParseKeys(keys)
+}
+
+// Webhooks is the webhooks consumer's configuration.
+func (c *Config) Webhooks(box *webhook.SecretBox) webhooks.Config {
+	return webhooks.Config{QueueURL: c.WebhooksQueueURL, Retry: c.Retry(), Policy: c.WebhookPolicy(), Secrets: box}
+}
+
+// Analytics is the analytics consumer's configuration.
+func (c *Config) Analytics() analytics.Config {
+	return analytics.Config{QueueURL: c.AnalyticsQueueURL, Retry: c.Retry()}
 }
 
 // Publisher builds the SNS publisher of the change-events topic, on

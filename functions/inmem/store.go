@@ -37,6 +37,7 @@ type Store struct {
 	outbox    outbox
 	versions  map[versionKey]int64 // consumers' version state
 	usage     []costs.DayUsage     // added in the same "transaction" as the work, like pgstore's
+	webhooks  map[string]catalog.Webhook
 }
 
 type retailerState struct {

@@ -448,3 +448,13 @@ ORDER BY day, retailer_id;
 SELECT day, retailer_id, function, invocations, mb_ms
 FROM usage_functions WHERE day BETWEEN $1 AND $2
 ORDER BY day, retailer_id, function;
+
+-- name: set_webhook
+INSERT INTO webhooks AS w (retailer_id, url, secret_sealed) VALUES ($1, $2, $3)
+ON CONFLICT (retailer_id) DO UPDATE SET url = EXCLUDED.url, secret_sealed = EXCLUDED.secret_sealed, updated_at = now();
+
+-- name: get_webhook
+SELECT retailer_id, url, secret_sealed, updated_at FROM webhooks WHERE retailer_id = $1;
+
+-- name: delete_webhook
+DELETE FROM webhooks WHERE retailer_id = $1;

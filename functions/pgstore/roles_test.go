@@ -28,14 +28,15 @@ import (
 // table missing from knownTables fails TestRolePrivilegesAreExactly.
 var roleMatrix = map[string]map[string][]string{
 	"control": {
-		catalogsql.RoleUpload: {"retailers SELECT", "retailers INSERT", "retailers UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
-		catalogsql.RoleDiff:   {"retailers SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
+		catalogsql.RoleUpload: {"retailers SELECT", "retailers INSERT", "retailers UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE",
+			"webhooks SELECT", "webhooks INSERT", "webhooks UPDATE", "webhooks DELETE"},
+		catalogsql.RoleDiff: {"retailers SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleApply: {"retailers SELECT",
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleRead: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT",
 			"product_directory SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleRelay:     {"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
-		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
+		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT", "webhooks SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleOps: {"retailers SELECT",
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 	},
@@ -73,7 +74,7 @@ var roleMatrix = map[string]map[string][]string{
 // knownTables are the tables and sequences of each database whose grants
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
-	"control": {"product_directory", "retailers", "schema_migrations", "usage_daily", "usage_functions"},
+	"control": {"product_directory", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
 	"shard":   {"applied_chunks", "consumer_versions", "generation_redrives", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
 }
 
@@ -356,8 +357,14 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	_, err = ops.CatalogRow(ctx, r, "p2")
 	require.NoError(t, err)
 
-	// consumers: find the retailer's shard, keep their version state there.
+	// upload: a webhook saved, shown, replaced; consumers: it is read, the
+	// retailer's shard found, their version state kept there.
+	require.NoError(t, up.SetWebhook(ctx, catalog.Webhook{RetailerID: r, URL: "https://hooks.example/1", SecretSealed: []byte{1}}))
+	require.NoError(t, up.SetWebhook(ctx, catalog.Webhook{RetailerID: r, URL: "https://hooks.example/2", SecretSealed: []byte{2}}))
 	cons := openAs(t, admin, catalogsql.RoleConsumers)
+	hook, err := cons.Webhook(ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, "https://hooks.example/2", hook.URL)
 	require.NoError(t, cons.AdvanceVersions(ctx, "analytics", r, []string{"p1", "p2"}, []int64{g2, g2}, func(newer []bool) error {
 		require.Equal(t, []bool{true, true}, newer)
 		return nil

@@ -97,6 +97,8 @@ type Handler struct {
 	log    *slog.Logger
 	mux    *http.ServeMux
 	routes []string
+	// webhooks serves the webhook routes (EnableWebhooks).
+	webhooks Webhooks
 	// Metrics records the generations reserved (nil: none).
 	Metrics *metrics.Recorder
 }

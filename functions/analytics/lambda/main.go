@@ -13,7 +13,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/config"
 	"github.com/retailcatalog/catalog/functions/metering"
-	"github.com/retailcatalog/catalog/functions/retry"
 )
 
 func main() {
@@ -40,8 +39,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := analytics.New(analytics.Config{QueueURL: cfg.AnalyticsQueueURL, Retry: retry.Schedule{Base: cfg.BackoffBase}},
-		stores, blobs, vis, cfg.Logger())
+	h := analytics.New(cfg.Analytics(), stores, blobs, vis, cfg.Logger())
 	meter, err := config.Meter(os.Getenv, stores, "consumers", 512, 0, cfg.Logger())
 	if err != nil {
 		return err

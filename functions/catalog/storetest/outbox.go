@@ -229,3 +229,23 @@ func testConsumerVersions(t *testing.T, s Store, id func(string) string) {
 	err := s.AdvanceVersions(ctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1}, func([]bool) error { return nil })
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
+
+func testWebhooks(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	_, err := s.Webhook(ctx(t), r)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	require.NoError(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: r, URL: "https://a.example/1", SecretSealed: []byte{1, 2}}))
+	require.NoError(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: r, URL: "https://a.example/2", SecretSealed: []byte{3}}))
+	w, err := s.Webhook(ctx(t), r)
+	require.NoError(t, err)
+	require.Equal(t, "https://a.example/2", w.URL, "the newest replaces the old")
+	require.Equal(t, []byte{3}, w.SecretSealed)
+	require.Equal(t, r, w.RetailerID)
+	require.NoError(t, s.DeleteWebhook(ctx(t), r))
+	require.NoError(t, s.DeleteWebhook(ctx(t), r))
+	_, err = s.Webhook(ctx(t), r)
+	require.ErrorIs(t, err, catalog.ErrNotFound)
+	require.Error(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: id("nobody"), URL: "https://a.example/", SecretSealed: []byte{1}}),
+		"only a registered retailer has a webhook")
+}

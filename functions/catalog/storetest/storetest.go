@@ -46,6 +46,7 @@ type Store interface {
 	relay.Store
 	analytics.Versions
 	ops.Store
+	upload.WebhookStore
 	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
 	metering.Store
 	upload.UsageSource
@@ -93,6 +94,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ConsumerVersions", testConsumerVersions},
 		{"RejectionProblems", testRejectionProblems},
 		{"OpsViews", testOpsViews},
+		{"Webhooks", testWebhooks},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -40,6 +40,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	box, err := cfg.WebhookSecrets(ctx)
+	if err != nil {
+		return err
+	}
 	deployment, err := config.CostDeployment(os.Getenv)
 	if err != nil {
 		return err
@@ -52,6 +56,7 @@ func run(ctx context.Context) error {
 	uc.Costs = &upload.CostsConfig{Usage: stores, Pricer: costs.DefaultPricer(), Deployment: deployment, ReadsNote: metering.ReadsNote(), Reports: blobs}
 	h := upload.New(uc, stores, blobs, sender, log)
 	h.Metrics = cfg.Metrics("upload")
+	h.EnableWebhooks(upload.Webhooks{Store: stores, Policy: cfg.WebhookPolicy(), Secrets: box})
 	lambda.Start(httpapi.LambdaHandler(metering.HTTP(meter, h)))
 	return nil
 }

@@ -53,6 +53,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/functions/topic"
 	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/functions/webhooks"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/s3server"
@@ -138,6 +140,11 @@ type Options struct {
 	// StallAfter is how long a generation may go without progress before
 	// ops counts it stuck [10m] (ops.Config.StallAfter).
 	StallAfter time.Duration
+	// WebhookRetryWindow is how long a failing webhook delivery is retried
+	// before the DLQ [24h]: the webhooks queue's redrive count covers it.
+	WebhookRetryWindow time.Duration
+	// WebhookTimeout is how long a webhook receiver has to answer [10s].
+	WebhookTimeout time.Duration
 
 	// Test seams: wrap what the diff writes and sends, observe applies,
 	// wrap what the relay publishes through.
@@ -203,11 +210,18 @@ func (o *Options) defaults() {
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
 	}
+	if o.WebhookRetryWindow <= 0 {
+		o.WebhookRetryWindow = 24 * time.Hour
+	}
 }
 
 // AnalyticsFilter is the analytics queue's subscription filter: change
 // events only (infra sets the same).
 var AnalyticsFilter = map[string]any{events.AttrType: []string{events.TypeChanges}}
+
+// WebhooksFilter is the webhooks queue's subscription filter: lifecycle
+// events only (infra sets the same).
+var WebhooksFilter = map[string]any{events.AttrType: []any{map[string]string{"prefix": events.SnapshotTypePrefix}}}
 
 // AnalyticsBatch is the analytics consumer's batch size (events; its event
 // source on AWS takes the same).
@@ -241,8 +255,9 @@ type Stack struct {
 	DiffQueue    Queue
 	SmallQueue   Queue
 	LargeQueue   Queue
-	// AnalyticsQueue is the analytics consumer's, subscribed to the topic.
+	// AnalyticsQueue and WebhooksQueue are the consumers', subscribed to the topic.
 	AnalyticsQueue Queue
+	WebhooksQueue  Queue
 	Arrival        *arrival.Handler
 	Diff           *diff.Handler
 	Apply          *apply.Handler
@@ -251,6 +266,7 @@ type Stack struct {
 	Relay          *relay.Relay
 	Analytics      *analytics.Handler
 	Ops            *ops.Handler
+	Webhooks       *webhooks.Handler
 	Replicas       []string // host:port of the read replicas serving the storefront
 	// Meters count each function's usage as on Lambda (DESIGN 10), with the
 	// memory infra gives it; the stack writes them every second (reads every
@@ -392,10 +408,25 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	// The consumers' queues, each subscribed with raw message delivery and
 	// a filter on the event type, as on AWS.
 	st.AnalyticsQueue = Queue{Name: o.Prefix + "analytics"}
-	if st.AnalyticsQueue.URL, st.AnalyticsQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.AnalyticsQueue.Name, o.VisibilityTimeout, 5); err != nil {
+	if st.AnalyticsQueue.URL, st.AnalyticsQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.AnalyticsQueue.Name, o.VisibilityTimeout, o.MaxReceives); err != nil {
 		return nil, err
 	}
 	if _, err := sqsemulator.Subscribe(ctx, st.SNS, st.TopicARN, st.AnalyticsQueue.Name, AnalyticsFilter); err != nil {
+		return nil, err
+	}
+	// The webhooks queue parks a message only after its whole retry
+	// schedule (DESIGN 8): its redrive count is the schedule's receives.
+	st.Config.BackoffBase, st.Config.WebhookRetryWindow, st.Config.WebhookLoopbackHTTP = o.BackoffBase, o.WebhookRetryWindow, true
+	st.WebhooksQueue = Queue{Name: o.Prefix + "webhooks"}
+	receives := min(st.Config.Retry().Receives(o.WebhookRetryWindow), 1000)
+	if st.WebhooksQueue.URL, st.WebhooksQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.WebhooksQueue.Name, o.VisibilityTimeout, receives); err != nil {
+		return nil, err
+	}
+	if _, err := sqsemulator.Subscribe(ctx, st.SNS, st.TopicARN, st.WebhooksQueue.Name, WebhooksFilter); err != nil {
+		return nil, err
+	}
+	st.Config.AnalyticsQueueURL, st.Config.WebhooksQueueURL = st.AnalyticsQueue.URL, st.WebhooksQueue.URL
+	if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
 		return nil, err
 	}
 
@@ -466,10 +497,17 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	st.Diff.Metrics, st.Apply.Metrics, st.Arrival.Metrics = st.metrics("diff"), st.metrics("apply"), st.metrics("arrival")
 	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
-	st.Analytics = analytics.New(analytics.Config{QueueURL: st.AnalyticsQueue.URL, Retry: retry.Schedule{Base: o.BackoffBase}},
-		st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
+	st.Analytics = analytics.New(st.Config.Analytics(), st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
 	st.Ops = ops.New(st.Config.Ops(), st.Stores, st.Blobs, sqsqueue.NewInspector(st.SQS), o.Logger.With("function", "ops"))
 	st.Ops.Metrics = st.metrics("ops")
+	box, err := st.Config.WebhookSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st.Upload.EnableWebhooks(upload.Webhooks{Store: st.Stores, Policy: st.Config.WebhookPolicy(), Secrets: box})
+	webhooksConfig := st.Config.Webhooks(box)
+	webhooksConfig.Timeout = o.WebhookTimeout
+	st.Webhooks = webhooks.New(webhooksConfig, st.Stores, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "webhooks"))
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
@@ -491,6 +529,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		st.poll(runCtx, st.SmallQueue, 10, 0, o.ApplyConcurrency, applyHandler)
 		st.poll(runCtx, st.LargeQueue, 10, 0, o.ApplyConcurrency, applyHandler)
 		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, metering.Lambda(st.Meters.Consumers, st.Analytics.HandleSQS))
+		st.poll(runCtx, st.WebhooksQueue, 10, 0, 2, metering.Lambda(st.Meters.Consumers, st.Webhooks.HandleSQS))
 		st.every(runCtx, o.SweepEvery, "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err
@@ -601,6 +640,20 @@ func randomID() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// webhookKeys is the key that seals webhook secrets: the one kept in
+// dataDir (made on first use), so saved webhooks survive a restart.
+func webhookKeys(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "webhook-key")
+	if b, err := os.ReadFile(path); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		return strings.TrimSpace(string(b)), nil
+	}
+	key := webhook.NewKey()
+	if err := os.WriteFile(path, []byte(key+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("save the webhook key: %w", err)
+	}
+	return key, nil
 }
 
 // poll plays the event source of q: batches of up to batch messages

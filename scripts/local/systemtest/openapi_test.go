@@ -174,6 +174,14 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	require.NoError(t, err)
 	_, err = api.Offboard(ctx, e.Stack.AdminToken, "nobody")
 	requireStatus(t, err, 404)
+	// webhook
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/webhook", tok1, nil, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodPut, "/v1/retailers/r1/webhook", tok1,
+		map[string]any{"url": "http://169.254.169.254/", "secret": "0123456789abcdef"}, nil), 400)
+	require.NoError(t, api.Do(ctx, http.MethodPut, "/v1/retailers/r1/webhook", tok1,
+		map[string]any{"url": "http://127.0.0.1:9/hook", "secret": "0123456789abcdef"}, nil))
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/webhook", tok1, nil, nil))
+	require.NoError(t, api.Do(ctx, http.MethodDelete, "/v1/retailers/r1/webhook", tok1, nil, nil))
 	e.syncReplicas()
 
 	// operations

@@ -1,0 +1,174 @@
+// Package webhooks is the webhooks consumer (DESIGN 8): for each
+// catalog.snapshot.* event of a retailer with a webhook, it POSTs the event
+// to the webhook's URL, signed with the retailer's secret. A delivery that
+// fails (no 2xx within 10 s, or a URL that breaks the rules now) is retried
+// with exponential backoff for at least 24 h (CATALOG_BACKOFF_BASE doubling
+// to 15 min; the queue's redrive count covers the schedule), then parked in
+// the dead-letter queue.
+//
+// Each event is delivered once: its id is recorded, in the transaction the
+// POST runs in, as delivered (the consumers' version state, keyed by event
+// id), so a duplicate or a replay of a delivered event sends nothing, and
+// two deliveries of one event at once wait for each other.
+package webhooks
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/retry"
+	"github.com/retailcatalog/catalog/functions/webhook"
+)
+
+// Consumer names the webhooks consumer's version state.
+const Consumer = "webhooks"
+
+// Store is what the consumer asks of the databases. pgstore.Stores and
+// inmem.Store implement it.
+type Store interface {
+	// Webhook returns a retailer's webhook; catalog.ErrNotFound when it has none.
+	Webhook(ctx context.Context, retailerID string) (catalog.Webhook, error)
+	// AdvanceVersions records the generation of each key where it is
+	// higher than the recorded one, reporting which were, with write run
+	// first (see analytics.Versions); the consumer's keys are event ids.
+	AdvanceVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64,
+		write func(newer []bool) error) error
+}
+
+// Config is what the webhooks function is told at start.
+type Config struct {
+	QueueURL string         // its queue, whose messages' visibility a retry changes
+	Retry    retry.Schedule // the delays between deliveries of a failed event
+	Policy   webhook.Policy // which URLs may be called
+	Secrets  *webhook.SecretBox
+	// Client sends the POSTs [Policy.Client()].
+	Client *http.Client
+	// Timeout is how long a receiver has to answer [webhook.Timeout, 10 s].
+	Timeout time.Duration
+}
+
+// Handler delivers lifecycle events to webhooks.
+type Handler struct {
+	cfg   Config
+	store Store
+	queue retry.Visibility
+	log   *slog.Logger
+}
+
+// New builds the handler.
+func New(cfg Config, store Store, queue retry.Visibility, log *slog.Logger) *Handler {
+	if cfg.Client == nil {
+		cfg.Client = cfg.Policy.Client()
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = webhook.Timeout
+	}
+	return &Handler{cfg: cfg, store: store, queue: queue, log: log}
+}
+
+// HandleSQS is the Lambda entry: the batch's events are delivered at once;
+// each that fails is retried later.
+func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+	failures := retry.Failures{Schedule: h.cfg.Retry, Queue: h.queue, QueueURL: h.cfg.QueueURL, Log: h.log}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, msg := range ev.Records {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.deliver(ctx, msg); err != nil {
+				mu.Lock()
+				failures.Fail(ctx, msg, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return failures.Response(), nil
+}
+
+// deliver delivers one message's event, unless it was delivered before or
+// its retailer has no webhook.
+func (h *Handler) deliver(ctx context.Context, msg lambdaevents.SQSMessage) error {
+	var env events.Envelope
+	if err := json.Unmarshal([]byte(msg.Body), &env); err != nil {
+		return fmt.Errorf("message %s is not a change event: %w", msg.MessageId, err)
+	}
+	if !strings.HasPrefix(env.Type, events.SnapshotTypePrefix) {
+		return nil // the subscription filters these out
+	}
+	if err := env.Validate(); err != nil {
+		return err
+	}
+	log := h.log.With("retailer_id", env.RetailerID, "generation", env.Generation, "event_id", env.ID)
+	hook, err := h.store.Webhook(ctx, env.RetailerID)
+	if errors.Is(err, catalog.ErrNotFound) {
+		log.DebugContext(ctx, "no webhook; event not delivered")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	secret, err := h.cfg.Secrets.Open(env.RetailerID, hook.SecretSealed)
+	if err != nil {
+		return err
+	}
+	attempt := retry.ReceiveCount(msg)
+	return h.store.AdvanceVersions(ctx, Consumer, env.RetailerID, []string{env.ID}, []int64{env.Generation}, func(newer []bool) error {
+		if !newer[0] {
+			log.InfoContext(ctx, "event delivered before; not sent again")
+			return nil
+		}
+		start := time.Now()
+		status, err := h.post(ctx, hook.URL, env.ID, []byte(msg.Body), secret)
+		if err != nil {
+			log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", status,
+				"elapsed_ms", time.Since(start).Milliseconds(), "err", err)
+			return err
+		}
+		log.InfoContext(ctx, "webhook delivered", "url", hook.URL, "attempt", attempt, "status", status,
+			"elapsed_ms", time.Since(start).Milliseconds())
+		return nil
+	})
+}
+
+// post sends one delivery: the event as published (the raw message body),
+// signed. Anything but a 2xx within the timeout is a failure.
+func (h *Handler) post(ctx context.Context, rawURL, eventID string, body, secret []byte) (int, error) {
+	if _, err := h.cfg.Policy.CheckURL(ctx, rawURL); err != nil {
+		return 0, fmt.Errorf("the webhook URL is refused now: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "catalog-webhooks/1")
+	req.Header.Set(webhook.HeaderEventID, eventID)
+	req.Header.Set(webhook.HeaderSignature, webhook.Sign(secret, body))
+	resp, err := h.cfg.Client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("post to webhook: %w", err)
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return resp.StatusCode, fmt.Errorf("webhook answered %s", resp.Status)
+	}
+	return resp.StatusCode, nil
+}

@@ -1,0 +1,180 @@
+package systemtest_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
+	"github.com/retailcatalog/catalog/scripts/local/stack"
+)
+
+const hookSecret = "the-retailers-own-secret"
+
+// hookReceiver is a retailer's webhook receiver on 127.0.0.1: it verifies
+// each delivery's signature and answers 500 to the first failFirst
+// deliveries of each event (then 204), or never (hang).
+type hookReceiver struct {
+	srv       *httptest.Server
+	failFirst int
+	hang      bool
+	mu        sync.Mutex
+	byID      map[string][]bool // event id -> each delivery: signature valid
+	envs      map[string]events.Envelope
+	release   chan struct{}
+}
+
+func newHookReceiver(t *testing.T, failFirst int, hang bool) *hookReceiver {
+	rc := &hookReceiver{failFirst: failFirst, hang: hang, byID: map[string][]bool{}, envs: map[string]events.Envelope{}, release: make(chan struct{})}
+	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id := r.Header.Get(webhook.HeaderEventID)
+		var env events.Envelope
+		valid := webhook.Verify([]byte(hookSecret), body, r.Header.Get(webhook.HeaderSignature)) &&
+			r.Header.Get("Content-Type") == "application/json" && json.Unmarshal(body, &env) == nil && env.ID == id
+		rc.mu.Lock()
+		rc.byID[id] = append(rc.byID[id], valid)
+		rc.envs[id] = env
+		n := len(rc.byID[id])
+		rc.mu.Unlock()
+		if rc.hang {
+			select {
+			case <-rc.release:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		if n <= rc.failFirst {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(func() { close(rc.release); rc.srv.Close() })
+	return rc
+}
+
+func (rc *hookReceiver) snapshot() (map[string][]bool, map[string]events.Envelope) {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	byID := map[string][]bool{}
+	for k, v := range rc.byID {
+		byID[k] = append([]bool(nil), v...)
+	}
+	envs := map[string]events.Envelope{}
+	for k, v := range rc.envs {
+		envs[k] = v
+	}
+	return byID, envs
+}
+
+func (e *env) setWebhook(retailer, url string) {
+	e.T.Helper()
+	require.NoError(e.T, e.API.Do(context.Background(), http.MethodPut, "/v1/retailers/"+retailer+"/webhook", e.Token(retailer),
+		map[string]any{"url": url, "secret": hookSecret}, nil))
+}
+
+// Every upload's outcome reaches the retailer's webhook, signed, once per
+// event; a receiver that fails three times gets it on the fourth, after the
+// backoff; no generation's outcome is sent under two ids.
+func TestWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{ChunkRows: 10})
+	e.Onboard("r1")
+	rc := newHookReceiver(t, 3, false)
+	requireStatus(t, e.API.Do(context.Background(), http.MethodPut, "/v1/retailers/r1/webhook", e.Token("r1"),
+		map[string]any{"url": "http://10.0.0.1/hook", "secret": hookSecret}, nil), 400)
+	requireStatus(t, e.API.Do(context.Background(), http.MethodPut, "/v1/retailers/r1/webhook", e.Token("r1"),
+		map[string]any{"url": "http://169.254.169.254/latest/meta-data", "secret": hookSecret}, nil), 400)
+	e.setWebhook("r1", rc.srv.URL+"/hooks/catalog")
+
+	c := fixtures.Generate("p", 120)
+	applied := e.Upload("r1", c.CSV(nil))
+	require.Equal(t, "applied", applied.State)
+	rejected := e.Upload("r1", []byte("product_id,title\nsame,1\nsame,2\n"))
+	require.Equal(t, "rejected", rejected.State)
+	held := e.Upload("r1", []byte("product_id,title\n"))
+	require.Equal(t, "held", held.State)
+	want := map[string]string{
+		events.EventID(events.TypeSnapshotApplied, "r1", applied.Generation, 0):  "applied",
+		events.EventID(events.TypeSnapshotRejected, "r1", rejected.Generation, 0): "rejected",
+		events.EventID(events.TypeSnapshotHeld, "r1", held.Generation, 0):         "held",
+	}
+	start := time.Now()
+	var byID map[string][]bool
+	var envs map[string]events.Envelope
+	require.Eventually(t, func() bool {
+		byID, envs = rc.snapshot()
+		for id := range want {
+			if len(byID[id]) < 4 {
+				return false
+			}
+		}
+		return true
+	}, 60*time.Second, 100*time.Millisecond, "each event delivered after three failures")
+	require.GreaterOrEqual(t, time.Since(start), 5*time.Second, "1 s + 2 s + 4 s of backoff (CATALOG_BACKOFF_BASE=1s)")
+	for id, state := range want {
+		for _, valid := range byID[id] {
+			require.True(t, valid, "every delivery of %s is signed with the retailer's secret", id)
+		}
+		require.Equal(t, state, envs[id].Status.State)
+	}
+	perGeneration := map[int64]map[string]bool{}
+	for id, env := range envs {
+		if perGeneration[env.Generation] == nil {
+			perGeneration[env.Generation] = map[string]bool{}
+		}
+		perGeneration[env.Generation][id] = true
+	}
+	for gen, ids := range perGeneration {
+		require.Len(t, ids, 1, "generation %d's outcome under one id", gen)
+	}
+	// Once delivered, nothing more comes (the outbox and queue drained).
+	e.WaitOutboxEmpty(10 * time.Second)
+	e.WaitDrained(e.Stack.WebhooksQueue)
+	again, _ := rc.snapshot()
+	for id := range want {
+		require.Len(t, again[id], 4, "%s: delivered once, after three failures", id)
+	}
+}
+
+// A receiver that never answers: each delivery times out, is retried on the
+// schedule, and after the whole schedule (shortened here: 1 s doubling, a
+// 3 s window) the event is parked in the webhooks DLQ.
+func TestWebhookNeverAnsweringEndsInDLQ(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{ChunkRows: 10, WebhookRetryWindow: 3 * time.Second, WebhookTimeout: 300 * time.Millisecond})
+	e.Onboard("r1")
+	rc := newHookReceiver(t, 0, true)
+	e.setWebhook("r1", rc.srv.URL+"/")
+	s := e.Upload("r1", fixtures.Generate("p", 5).CSV(nil))
+	require.Equal(t, "applied", s.State)
+	id := events.EventID(events.TypeSnapshotApplied, "r1", s.Generation, 0)
+
+	ctx := context.Background()
+	var parked []string
+	require.Eventually(t, func() bool {
+		out, err := e.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Stack.WebhooksQueue.DLQURL, MaxNumberOfMessages: 10})
+		require.NoError(t, err)
+		for _, m := range out.Messages {
+			var env events.Envelope
+			require.NoError(t, json.Unmarshal([]byte(aws.ToString(m.Body)), &env))
+			parked = append(parked, env.ID)
+		}
+		return len(parked) > 0
+	}, 60*time.Second, 200*time.Millisecond, "the event parked in the DLQ")
+	require.Equal(t, []string{id}, parked)
+	byID, _ := rc.snapshot()
+	require.Len(t, byID[id], 3, "three deliveries (1 s + 2 s of backoff cover the 3 s window), then the DLQ")
+}
