@@ -41,7 +41,9 @@ func (c *Control) DeleteWebhook(ctx context.Context, retailerID string) error {
 }
 
 // SetWebhook is Control.SetWebhook.
-func (s *Stores) SetWebhook(ctx context.Context, w catalog.Webhook) error { return s.Control.SetWebhook(ctx, w) }
+func (s *Stores) SetWebhook(ctx context.Context, w catalog.Webhook) error {
+	return s.Control.SetWebhook(ctx, w)
+}
 
 // Webhook is Control.Webhook.
 func (s *Stores) Webhook(ctx context.Context, retailerID string) (catalog.Webhook, error) {

@@ -107,7 +107,7 @@ func TestWebhookDeliveries(t *testing.T) {
 	held := e.Upload("r1", []byte("product_id,title\n"))
 	require.Equal(t, "held", held.State)
 	want := map[string]string{
-		events.EventID(events.TypeSnapshotApplied, "r1", applied.Generation, 0):  "applied",
+		events.EventID(events.TypeSnapshotApplied, "r1", applied.Generation, 0):   "applied",
 		events.EventID(events.TypeSnapshotRejected, "r1", rejected.Generation, 0): "rejected",
 		events.EventID(events.TypeSnapshotHeld, "r1", held.Generation, 0):         "held",
 	}
