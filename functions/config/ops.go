@@ -12,22 +12,24 @@ import (
 // queues: the arrivals queue and the dead-letter queues it reads and
 // re-drives from, and when a generation counts as stuck.
 type Operations struct {
-	ArrivalsQueueURL string        // CATALOG_ARRIVALS_QUEUE_URL
-	ArrivalsDLQURL   string        // CATALOG_ARRIVALS_DLQ_URL
-	DiffDLQURL       string        // CATALOG_DIFF_DLQ_URL
-	ApplySmallDLQURL string        // CATALOG_APPLY_SMALL_DLQ_URL
-	ApplyLargeDLQURL string        // CATALOG_APPLY_LARGE_DLQ_URL
-	StuckAfter       time.Duration // CATALOG_STUCK_AFTER: no progress for this long is stuck [10m]
-	StuckMaxRedrives int           // CATALOG_STUCK_MAX_REDRIVES: re-drives of a stuck generation before it is left to an operator [3]
+	ArrivalsQueueURL  string        // CATALOG_ARRIVALS_QUEUE_URL
+	ArrivalsDLQURL    string        // CATALOG_ARRIVALS_DLQ_URL
+	DiffDLQURL        string        // CATALOG_DIFF_DLQ_URL
+	ApplySmallDLQURL  string        // CATALOG_APPLY_SMALL_DLQ_URL
+	ApplyLargeDLQURL  string        // CATALOG_APPLY_LARGE_DLQ_URL
+	ReconcileQueueURL string        // CATALOG_RECONCILE_QUEUE_URL: reconcile-jobs
+	StuckAfter        time.Duration // CATALOG_STUCK_AFTER: no progress for this long is stuck [10m]
+	StuckMaxRedrives  int           // CATALOG_STUCK_MAX_REDRIVES: re-drives of a stuck generation before it is left to an operator [3]
 }
 
 func operationsFromEnv(getenv func(string) string) (Operations, error) {
 	o := Operations{
-		ArrivalsQueueURL: strings.TrimSpace(getenv("CATALOG_ARRIVALS_QUEUE_URL")),
-		ArrivalsDLQURL:   strings.TrimSpace(getenv("CATALOG_ARRIVALS_DLQ_URL")),
-		DiffDLQURL:       strings.TrimSpace(getenv("CATALOG_DIFF_DLQ_URL")),
-		ApplySmallDLQURL: strings.TrimSpace(getenv("CATALOG_APPLY_SMALL_DLQ_URL")),
-		ApplyLargeDLQURL: strings.TrimSpace(getenv("CATALOG_APPLY_LARGE_DLQ_URL")),
+		ArrivalsQueueURL:  strings.TrimSpace(getenv("CATALOG_ARRIVALS_QUEUE_URL")),
+		ArrivalsDLQURL:    strings.TrimSpace(getenv("CATALOG_ARRIVALS_DLQ_URL")),
+		DiffDLQURL:        strings.TrimSpace(getenv("CATALOG_DIFF_DLQ_URL")),
+		ApplySmallDLQURL:  strings.TrimSpace(getenv("CATALOG_APPLY_SMALL_DLQ_URL")),
+		ApplyLargeDLQURL:  strings.TrimSpace(getenv("CATALOG_APPLY_LARGE_DLQ_URL")),
+		ReconcileQueueURL: strings.TrimSpace(getenv("CATALOG_RECONCILE_QUEUE_URL")),
 	}
 	if v := strings.TrimSpace(getenv("CATALOG_STUCK_AFTER")); v != "" {
 		d, err := time.ParseDuration(v)
@@ -52,6 +54,7 @@ func (c *Config) Ops() ops.Config {
 			DiffJobs: c.DiffQueueURL, DiffJobsDLQ: c.DiffDLQURL,
 			ApplySmall: c.ApplySmallQueueURL, ApplySmallDLQ: c.ApplySmallDLQURL,
 			ApplyLarge: c.ApplyLargeQueueURL, ApplyLargeDLQ: c.ApplyLargeDLQURL,
+			Reconcile: c.ReconcileQueueURL,
 		},
 	}
 }

@@ -35,6 +35,7 @@ type Store struct {
 	state     map[string]*retailerState // created by a retailer's first reservation
 	directory map[string]map[string]dirEntry
 	outbox    outbox
+	reconcile reconciliation
 	versions  map[versionKey]int64 // consumers' version state
 	usage     []costs.DayUsage     // added in the same "transaction" as the work, like pgstore's
 	webhooks  map[string]catalog.Webhook
@@ -47,6 +48,7 @@ type retailerState struct {
 	chunks                                     map[[2]int64]bool // (generation, seq) counted
 	chunkTimes                                 map[[2]int64]time.Time
 	redrives                                   map[int64]*redrive
+	repairs                                    map[int64]int // generation -> repair events written
 }
 
 type generation struct {

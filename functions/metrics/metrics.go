@@ -97,6 +97,8 @@ const (
 	ReconcileDivergentRetailers = "ReconcileDivergentRetailers"
 	ReconcileDivergentProducts  = "ReconcileDivergentProducts"
 	ReconcileRepairedProducts   = "ReconcileRepairedProducts"
+	// ReconcileSeconds: one retailer's reconciliation.
+	ReconcileSeconds = "ReconcileSeconds"
 )
 
 // Value is one metric value.

@@ -17,8 +17,10 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"runtime"
 	"time"
 
+	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/httpapi"
@@ -45,6 +47,43 @@ type Store interface {
 	// Product returns a live product as the storefront reads it (fresh:
 	// from the writer); catalog.ErrNotFound when absent or deleted.
 	Product(ctx context.Context, retailerID, productID string, fresh bool) (catalog.Product, error)
+	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
+	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
+
+	// Reconciliation: runs and results (control database).
+
+	// RetailerIDs returns up to limit registered retailer ids after after, in order.
+	RetailerIDs(ctx context.Context, after string, limit int) ([]string, error)
+	// CreateReconcileRun records a new run.
+	CreateReconcileRun(ctx context.Context, run catalog.ReconcileRun) error
+	// SetReconcileTotal records how many retailers a run checks (and
+	// finishes it when their results are in).
+	SetReconcileTotal(ctx context.Context, runID string, total int) error
+	// RecordReconcileResult records or overwrites a retailer's result (and
+	// finishes the run when it was the last).
+	RecordReconcileResult(ctx context.Context, r catalog.ReconcileResult) error
+	// ReconcileReport returns a run so far, with at most limit notable
+	// results; catalog.ErrNotFound for an unknown run.
+	ReconcileReport(ctx context.Context, runID string, limit int) (catalog.ReconcileReport, error)
+	// PruneReconcileRuns deletes the runs requested before a time.
+	PruneReconcileRuns(ctx context.Context, before time.Time) (int64, error)
+
+	// Reconciliation: the walk and the repair (the retailer's shard).
+
+	// ScanCatalog calls fn with each live row of the retailer with
+	// product_id in [from, to) (to "": no end; id and attributes valid
+	// during the call) in product_id byte order, from one consistent
+	// snapshot in which the retailer's fence is expect
+	// (catalog.ErrSuperseded otherwise). Memory does not grow with the catalog.
+	ScanCatalog(ctx context.Context, retailerID string, expect catalog.Fence, from, to string, fn func(id, attributes []byte) error) error
+	// NormalizeAttributes returns each JSON object as the database stores it.
+	NormalizeAttributes(ctx context.Context, retailerID string, attributes []string) ([]string, error)
+	// RepairRows rewrites rows of the applied generation gen to the
+	// snapshot's values (upserts) or tombstones (deletes), fenced like an
+	// apply, with a change event that is a claim check on objectKey.
+	RepairRows(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp, objectKey, sha256 string) (catalog.RepairResult, error)
+	// RepairDirectory brings the product directory in line with a repair's ops.
+	RepairDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error
 }
 
 // ReplicaReporter is what a Store may also do (pgstore.Stores does): say
@@ -59,6 +98,15 @@ type Blobs interface {
 	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 	// Size is an object's size; blob.ErrNotFound when it does not exist.
 	Size(ctx context.Context, key string) (int64, error)
+	// Put writes an object (a repair's change object).
+	Put(ctx context.Context, key string, body []byte) error
+}
+
+// Queue sends to the pipeline's queues (re-drives, reconcile jobs) and
+// reads the dead-letter queues without consuming them.
+type Queue interface {
+	queue.Sender
+	queue.Inspector
 }
 
 // Queues are the pipeline's queues (URLs) as the ops function sees them:
@@ -68,6 +116,8 @@ type Queues struct {
 	DiffJobs, DiffJobsDLQ     string
 	ApplySmall, ApplySmallDLQ string
 	ApplyLarge, ApplyLargeDLQ string
+	// Reconcile is reconcile-jobs, the queue of reconciliation's work.
+	Reconcile string
 }
 
 // deadLetters lists the dead-letter queues and what their messages hold.
@@ -111,6 +161,9 @@ type Config struct {
 	Queues      Queues
 	// DLQPeek is the most messages read from each dead-letter queue per look [100].
 	DLQPeek int
+	// ReconcileWorkers is how many parts one retailer's walk streams at
+	// once, each on a database connection [GOMAXPROCS, at most 4].
+	ReconcileWorkers int
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -125,6 +178,9 @@ func (c *Config) defaults() {
 	if c.DLQPeek <= 0 {
 		c.DLQPeek = 100
 	}
+	if c.ReconcileWorkers <= 0 {
+		c.ReconcileWorkers = min(runtime.GOMAXPROCS(0), 4)
+	}
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -135,7 +191,8 @@ type Handler struct {
 	cfg       Config
 	store     Store
 	blobs     Blobs
-	inspector queue.Inspector
+	queue     Queue
+	inspector queue.Inspector // the queue, or nil: no dead-letter queue is read
 	log       *slog.Logger
 	mux       *http.ServeMux
 	routes    []string
@@ -143,16 +200,20 @@ type Handler struct {
 	Metrics *metrics.Recorder
 }
 
-// New builds the handler. inspector reads the dead-letter queues (nil: none
-// is read).
-func New(cfg Config, store Store, blobs Blobs, inspector queue.Inspector, log *slog.Logger) *Handler {
+// New builds the handler.
+func New(cfg Config, store Store, blobs Blobs, q Queue, log *slog.Logger) *Handler {
 	cfg.defaults()
-	h := &Handler{cfg: cfg, store: store, blobs: blobs, inspector: inspector, log: log, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, store: store, blobs: blobs, queue: q, log: log, mux: http.NewServeMux()}
+	if q != nil {
+		h.inspector = q
+	}
 	for _, r := range []struct {
 		pattern string
 		handle  http.HandlerFunc
 	}{
 		{"GET /v1/admin/retailers/{retailer_id}/why", h.why},
+		{"POST /v1/admin/reconcile", h.startReconcile},
+		{"GET /v1/admin/reconcile/{run_id}", h.reconcileReport},
 	} {
 		h.mux.HandleFunc(r.pattern, r.handle)
 		h.routes = append(h.routes, r.pattern)
@@ -160,6 +221,9 @@ func New(cfg Config, store Store, blobs Blobs, inspector queue.Inspector, log *s
 	h.mux.HandleFunc("/", httpapi.NotFound) // the contract's error shape (behind Lambda)
 	return h
 }
+
+// Workers is how many parts a reconciliation walk streams at once.
+func (h *Handler) Workers() int { return h.cfg.ReconcileWorkers }
 
 // Routes lists the method and pattern of every route served.
 func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }

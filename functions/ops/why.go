@@ -499,13 +499,7 @@ func (w *whyRun) snapshotHash(gen int64, productID string) (snapshot.Hash, bool,
 // rowHash is the content hash of a row's stored attributes, computed afresh
 // (the stored hash is not trusted): the canonical form of the JSON the
 // database returns, hashed as the diff hashes a snapshot row.
-func rowHash(attributes []byte) snapshot.Hash {
-	canonical, err := snapshot.Canonicalize(attributes)
-	if err != nil {
-		return snapshot.Hash{} // never equal to a real row's
-	}
-	return snapshot.HashAttributes(canonical)
-}
+func rowHash(attributes []byte) snapshot.Hash { return new(rowHasher).hash(attributes) }
 
 // checkReplicas: does the storefront (its read replicas) show what the writer has?
 func (w *whyRun) checkReplicas(productID string, live *catalog.CatalogRow) error {

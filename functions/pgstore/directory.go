@@ -21,28 +21,34 @@ import (
 // database than the shard, so it cannot share the chunk's transaction: the
 // caller runs it after the shard commit and fails the message when it fails.
 func (c *Control) UpdateDirectory(ctx context.Context, retailerID string, gen int64, ops []events.ChunkOp) error {
-	if len(ops) == 0 {
+	ids, deleted := directoryOps(ops)
+	if len(ids) == 0 {
 		return nil
-	}
-	// One entry per product (the last op wins), in byte order, so that two
-	// chunks touching the same products lock their rows in the same order.
-	last := make(map[string]bool, len(ops))
-	for _, op := range ops {
-		last[op.ProductID] = op.Op == events.OpDelete
-	}
-	ids := make([]string, 0, len(last))
-	for id := range last {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	deleted := make([]bool, len(ids))
-	for i, id := range ids {
-		deleted[i] = last[id]
 	}
 	if _, err := c.pool.Exec(ctx, q("directory_apply"), retailerID, gen, ids, deleted); err != nil {
 		return fmt.Errorf("update product directory for %s/%d (%d products): %w", retailerID, gen, len(ids), err)
 	}
 	return nil
+}
+
+// directoryOps are a chunk's directory entries: one per product (the last
+// op wins: true for a delete), in byte order, so that two chunks touching
+// the same products lock their rows in the same order.
+func directoryOps(ops []events.ChunkOp) (ids []string, deleted []bool) {
+	last := make(map[string]bool, len(ops))
+	for _, op := range ops {
+		last[op.ProductID] = op.Op == events.OpDelete
+	}
+	ids = make([]string, 0, len(last))
+	for id := range last {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	deleted = make([]bool, len(ids))
+	for i, id := range ids {
+		deleted[i] = last[id]
+	}
+	return ids, deleted
 }
 
 // DirectoryRetailers returns, in order, the retailers (at most limit) whose

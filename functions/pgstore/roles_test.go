@@ -38,7 +38,9 @@ var roleMatrix = map[string]map[string][]string{
 		catalogsql.RoleRelay:     {"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT", "webhooks SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleOps: {"retailers SELECT",
-			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
+			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE",
+			"reconcile_runs SELECT", "reconcile_runs INSERT", "reconcile_runs UPDATE", "reconcile_runs DELETE",
+			"reconcile_results SELECT", "reconcile_results INSERT", "reconcile_results UPDATE", "reconcile_results DELETE"},
 	},
 	"shard": {
 		catalogsql.RoleUpload: {"retailer_state SELECT", "retailer_state INSERT", "retailer_state(reserved_generation) UPDATE",
@@ -67,15 +69,16 @@ var roleMatrix = map[string]map[string][]string{
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE",
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
-			"generation_redrives SELECT", "generation_redrives INSERT", "generation_redrives UPDATE"},
+			"generation_redrives SELECT", "generation_redrives INSERT", "generation_redrives UPDATE",
+			"generation_repairs SELECT", "generation_repairs INSERT", "generation_repairs UPDATE"},
 	},
 }
 
 // knownTables are the tables and sequences of each database whose grants
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
-	"control": {"product_directory", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
-	"shard":   {"applied_chunks", "consumer_versions", "generation_redrives", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
+	"control": {"product_directory", "reconcile_results", "reconcile_runs", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
+	"shard":   {"applied_chunks", "consumer_versions", "generation_redrives", "generation_repairs", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
 }
 
 // asRole is dsn (a URL of the local server, trust authentication on
@@ -355,6 +358,26 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []int{0, 1}, progress.AppliedSeqs)
 	_, err = ops.CatalogRow(ctx, r, "p2")
+	require.NoError(t, err)
+	// ops: reconciliation walks the catalog, records its run and repairs
+	// with fenced writes, a change event and the directory.
+	require.NoError(t, ops.CreateReconcileRun(ctx, catalog.ReconcileRun{ID: "rc-roles", RetailerID: r, Total: 1}))
+	rows := 0
+	require.NoError(t, ops.ScanCatalog(ctx, r, fence, "", "", func(id, attrs []byte) error { rows++; return nil }))
+	require.Positive(t, rows)
+	_, err = ops.NormalizeAttributes(ctx, r, []string{`{"a":1e3}`})
+	require.NoError(t, err)
+	repaired, err := ops.RepairRows(ctx, r, g4, []events.ChunkOp{upsert("p2", `{"price":"2"}`)}, "chunks/roles/repair", strings.Repeat("0", 64))
+	require.NoError(t, err)
+	require.EqualValues(t, 1, repaired.Written)
+	require.NoError(t, ops.RepairDirectory(ctx, r, g4, []events.ChunkOp{upsert("p2", `{"price":"2"}`)}))
+	require.NoError(t, ops.RecordReconcileResult(ctx, catalog.ReconcileResult{RunID: "rc-roles", RetailerID: r, Generation: g4, CheckedAt: time.Now()}))
+	report, err := ops.ReconcileReport(ctx, "rc-roles", 10)
+	require.NoError(t, err)
+	require.NotNil(t, report.Run.FinishedAt)
+	_, err = ops.PruneReconcileRuns(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	_, err = ops.RetailerIDs(ctx, "", 10)
 	require.NoError(t, err)
 
 	// upload: a webhook saved, shown, replaced; consumers: it is read, the

@@ -110,6 +110,24 @@ func Canonicalize(object []byte) ([]byte, error) {
 	return out, nil
 }
 
+// A Canonicalizer canonicalizes JSON objects one after another, keeping its
+// scratch space (and the key order of the last object) between calls:
+// Canonicalize makes a new one for each object. Not for concurrent use.
+type Canonicalizer struct{ c canonicalizer }
+
+// Append appends the canonical form of one JSON object to dst, as
+// Canonicalize returns it.
+func (x *Canonicalizer) Append(dst, object []byte) ([]byte, error) {
+	if !utf8.Valid(object) {
+		return dst, &Error{Code: CodeInvalidUTF8, Message: "invalid UTF-8"}
+	}
+	out, jerr := x.c.object(dst, object, false)
+	if jerr != nil {
+		return dst, &Error{Code: jerr.code, Message: jerr.message()}
+	}
+	return out, nil
+}
+
 // maxNesting bounds the nesting of JSON arrays and objects, as encoding/json
 // does.
 const maxNesting = 10000

@@ -36,6 +36,50 @@ func startPostgres(ctx context.Context, dir string) (*pgserver.Server, error) {
 	return pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg")})
 }
 
+// benchDatabases starts a private PostgreSQL server in a fresh work
+// directory and opens a migrated control database and one shard; cleanup
+// stops and removes everything.
+func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *pgstore.Stores, cleanup func(), err error) {
+	work, removeWork, err := workDir("", pattern)
+	if err != nil {
+		return nil, nil, err
+	}
+	var undo []func()
+	cleanup = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	undo = append(undo, removeWork)
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	srv, err := startPostgres(ctx, work)
+	if err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, func() { srv.Stop() })
+	controlDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_control")
+	if err != nil {
+		return nil, nil, err
+	}
+	shardDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_shard")
+	if err != nil {
+		return nil, nil, err
+	}
+	stores, err = pgstore.Open(ctx, controlDSN, []string{shardDSN}, pgstore.PoolOptions{MaxConns: conns})
+	if err != nil {
+		return nil, nil, err
+	}
+	undo = append(undo, stores.Close)
+	if err := stores.Migrate(ctx); err != nil {
+		return nil, nil, err
+	}
+	return stores, cleanup, nil
+}
+
 // benchApply: the changes of the generated pair and a first load of all its
 // rows through the real apply path, against COPY of the same rows into a
 // copy of the products table.
@@ -50,32 +94,11 @@ func benchApply(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	work, cleanup, err := workDir("", "catalog-bench-apply-")
+	stores, cleanup, err := benchDatabases(ctx, "catalog-bench-apply-", int32(*workers+4))
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	srv, err := startPostgres(ctx, work)
-	if err != nil {
-		return err
-	}
-	defer srv.Stop()
-	controlDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_control")
-	if err != nil {
-		return err
-	}
-	shardDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_shard")
-	if err != nil {
-		return err
-	}
-	stores, err := pgstore.Open(ctx, controlDSN, []string{shardDSN}, pgstore.PoolOptions{MaxConns: int32(*workers + 4)})
-	if err != nil {
-		return err
-	}
-	defer stores.Close()
-	if err := stores.Migrate(ctx); err != nil {
-		return err
-	}
 	if err := stores.Control.CreateRetailer(ctx, catalog.Retailer{ID: benchRetailer.ID, Shard: 0, TokenHash: []byte("bench")}); err != nil {
 		return err
 	}

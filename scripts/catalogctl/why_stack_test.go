@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
@@ -51,4 +52,43 @@ func TestWhyAgainstTheStack(t *testing.T) {
 	r = runTool(t, admin, "why")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "usage: catalogctl why [flags] R [P]")
+}
+
+// reconcile finds rows changed behind the pipeline's back (exit 2), repairs
+// them with --repair (exit 0), and shows a run with --run.
+func TestReconcileAgainstTheStack(t *testing.T) {
+	t.Parallel()
+	st, admin := startStack(t)
+	vars := onboard(t, admin, "k1")
+	file := writeFile(t, "c.csv", []byte("product_id,price\na,1\nb,2\nc,3\n"))
+	up := runTool(t, vars, "upload", "--retailer", "k1", file)
+	require.Equal(t, 0, up.code, up.stderr)
+
+	r := runTool(t, admin, "reconcile", "--retailer", "k1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "1 of 1 retailers checked, 0 divergent")
+
+	_, err := st.Stores.Shards[0].Pool().Exec(context.Background(),
+		`UPDATE products SET attributes = '{"price": "999"}' WHERE retailer_id = 'k1' AND product_id = 'b'`)
+	require.NoError(t, err)
+	r = runTool(t, admin, "reconcile")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stdout, "k1 (generation 1): 0 missing, 0 extra, 1 different; e.g. b")
+	require.Contains(t, r.stdout, "repair with: catalogctl reconcile --repair")
+
+	r = runTool(t, admin, "reconcile", "--repair", "--retailer", "k1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rep struct {
+		RunID     string `json:"run_id"`
+		Divergent []struct{ Repaired int }
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rep))
+	require.Equal(t, 1, rep.Divergent[0].Repaired)
+
+	r = runTool(t, admin, "reconcile", "--run", rep.RunID)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "repaired 1")
+	r = runTool(t, admin, "reconcile", "--run", "rc-0000000000000000")
+	require.Equal(t, 1, r.code)
+	require.Contains(t, r.stderr, "run_not_found")
 }

@@ -1,6 +1,6 @@
 // Command local runs the whole system on one machine.
 //
-//	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0]
+//	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D]
 //	go run ./scripts/local demo [--data-dir .local/demo]   (a new, empty or demo-made dir: it is wiped)
 //	go run ./scripts/local test [go test flags...]
 //
@@ -78,7 +78,7 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 const usageText = `usage:
-  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [-v]
+  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D] [-v]
   go run ./scripts/local demo [--data-dir .local/demo]
   go run ./scripts/local test [go test flags and packages]
   go run ./scripts/local <command> -h`
@@ -106,6 +106,7 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	shards := fs.Int("shards", 2, "number of shard databases")
 	replicas := fs.Int("replicas", 0, "streaming replicas of the PostgreSQL server for the read path")
 	verbose := fs.Bool("v", false, "log every function's JSON lines to stderr, metric (EMF) lines included")
+	reconcileEvery := fs.Duration("reconcile-every", 0, "reconcile every retailer's catalog with its snapshot this often (e.g. 24h; 0: only on request)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -124,7 +125,8 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	}
 	st, err := stack.Start(ctx, stack.Options{
 		DataDir: *dataDir, Addr: *addr, S3Addr: s3Addr(*dataDir), Shards: *shards, Replicas: *replicas, AdminToken: token, Progress: os.Stderr,
-		Logger: logging.New(logs, level), Metrics: metricLines,
+		ReconcileEvery: *reconcileEvery,
+		Logger:         logging.New(logs, level), Metrics: metricLines,
 	})
 	if err != nil {
 		return err

@@ -95,6 +95,8 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"RejectionProblems", testRejectionProblems},
 		{"OpsViews", testOpsViews},
 		{"Webhooks", testWebhooks},
+		{"ReconcileRuns", testReconcileRuns},
+		{"ReconcileWalkAndRepair", testReconcileWalkAndRepair},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

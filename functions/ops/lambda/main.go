@@ -1,5 +1,6 @@
-// Command ops is the operations Lambda: the admin routes of DESIGN 9
-// (why) behind API Gateway.
+// Command ops is the operations Lambda (DESIGN 9): the admin routes (why,
+// reconciliation) behind API Gateway, the reconcile-jobs queue, and the
+// scheduled tasks (the stuck-generation sweeper, the daily reconciliation).
 package main
 
 import (
@@ -10,7 +11,6 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/ops"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 )
@@ -41,8 +41,12 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := ops.New(cfg.Ops(), stores, blobs, sqsqueue.NewInspector(client), log)
+	queues := struct {
+		*sqsqueue.Sender
+		*sqsqueue.Inspector
+	}{sqsqueue.NewSender(client), sqsqueue.NewInspector(client)}
+	h := ops.New(cfg.Ops(), stores, blobs, queues, log)
 	h.Metrics = cfg.Metrics("ops")
-	lambda.Start(httpapi.LambdaHandler(h))
+	lambda.Start(h.Invoke)
 	return nil
 }

@@ -383,3 +383,39 @@ func (c *Client) Why(ctx context.Context, adminToken, retailerID, productID stri
 	err := c.Do(ctx, http.MethodGet, path, adminToken, nil, &out)
 	return out, err
 }
+
+// Reconcile starts a reconciliation of one retailer ("" for every one) and
+// returns its run id (POST /v1/admin/reconcile).
+func (c *Client) Reconcile(ctx context.Context, adminToken, retailerID string, repair bool) (string, error) {
+	body := map[string]any{"repair": repair}
+	if retailerID != "" {
+		body["retailer_id"] = retailerID
+	}
+	var out struct {
+		RunID string `json:"run_id"`
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/admin/reconcile", adminToken, body, &out)
+	return out.RunID, err
+}
+
+// ReconcileReport reads a reconciliation run (GET /v1/admin/reconcile/{run_id}).
+func (c *Client) ReconcileReport(ctx context.Context, adminToken, runID string) (ops.ReconcileRunReport, error) {
+	var out ops.ReconcileRunReport
+	err := c.Do(ctx, http.MethodGet, "/v1/admin/reconcile/"+url.PathEscape(runID), adminToken, nil, &out)
+	return out, err
+}
+
+// WaitReconciled polls a run until it is done (or ctx ends).
+func (c *Client) WaitReconciled(ctx context.Context, adminToken, runID string) (ops.ReconcileRunReport, error) {
+	for {
+		rep, err := c.ReconcileReport(ctx, adminToken, runID)
+		if err != nil || rep.State == "done" {
+			return rep, err
+		}
+		select {
+		case <-ctx.Done():
+			return rep, fmt.Errorf("reconciliation %s not done: %w", runID, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -145,6 +145,9 @@ type Options struct {
 	WebhookRetryWindow time.Duration
 	// WebhookTimeout is how long a webhook receiver has to answer [10s].
 	WebhookTimeout time.Duration
+	// ReconcileEvery runs a reconciliation of every retailer this often
+	// (0: only on request), as the daily schedule does on AWS.
+	ReconcileEvery time.Duration
 
 	// Test seams: wrap what the diff writes and sends, observe applies,
 	// wrap what the relay publishes through.
@@ -258,6 +261,8 @@ type Stack struct {
 	// AnalyticsQueue and WebhooksQueue are the consumers', subscribed to the topic.
 	AnalyticsQueue Queue
 	WebhooksQueue  Queue
+	// ReconcileQueue is reconcile-jobs: reconciliation's work, polled by ops.
+	ReconcileQueue Queue
 	Arrival        *arrival.Handler
 	Diff           *diff.Handler
 	Apply          *apply.Handler
@@ -381,6 +386,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}{
 		{"arrivals", &st.ArrivalQueue}, {"diff-jobs.fifo", &st.DiffQueue},
 		{"apply-small.fifo", &st.SmallQueue}, {"apply-large.fifo", &st.LargeQueue},
+		{"reconcile-jobs", &st.ReconcileQueue},
 	} {
 		q.into.Name = o.Prefix + q.name
 		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, o.VisibilityTimeout, o.MaxReceives)
@@ -391,7 +397,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
 	st.Config.Operations = config.Operations{ArrivalsQueueURL: st.ArrivalQueue.URL, ArrivalsDLQURL: st.ArrivalQueue.DLQURL,
 		DiffDLQURL: st.DiffQueue.DLQURL, ApplySmallDLQURL: st.SmallQueue.DLQURL, ApplyLargeDLQURL: st.LargeQueue.DLQURL,
-		StuckAfter: o.StallAfter}
+		ReconcileQueueURL: st.ReconcileQueue.URL, StuckAfter: o.StallAfter}
 	sender := sqsqueue.NewSender(st.SQS)
 
 	// SNS: the change-events topic (the emulator keeps no state across a
@@ -498,7 +504,11 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Diff.Metrics, st.Apply.Metrics, st.Arrival.Metrics = st.metrics("diff"), st.metrics("apply"), st.metrics("arrival")
 	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
 	st.Analytics = analytics.New(st.Config.Analytics(), st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
-	st.Ops = ops.New(st.Config.Ops(), st.Stores, st.Blobs, sqsqueue.NewInspector(st.SQS), o.Logger.With("function", "ops"))
+	opsQueue := struct {
+		*sqsqueue.Sender
+		*sqsqueue.Inspector
+	}{sender, sqsqueue.NewInspector(st.SQS)}
+	st.Ops = ops.New(st.Config.Ops(), st.Stores, st.Blobs, opsQueue, o.Logger.With("function", "ops"))
 	st.Ops.Metrics = st.metrics("ops")
 	box, err := st.Config.WebhookSecrets(ctx)
 	if err != nil {
@@ -530,6 +540,10 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		st.poll(runCtx, st.LargeQueue, 10, 0, o.ApplyConcurrency, applyHandler)
 		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, metering.Lambda(st.Meters.Consumers, st.Analytics.HandleSQS))
 		st.poll(runCtx, st.WebhooksQueue, 10, 0, 2, metering.Lambda(st.Meters.Consumers, st.Webhooks.HandleSQS))
+		st.poll(runCtx, st.ReconcileQueue, 1, 0, 1, st.Ops.HandleSQS)
+		if o.ReconcileEvery > 0 {
+			st.every(runCtx, o.ReconcileEvery, "scheduled reconciliation", st.Ops.ScheduledReconcile)
+		}
 		st.every(runCtx, o.SweepEvery, "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err

@@ -20,6 +20,7 @@ import (
 
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
+	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
 // openAPIPath is the published API document, from this package's directory.
@@ -192,6 +193,21 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r1/why", "", nil, nil), 401)
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/nobody/why", admin, nil, nil), 404)
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/retailers/r1/why?product_id=", admin, nil, nil), 400)
+	run, err := api.Reconcile(ctx, admin, "r1", false)
+	require.NoError(t, err)
+	_, err = api.WaitReconciled(systemtest.Context(t, time.Minute), admin, run)
+	require.NoError(t, err)
+	_, err = api.Reconcile(ctx, admin, "nobody", false)
+	requireStatus(t, err, 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/reconcile", admin, map[string]any{"retailer_id": "bad id!"}, nil), 400)
+	_, err = api.Reconcile(ctx, tok1, "", false)
+	requireStatus(t, err, 403)
+	_, err = api.ReconcileReport(ctx, admin, "rc-0000000000000000")
+	requireStatus(t, err, 404)
+	_, err = api.ReconcileReport(ctx, admin, "no-such-run")
+	requireStatus(t, err, 400)
+	_, err = api.ReconcileReport(ctx, "", run)
+	requireStatus(t, err, 401)
 
 	// storefront
 	a := e.get("/v1/retailers/r1/products/p-00001")

@@ -155,6 +155,8 @@ func comeBackSoon(st *stack.Stack, ev lambdaevents.SQSEvent) {
 			}
 		}
 	}
+	// Reconciliation agrees: every catalog equals its newest applied snapshot.
+	e.requireNoDivergence(fmt.Sprintf("seed %d", seed))
 }
 
 // TestPropertyLatestWins runs many random schedules at once on one stack.
