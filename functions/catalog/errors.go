@@ -59,6 +59,9 @@ const (
 	CodeUploadExpired = "upload_expired"
 )
 
+// UploadCodes lists the codes of an upload that can no longer be read.
+var UploadCodes = []string{CodeUploadChanged, CodeUploadMissing, CodeUploadExpired}
+
 // TooManyReservations is the error of a reservation over a retailer's
 // hourly limit; a slot frees after retryAfter.
 func TooManyReservations(retailerID string, perHour int, retryAfter time.Duration) *Error {

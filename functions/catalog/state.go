@@ -67,6 +67,9 @@ const (
 	HoldMassUpdate    = "mass_update"
 )
 
+// HoldCodes lists every hold code, first match first.
+var HoldCodes = []string{HoldEmptySnapshot, HoldMassDelete, HoldMassUpdate}
+
 // HoldReason returns why a snapshot must be held, or "" when it may be
 // applied: empty_snapshot, then mass_delete, then mass_update.
 func (p HoldPolicy) HoldReason(in HoldInput) (code, message string) {

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -125,4 +126,57 @@ func TestLambdaHandlerLogsBothRequestIDs(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, buf.String(), `"request_id":"lambda-req"`)
 	require.Contains(t, buf.String(), `"api_request_id":"apigw-req"`)
+}
+
+// Every answer behind API Gateway carries API Gateway's request id in
+// X-Request-Id, the id of the request's log lines; an event no request can
+// be rebuilt from gets a 400 in the contract's shape (JSON, Content-Type,
+// the id), whatever its error says.
+func TestLambdaHandlerAnswersWithTheRequestID(t *testing.T) {
+	t.Parallel()
+	h := httpapi.LambdaHandler(http.HandlerFunc(httpapi.NotFound))
+	req := events.APIGatewayV2HTTPRequest{RawPath: "/nowhere",
+		RequestContext: events.APIGatewayV2HTTPRequestContext{RequestID: "JdWjNhfkoAMEVkQ=",
+			HTTP: events.APIGatewayV2HTTPRequestContextHTTPDescription{Method: "GET"}}}
+	resp, err := h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, 404, resp.StatusCode)
+	require.Equal(t, "JdWjNhfkoAMEVkQ=", resp.Headers["X-Request-Id"])
+
+	req.RawPath, req.Body, req.IsBase64Encoded = "/v1/x", `not base64 "quoted" \ `, true
+	resp, err = h(context.Background(), req)
+	require.NoError(t, err)
+	require.Equal(t, 400, resp.StatusCode)
+	require.Equal(t, "application/json", resp.Headers["Content-Type"])
+	require.Equal(t, "JdWjNhfkoAMEVkQ=", resp.Headers["X-Request-Id"])
+	var body httpapi.ErrorBody
+	require.NoError(t, json.Unmarshal([]byte(resp.Body), &body), resp.Body)
+	require.Equal(t, "bad_request", body.Error.Code)
+	require.Contains(t, body.Error.Message, "bad base64 body")
+}
+
+// Locally (no API Gateway) each request gets a new id, in the answer and
+// in the context its log lines are written with.
+func TestWithRequestIDMakesOneLocally(t *testing.T) {
+	t.Parallel()
+	var inContext string
+	h := httpapi.WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inContext = logging.APIRequestID(r.Context())
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	seen := map[string]bool{}
+	for range 3 {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		id := rec.Header().Get("X-Request-Id")
+		require.Len(t, id, 32)
+		require.Equal(t, id, inContext)
+		seen[id] = true
+	}
+	require.Len(t, seen, 3, "a new id per request")
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("X-Request-Id", "chosen-by-the-client")
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.NotEqual(t, "chosen-by-the-client", rec.Header().Get("X-Request-Id"))
 }

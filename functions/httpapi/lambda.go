@@ -18,24 +18,36 @@ import (
 // the request is rebuilt as an *http.Request (raw, still percent-encoded path,
 // so a product_id holding "/" stays one segment) and the recorded response is
 // returned as the proxy response. API Gateway's request id goes into the
-// request's context, for every log line (package logging).
+// request's context, for every log line (package logging), and into every
+// answer's X-Request-Id header (WithRequestID).
 func LambdaHandler(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h = WithRequestID(h)
 	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
 		ctx = logging.WithAPIRequestID(ctx, req.RequestContext.RequestID)
 		httpReq, err := RequestFromAPIGateway(ctx, req)
 		if err != nil {
-			return events.APIGatewayV2HTTPResponse{StatusCode: http.StatusBadRequest,
-				Body: `{"error":{"code":"bad_request","message":"` + strings.ReplaceAll(err.Error(), `"`, `'`) + `"}}`}, nil
+			// An event no HTTP request can be rebuilt from: answered in the
+			// contract's error shape like any other 400.
+			rec := httptest.NewRecorder()
+			WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				WriteJSON(w, http.StatusBadRequest, ErrorBody{ErrorDetail{Code: "bad_request", Message: err.Error()}})
+			})).ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+			return proxyResponse(rec), nil
 		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httpReq)
-		resp := events.APIGatewayV2HTTPResponse{StatusCode: rec.Code, Headers: map[string]string{}}
-		for k, v := range rec.Header() {
-			resp.Headers[k] = strings.Join(v, ",")
-		}
-		resp.Body = rec.Body.String()
-		return resp, nil
+		return proxyResponse(rec), nil
 	}
+}
+
+// proxyResponse is the API Gateway answer of a recorded response.
+func proxyResponse(rec *httptest.ResponseRecorder) events.APIGatewayV2HTTPResponse {
+	resp := events.APIGatewayV2HTTPResponse{StatusCode: rec.Code, Headers: map[string]string{}}
+	for k, v := range rec.Header() {
+		resp.Headers[k] = strings.Join(v, ",")
+	}
+	resp.Body = rec.Body.String()
+	return resp
 }
 
 // RequestFromAPIGateway rebuilds the HTTP request API Gateway received.

@@ -379,9 +379,19 @@ func (s *Store) Generation(ctx context.Context, retailerID string, gen int64) (c
 
 // Generations lists a retailer's generations, newest first, at most limit.
 func (s *Store) Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error) {
+	return s.GenerationsBefore(ctx, retailerID, 0, limit)
+}
+
+// GenerationsBefore lists a retailer's generations older than before (0:
+// from the newest), newest first.
+func (s *Store) GenerationsBefore(ctx context.Context, retailerID string, before int64, limit int) ([]catalog.GenerationStatus, error) {
 	out := []catalog.GenerationStatus{}
 	err := s.withState(retailerID, nil, func(st *retailerState) error {
-		for g := st.reserved; g >= 1 && len(out) < limit; g-- {
+		from := st.reserved
+		if before > 0 && before-1 < from {
+			from = before - 1
+		}
+		for g := from; g >= 1 && len(out) < limit; g-- {
 			if gg, ok := st.gens[g]; ok {
 				out = append(out, gg.status(s.now()))
 			}

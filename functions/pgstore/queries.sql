@@ -95,7 +95,7 @@ SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_e
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed, error_problems, error_more_problems
-FROM generations WHERE retailer_id = $1
+FROM generations WHERE retailer_id = $1 AND generation < $3
 ORDER BY generation DESC LIMIT $2;
 
 -- name: lock_state_for_update

@@ -119,6 +119,15 @@ func (s *Stores) Generations(ctx context.Context, retailerID string, limit int) 
 	return sh.Generations(ctx, retailerID, limit)
 }
 
+// GenerationsBefore is Shard.GenerationsBefore on the retailer's shard.
+func (s *Stores) GenerationsBefore(ctx context.Context, retailerID string, before int64, limit int) ([]catalog.GenerationStatus, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return nil, err
+	}
+	return sh.GenerationsBefore(ctx, retailerID, before, limit)
+}
+
 // Confirm is Shard.Confirm on the retailer's shard.
 func (s *Stores) Confirm(ctx context.Context, retailerID string, gen int64) error {
 	sh, err := s.shardOf(ctx, retailerID)

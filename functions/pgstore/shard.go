@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -147,7 +148,16 @@ func (s *Shard) Generation(ctx context.Context, retailerID string, gen int64) (c
 
 // Generations lists a retailer's generations, newest first.
 func (s *Shard) Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error) {
-	rows, err := s.pool.Query(ctx, q("list_generations"), retailerID, limit)
+	return s.GenerationsBefore(ctx, retailerID, 0, limit)
+}
+
+// GenerationsBefore lists a retailer's generations older than before (0:
+// from the newest), newest first: the pages of the snapshot list.
+func (s *Shard) GenerationsBefore(ctx context.Context, retailerID string, before int64, limit int) ([]catalog.GenerationStatus, error) {
+	if before <= 0 {
+		before = math.MaxInt64
+	}
+	rows, err := s.pool.Query(ctx, q("list_generations"), retailerID, limit, before)
 	if err != nil {
 		return nil, fmt.Errorf("list generations of %s: %w", retailerID, err)
 	}

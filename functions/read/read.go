@@ -87,6 +87,13 @@ type Handler struct {
 	flushMu      sync.Mutex
 	lastFlush    time.Time
 	flushed      int64 // fallbacks already emitted
+
+	// HealthTTL is how long GET /healthz reuses its last readiness check
+	// [DefaultHealthTTL].
+	HealthTTL time.Duration
+	healthMu  sync.Mutex
+	healthAt  time.Time // when the last check ran (zero: never)
+	healthErr error
 }
 
 // routes are the handler's routes: method and pattern.
@@ -97,7 +104,9 @@ var routes = []string{
 	"GET /healthz",
 }
 
-// New builds the handler; ready reports whether the stack can serve (nil: always).
+// New builds the handler; ready reports whether the storefront can read its
+// databases (nil: always ready). GET /healthz asks it at most once per
+// HealthTTL.
 func New(store Store, log *slog.Logger, ready func(context.Context) error) *Handler {
 	h := &Handler{store: store, log: log, ready: ready, mux: http.NewServeMux()}
 	h.Register(h.mux)
@@ -333,12 +342,44 @@ func (h *Handler) productByID(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// DefaultHealthTTL is how long a readiness answer is reused.
+const DefaultHealthTTL = 5 * time.Second
+
 func (h *Handler) healthz(w http.ResponseWriter, r *http.Request) {
-	if h.ready != nil {
-		if err := h.ready(r.Context()); err != nil {
-			httpapi.WriteJSON(w, http.StatusServiceUnavailable, httpapi.ErrorBody{Error: httpapi.ErrorDetail{Code: "not_ready", Message: err.Error()}})
-			return
-		}
+	if err := h.readiness(r.Context()); err != nil {
+		// The details (addresses, users) stay in the log: the route is public.
+		httpapi.WriteJSON(w, http.StatusServiceUnavailable, httpapi.ErrorBody{Error: httpapi.ErrorDetail{Code: "not_ready",
+			Message: "the catalog's databases do not all answer; the details are in the log under this request's id"}})
+		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
+
+// readiness is ready's answer, asked at most once per HealthTTL: a public
+// route must not let a flood of health checks reach every database.
+// Requests that arrive while a check runs wait for it.
+func (h *Handler) readiness(ctx context.Context) error {
+	if h.ready == nil {
+		return nil
+	}
+	ttl := h.HealthTTL
+	if ttl <= 0 {
+		ttl = DefaultHealthTTL
+	}
+	h.healthMu.Lock()
+	defer h.healthMu.Unlock()
+	if !h.healthAt.IsZero() && time.Since(h.healthAt) < ttl {
+		return h.healthErr
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), healthTimeout)
+	defer cancel()
+	err := h.ready(cctx)
+	h.healthAt, h.healthErr = time.Now(), err
+	if err != nil {
+		h.log.WarnContext(ctx, "not ready", "err", err)
+	}
+	return err
+}
+
+// healthTimeout bounds one readiness check.
+const healthTimeout = 3 * time.Second

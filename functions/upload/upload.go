@@ -54,8 +54,9 @@ type Store interface {
 	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
-	// Generations lists a retailer's generations, newest first.
-	Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error)
+	// GenerationsBefore lists at most limit of a retailer's generations
+	// older than before (0: from the newest), newest first.
+	GenerationsBefore(ctx context.Context, retailerID string, before int64, limit int) ([]catalog.GenerationStatus, error)
 	// Confirm marks a held generation confirmed; catalog.ErrConflict when it
 	// is not held or no longer the latest.
 	Confirm(ctx context.Context, retailerID string, gen int64) error
@@ -307,16 +308,26 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 
 type listResponse struct {
 	Items []Status `json:"items"`
+	// NextBefore is the before of the next page: the oldest generation of
+	// this one, or null on the last page.
+	NextBefore *int64 `json:"next_before"`
 }
 
+// DefaultListLimit is how many uploads a page of the list holds unless asked.
+const DefaultListLimit = 20
+
+// list answers GET .../snapshots?limit=N&before=G: at most N uploads older
+// than generation G (all when absent), newest first, and the before of the
+// next page.
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	retailer, err := h.authRetailer(r)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	limit := 20
-	if v := r.URL.Query().Get("limit"); v != "" {
+	query := r.URL.Query()
+	limit := DefaultListLimit
+	if v := query.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
 			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v))
@@ -324,14 +335,29 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	gens, err := h.store.Generations(r.Context(), retailer.ID, limit)
+	var before int64
+	if v := query.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_before",
+				"before %q must be a generation, a positive integer (the next_before of the previous page)", v))
+			return
+		}
+		before = n
+	}
+	// One more than the page: whether a next page exists, exactly.
+	gens, err := h.store.GenerationsBefore(r.Context(), retailer.ID, before, limit+1)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	out := listResponse{Items: make([]Status, 0, len(gens))}
-	for _, g := range gens {
+	out := listResponse{Items: make([]Status, 0, min(len(gens), limit))}
+	for _, g := range gens[:min(len(gens), limit)] {
 		out.Items = append(out.Items, StatusJSON(g))
+	}
+	if len(gens) > limit {
+		next := gens[limit-1].Generation
+		out.NextBefore = &next
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
 }

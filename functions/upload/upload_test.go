@@ -3,6 +3,7 @@ package upload_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -166,4 +167,55 @@ func TestRoutes(t *testing.T) {
 	f.h.ServeHTTP(w, req)
 	io.Copy(io.Discard, w.Body)
 	require.Equal(t, http.StatusNotFound, w.Code)
+}
+
+// The snapshot list pages backwards with before: each page holds at most
+// limit uploads older than before, newest first, and names the before of
+// the next page (null on the last); before is validated like limit.
+func TestListPagesWithBefore(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	for range 7 {
+		require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, "", nil))
+	}
+	type page struct {
+		Items      []struct{ Generation int64 } `json:"items"`
+		NextBefore *int64                       `json:"next_before"`
+	}
+	var got [][]int64
+	path := "/v1/retailers/r1/snapshots?limit=3"
+	for {
+		var p page
+		require.Equal(t, http.StatusOK, f.call("GET", path, token, "", &p))
+		var gens []int64
+		for _, it := range p.Items {
+			gens = append(gens, it.Generation)
+		}
+		got = append(got, gens)
+		if p.NextBefore == nil {
+			break
+		}
+		require.Less(t, len(got), 5, "pages end")
+		path = fmt.Sprintf("/v1/retailers/r1/snapshots?limit=3&before=%d", *p.NextBefore)
+	}
+	require.Equal(t, [][]int64{{7, 6, 5}, {4, 3, 2}, {1}}, got)
+
+	var exact page
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots?limit=3&before=4", token, "", &exact))
+	require.Len(t, exact.Items, 3)
+	require.Nil(t, exact.NextBefore, "a page that ends with generation 1 is the last")
+	var beyond page
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots?before=100", token, "", &beyond))
+	require.Len(t, beyond.Items, 7, "a before past the newest lists from the newest")
+	var none page
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots?before=1", token, "", &none))
+	require.Empty(t, none.Items)
+	require.Nil(t, none.NextBefore)
+
+	for _, bad := range []string{"0", "-2", "x", "1.5", "99999999999999999999"} {
+		var e errorBody
+		require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots?before="+bad, token, "", &e), bad)
+		require.Equal(t, "invalid_before", e.Error.Code, bad)
+	}
 }

@@ -148,8 +148,13 @@ func fakeAPI(t *testing.T) *httptest.Server {
 	mux.HandleFunc("GET /v1/retailers/r1/snapshots", func(w http.ResponseWriter, r *http.Request) {
 		if auth(w, r) {
 			require.Equal(t, "5", r.URL.Query().Get("limit"))
+			if r.URL.Query().Get("before") == "7" {
+				w.Write([]byte(`{"items":[{"retailer_id":"r1","generation":6,"state":"applied"}],"next_before":null}`))
+				return
+			}
+			require.False(t, r.URL.Query().Has("before"))
 			w.Write([]byte(`{"items":[{"retailer_id":"r1","generation":8,"state":"rejected","error":{"code":"duplicate_product_id","message":"p1 also on line 2","line":5}},
-				{"retailer_id":"r1","generation":7,"state":"superseded","superseded_by":8}]}`))
+				{"retailer_id":"r1","generation":7,"state":"superseded","superseded_by":8}],"next_before":7}`))
 		}
 	})
 	srv := httptest.NewServer(mux)
@@ -175,6 +180,14 @@ func TestStatus(t *testing.T) {
 	require.Contains(t, lines[1], "rejected")
 	require.Contains(t, lines[1], "duplicate_product_id at line 5")
 	require.Contains(t, lines[2], "superseded by 8")
+	require.Contains(t, r.stderr, "older uploads: catalogctl status r1 --before 7")
+
+	r = runTool(t, vars, "status", "r1", "--limit=5", "--before", "7")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines = strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 2)
+	require.Regexp(t, `^6 +applied`, lines[1])
+	require.NotContains(t, r.stderr, "older uploads", "the last page")
 
 	r = runTool(t, vars, "status", "--json", "--limit=5", "r1")
 	require.Equal(t, 0, r.code, r.stderr)

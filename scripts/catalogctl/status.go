@@ -22,12 +22,14 @@ func init() {
 GET /v1/retailers/R/snapshots/G) on stdout.
 
 Without: lists the retailer's uploads, newest first, as a table (--json for
-the API's {"items": [...]}).
+the API's {"items": [...], "next_before": ...}); --before G lists the ones
+older than generation G (the next page: the command names it on stderr).
 
 With G and --wait: follows the upload until it settles, as upload does, and
 exits with upload's codes.`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			limit := fs.Int("limit", 20, "list the newest `N` uploads (1-1000)")
+			before := fs.Int64("before", 0, "list the uploads older than generation `G` (the next page)")
 			asJSON := fs.Bool("json", false, "list as JSON instead of a table")
 			wait := fs.Bool("wait", false, "with G: wait until the upload settles, then exit like upload (0 applied, 2 rejected, 3 held, 1 otherwise)")
 			timeout := fs.Duration("timeout", time.Hour, "with --wait: how long to wait")
@@ -37,7 +39,10 @@ exits with upload's codes.`,
 					if *limit < 1 || *limit > 1000 {
 						return c.Usagef("--limit must be from 1 to 1000, got %d", *limit)
 					}
-					return listUploads(ctx, c, args[0], *limit, *asJSON)
+					if *before < 0 {
+						return c.Usagef("--before must be a generation, a positive integer, got %d", *before)
+					}
+					return listUploads(ctx, c, args[0], *limit, *before, *asJSON)
 				case 2:
 					gen, err := parseGenerationArg(c, args[1])
 					if err != nil {
@@ -96,23 +101,34 @@ func printJSON(c *Call, raw json.RawMessage) error {
 	return err
 }
 
-func listUploads(ctx context.Context, c *Call, retailer string, limit int, asJSON bool) error {
+func listUploads(ctx context.Context, c *Call, retailer string, limit int, before int64, asJSON bool) error {
 	var raw json.RawMessage
 	path := fmt.Sprintf("/v1/retailers/%s/snapshots?limit=%d", url.PathEscape(retailer), limit)
+	if before > 0 {
+		path += fmt.Sprintf("&before=%d", before)
+	}
 	if err := c.API.Do(ctx, http.MethodGet, path, c.Token, nil, &raw); err != nil {
 		return fmt.Errorf("uploads of %s: %w", retailer, err)
 	}
-	if asJSON {
-		return printJSON(c, raw)
-	}
 	var list struct {
-		Items []apiclient.Status `json:"items"`
+		Items      []apiclient.Status `json:"items"`
+		NextBefore *int64             `json:"next_before"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil {
 		return fmt.Errorf("uploads of %s: %w", retailer, err)
 	}
+	if list.NextBefore != nil {
+		defer fmt.Fprintf(c.Stderr, "older uploads: catalogctl status %s --before %d\n", retailer, *list.NextBefore)
+	}
+	if asJSON {
+		return printJSON(c, raw)
+	}
 	if len(list.Items) == 0 {
-		fmt.Fprintf(c.Stderr, "%s has no uploads yet\n", retailer)
+		if before > 0 {
+			fmt.Fprintf(c.Stderr, "%s has no uploads older than generation %d\n", retailer, before)
+		} else {
+			fmt.Fprintf(c.Stderr, "%s has no uploads yet\n", retailer)
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)

@@ -228,6 +228,19 @@ func testGenerationsInOrder(t *testing.T, s Store, id func(string) string) {
 	require.NoError(t, err)
 	require.Len(t, list, 2)
 	require.Equal(t, []int64{3, 2}, []int64{list[0].Generation, list[1].Generation}, "newest first")
+	for _, tc := range []struct {
+		before int64
+		limit  int
+		want   []int64
+	}{{0, 10, []int64{3, 2, 1}}, {3, 10, []int64{2, 1}}, {3, 1, []int64{2}}, {1, 10, nil}, {99, 2, []int64{3, 2}}} {
+		list, err = s.GenerationsBefore(ctx(t), r, tc.before, tc.limit)
+		require.NoError(t, err)
+		var gens []int64
+		for _, g := range list {
+			gens = append(gens, g.Generation)
+		}
+		require.Equal(t, tc.want, gens, "before %d, limit %d", tc.before, tc.limit)
+	}
 	_, err = s.Generation(ctx(t), r, 9)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }

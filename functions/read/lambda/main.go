@@ -36,7 +36,9 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := read.New(stores, log, nil)
+	// GET /healthz: every database reachable through its readers, checked
+	// at most every read.DefaultHealthTTL per environment.
+	h := read.New(stores, log, stores.ReadPing)
 	h.Metrics = cfg.Metrics("read")
 	// Reads are counted in memory and written every few seconds (DESIGN 10).
 	meter, err := config.Meter(os.Getenv, stores, "read", 1024, metering.StorefrontFlushEvery, log)

@@ -492,7 +492,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	uploadConfig.Costs = &upload.CostsConfig{Usage: st.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment,
 		ReadsNote: metering.ReadsNote(), Reports: st.Blobs}
 	st.Upload = upload.New(uploadConfig, st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
-	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.ready)
+	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.Stores.ReadPing) // as on Lambda
 	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
 	if o.WrapPublisher != nil {
 		publisher = o.WrapPublisher(publisher)
@@ -642,11 +642,12 @@ func (st *Stack) metrics(function string) *metrics.Recorder {
 }
 
 // withRequestIDs gives each HTTP request the ids it has behind API Gateway
-// and Lambda, for the handlers' log lines.
+// and Lambda, for the handlers' log lines, and answers with its API request
+// id in X-Request-Id, as LambdaHandler does.
 func withRequestIDs(h http.Handler) http.Handler {
+	h = httpapi.WithRequestID(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := logging.WithLambdaRequestID(r.Context(), randomID())
-		h.ServeHTTP(w, r.WithContext(logging.WithAPIRequestID(ctx, randomID())))
+		h.ServeHTTP(w, r.WithContext(logging.WithLambdaRequestID(r.Context(), randomID())))
 	})
 }
 
@@ -706,18 +707,6 @@ func (st *Stack) every(ctx context.Context, interval time.Duration, name string,
 			}
 		}
 	}()
-}
-
-func (st *Stack) ready(ctx context.Context) error {
-	if err := st.Stores.Control.Pool().Ping(ctx); err != nil {
-		return fmt.Errorf("control database: %w", err)
-	}
-	for i, sh := range st.Stores.Shards {
-		if err := sh.Pool().Ping(ctx); err != nil {
-			return fmt.Errorf("shard %d: %w", i, err)
-		}
-	}
-	return nil
 }
 
 // Resume re-sends the diff job of every unfinished generation. Messages do

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,9 +30,19 @@ func TestFunctionsEmitMetricsAndRequestIDs(t *testing.T) {
 	require.Equal(t, "applied", e.Upload("m1", first.CSV(nil)).State)
 	bad := e.Upload("m1", []byte("product_id,title\na,1\na,2\n"))
 	require.Equal(t, "rejected", bad.State)
+	// The answer's X-Request-Id names the request's log lines.
+	req, err := http.NewRequest(http.MethodPost, e.Stack.APIURL+"/v1/retailers/m1/snapshots", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+e.Token("m1"))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+	answered := resp.Header.Get("X-Request-Id")
+	require.NotEmpty(t, answered)
 
 	require.NoError(t, lines.Validate())
-	require.Equal(t, 2.0, lines.Sum(metrics.UploadsReserved, "retailer_id=m1", "function=upload"))
+	require.Equal(t, 3.0, lines.Sum(metrics.UploadsReserved, "retailer_id=m1", "function=upload"))
 	require.Equal(t, 2.0, lines.Sum(metrics.UploadsReceived, "retailer_id=m1", "function=arrival"))
 	require.Equal(t, 1.0, lines.Sum(metrics.Uploads, "State=applied", "function=apply"))
 	require.Equal(t, 1.0, lines.Sum(metrics.Uploads, "State=rejected", "function=diff"))
@@ -46,6 +57,7 @@ func TestFunctionsEmitMetricsAndRequestIDs(t *testing.T) {
 	// The functions' own log lines (not the metric lines) carry the ids too.
 	sc := bufio.NewScanner(bytes.NewReader(lines.Bytes()))
 	seen := map[string]bool{}
+	var linesOfAnswered int
 	for sc.Scan() {
 		var l map[string]any
 		if json.Unmarshal(sc.Bytes(), &l) != nil || l["_aws"] != nil {
@@ -57,8 +69,12 @@ func TestFunctionsEmitMetricsAndRequestIDs(t *testing.T) {
 			seen[l["msg"].(string)] = true
 			if l["msg"] == "generation reserved" {
 				require.NotEmpty(t, l["api_request_id"], "%s", sc.Text())
+				if l["api_request_id"] == answered {
+					linesOfAnswered++
+				}
 			}
 		}
 	}
 	require.Len(t, seen, 3, "lines seen: %v", seen)
+	require.Equal(t, 1, linesOfAnswered, "the line of the request answered with X-Request-Id %s", answered)
 }

@@ -48,6 +48,9 @@ func (v *validatingTransport) RoundTrip(req *http.Request) (*http.Response, erro
 		return nil, err
 	}
 	resp.Body = io.NopCloser(bytes.NewReader(body))
+	if resp.Header.Get("X-Request-Id") == "" {
+		v.t.Errorf("%s %s -> %d: no X-Request-Id header", req.Method, req.URL.Path, resp.StatusCode)
+	}
 
 	// Route on the path as sent, still encoded, so that a product_id
 	// holding %2F stays one segment.
@@ -140,6 +143,14 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	_, err = api.List(ctx, "", "r1", 10)
 	requireStatus(t, err, 401)
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots?limit=0", tok1, nil, nil), 400)
+	var page struct {
+		Items      []struct{ Generation int64 }
+		NextBefore *int64 `json:"next_before"`
+	}
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots?limit=1&before=2", tok1, nil, &page))
+	require.Len(t, page.Items, 1)
+	require.Nil(t, page.NextBefore)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots?before=0", tok1, nil, nil), 400)
 	_, err = api.Status(ctx, tok1, "r1", 99)
 	requireStatus(t, err, 404)
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots/abc", tok1, nil, nil), 400)
