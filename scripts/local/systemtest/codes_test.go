@@ -44,7 +44,8 @@ type sourceCodes struct {
 // string constant of the catalog and snapshot packages, are upload codes.
 // A code that is not a string literal or such a constant fails the test (the
 // documents could not be checked against it), except where a code made
-// elsewhere is passed on: a variable named code, or another value's Code.
+// elsewhere is passed on: a variable named code, or another value's Code
+// (or code) field.
 func findCodes(t *testing.T) sourceCodes {
 	t.Helper()
 	api, status := map[string]bool{}, map[string]bool{}
@@ -69,7 +70,7 @@ func findCodes(t *testing.T) sourceCodes {
 						return // passed on, or a constant (found where declared)
 					}
 				case *ast.SelectorExpr:
-					if e.Sel.Name == "Code" || constName.MatchString(e.Sel.Name) {
+					if e.Sel.Name == "Code" || e.Sel.Name == "code" || constName.MatchString(e.Sel.Name) {
 						return
 					}
 				case *ast.BasicLit:
