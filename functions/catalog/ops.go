@@ -62,3 +62,16 @@ type ReplicaHealth struct {
 	// MaxLag is the staleness bound beyond which a replica is skipped.
 	MaxLag time.Duration
 }
+
+// StalledGeneration is a generation with work left that has not moved
+// since a time: the stuck-generation sweeper's candidate.
+type StalledGeneration struct {
+	RetailerID  string
+	Generation  int64
+	State       State
+	Confirmed   bool  // a held generation its retailer confirmed (its diff must run again)
+	ChunksTotal int   // the chunks its diff planned (applying)
+	Changed     int64 // rows it inserts, updates and deletes (which apply queue its chunks take)
+	Redrives    int   // how many times the sweeper re-drove it already
+	LastMoved   time.Time
+}

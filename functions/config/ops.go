@@ -49,6 +49,7 @@ func operationsFromEnv(getenv func(string) string) (Operations, error) {
 func (c *Config) Ops() ops.Config {
 	return ops.Config{
 		AdminToken: c.AdminToken, StallAfter: c.StuckAfter, MaxRedrives: c.StuckMaxRedrives,
+		LargeThreshold: c.LargeThresholdRows, InflightCap: c.InflightCap, Region: c.Region,
 		Queues: ops.Queues{
 			Arrivals: c.ArrivalsQueueURL, ArrivalsDLQ: c.ArrivalsDLQURL,
 			DiffJobs: c.DiffQueueURL, DiffJobsDLQ: c.DiffDLQURL,

@@ -99,3 +99,70 @@ func (s *Store) Tamper(retailerID, productID string, attributes []byte) {
 	}
 	row.attributes, row.deleted, row.updatedAt = slices.Clone(attributes), false, s.now()
 }
+
+// Stalled lists the generations with work left (received, diffing,
+// applying, a confirmed hold) whose last progress is older than before,
+// oldest first, at most limit.
+func (s *Store) Stalled(ctx context.Context, before time.Time, limit int) ([]catalog.StalledGeneration, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []catalog.StalledGeneration
+	for id, st := range s.state {
+		for gen, g := range st.gens {
+			switch g.State {
+			case catalog.StateReceived, catalog.StateDiffing, catalog.StateApplying:
+			case catalog.StateHeld:
+				if !g.Confirmed {
+					continue
+				}
+			default:
+				continue
+			}
+			moved := g.stateChangedAt
+			for key, at := range st.chunkTimes {
+				if key[0] == gen && at.After(moved) {
+					moved = at
+				}
+			}
+			redrives := 0
+			if r := st.redrives[gen]; r != nil {
+				redrives = r.count
+				if r.last.After(moved) {
+					moved = r.last
+				}
+			}
+			if !moved.Before(before) {
+				continue
+			}
+			out = append(out, catalog.StalledGeneration{RetailerID: id, Generation: gen, State: g.State, Confirmed: g.Confirmed,
+				ChunksTotal: g.ChunksTotal, Changed: g.Inserted + g.Updated + g.Deleted, Redrives: redrives, LastMoved: moved})
+		}
+	}
+	slices.SortFunc(out, func(a, b catalog.StalledGeneration) int { return a.LastMoved.Compare(b.LastMoved) })
+	if len(out) > limit {
+		out = out[:limit]
+	}
+	return out, nil
+}
+
+// RecordRedrive records that the sweeper re-drove a generation and returns
+// how many times it has now.
+func (s *Store) RecordRedrive(ctx context.Context, retailerID string, gen int64, action string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.state[retailerID]
+	if st == nil {
+		return 0, retailerNotFound(retailerID)
+	}
+	if st.redrives == nil {
+		st.redrives = map[int64]*redrive{}
+	}
+	r := st.redrives[gen]
+	if r == nil {
+		r = &redrive{}
+		st.redrives[gen] = r
+	}
+	r.count++
+	r.last, r.action = s.now(), action
+	return r.count, nil
+}

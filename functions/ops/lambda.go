@@ -61,6 +61,9 @@ func (h *Handler) RunTask(ctx context.Context, task string) error {
 	switch task {
 	case TaskReconcile:
 		return h.ScheduledReconcile(ctx)
+	case TaskSweep:
+		_, err := h.Sweep(ctx)
+		return err
 	}
 	return fmt.Errorf("ops: unknown task %q", task)
 }

@@ -50,6 +50,16 @@ type Store interface {
 	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
 
+	// The stuck-generation sweeper.
+
+	// Stalled lists the generations with work left (received, diffing,
+	// applying, a confirmed hold) whose last progress is older than
+	// before, oldest first, at most limit (of each shard).
+	Stalled(ctx context.Context, before time.Time, limit int) ([]catalog.StalledGeneration, error)
+	// RecordRedrive records that the sweeper re-drove a generation and
+	// returns how many times it has now.
+	RecordRedrive(ctx context.Context, retailerID string, gen int64, action string) (int, error)
+
 	// Reconciliation: runs and results (control database).
 
 	// RetailerIDs returns up to limit registered retailer ids after after, in order.
@@ -100,6 +110,10 @@ type Blobs interface {
 	Size(ctx context.Context, key string) (int64, error)
 	// Put writes an object (a repair's change object).
 	Put(ctx context.Context, key string, body []byte) error
+	// Get reads a whole object (a chunk to send again); blob.ErrNotFound when it does not exist.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Bucket names the bucket (in the S3 events of a re-sent diff job).
+	Bucket() string
 }
 
 // Queue sends to the pipeline's queues (re-drives, reconcile jobs) and
@@ -164,6 +178,13 @@ type Config struct {
 	// ReconcileWorkers is how many parts one retailer's walk streams at
 	// once, each on a database connection [GOMAXPROCS, at most 4].
 	ReconcileWorkers int
+	// As the diff: the changed rows from which a generation's chunks take
+	// the large apply queue, and the chunks of a retailer in flight (its
+	// FIFO groups) [catalog's defaults]. Region names the region in the
+	// S3 events of re-sent diff jobs.
+	LargeThreshold int
+	InflightCap    int
+	Region         string
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -180,6 +201,15 @@ func (c *Config) defaults() {
 	}
 	if c.ReconcileWorkers <= 0 {
 		c.ReconcileWorkers = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if c.LargeThreshold <= 0 {
+		c.LargeThreshold = catalog.DefaultLargeThresholdRows
+	}
+	if c.InflightCap <= 0 {
+		c.InflightCap = catalog.DefaultInflightCap
+	}
+	if c.Region == "" {
+		c.Region = "us-east-1"
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -370,15 +370,16 @@ func (w *whyRun) checkUnfinished(g catalog.GenerationStatus, p catalog.Progress)
 			plural(p.Redrives, "time", "times"), w.since(*p.LastRedriveAt)))
 	}
 	detail := strings.Join(parts, "; ")
+	sweeper := "the sweeper re-drives it"
+	if p.Redrives >= w.h.cfg.MaxRedrives {
+		sweeper = "the sweeper gave up after its re-drives: an operator must look (alarm GenerationsStuck)"
+	}
 	switch {
 	case len(inDLQ) > 0:
-		w.fail(CheckChunks, VerdictStuck, "%s: inspect the dead-letter queue, then redrive it (safe: every step is idempotent)", detail)
+		w.fail(CheckChunks, VerdictStuck, "%s: inspect the dead-letter queue, then redrive it (safe: every step is idempotent); %s",
+			detail, sweeper)
 	case idle > w.h.cfg.StallAfter:
-		note := "the sweeper re-drives it"
-		if p.Redrives >= w.h.cfg.MaxRedrives {
-			note = "the sweeper gave up after its re-drives: an operator must look (alarm GenerationsStuck)"
-		}
-		w.fail(CheckChunks, VerdictStuck, "%s, over the %s allowed: %s", detail, ago(w.h.cfg.StallAfter), note)
+		w.fail(CheckChunks, VerdictStuck, "%s, over the %s allowed: %s", detail, ago(w.h.cfg.StallAfter), sweeper)
 	default:
 		w.ok(CheckChunks, "%s", detail)
 		w.decide(VerdictInProgress)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -102,4 +103,53 @@ func (s *Stores) ReplicaHealth(ctx context.Context, retailerID string) (catalog.
 		}
 	}
 	return h, nil
+}
+
+// Stalled lists the shard's generations with work left whose last
+// progress is older than before, oldest first, at most limit.
+func (s *Shard) Stalled(ctx context.Context, before time.Time, limit int) ([]catalog.StalledGeneration, error) {
+	rows, err := s.pool.Query(ctx, q("stalled_generations"), before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("stalled generations: %w", err)
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (catalog.StalledGeneration, error) {
+		var g catalog.StalledGeneration
+		var state string
+		err := row.Scan(&g.RetailerID, &g.Generation, &state, &g.Confirmed, &g.ChunksTotal, &g.Changed, &g.Redrives, &g.LastMoved)
+		g.State = catalog.State(state)
+		return g, err
+	})
+}
+
+// RecordRedrive records that the sweeper re-drove a generation and returns
+// how many times it has now.
+func (s *Shard) RecordRedrive(ctx context.Context, retailerID string, gen int64, action string) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, q("record_redrive"), retailerID, gen, action).Scan(&n); err != nil {
+		return 0, fmt.Errorf("record the re-drive of %s/%d: %w", retailerID, gen, err)
+	}
+	return n, nil
+}
+
+// Stalled lists, over every shard, the generations with work left whose
+// last progress is older than before, at most limit of each shard.
+func (s *Stores) Stalled(ctx context.Context, before time.Time, limit int) ([]catalog.StalledGeneration, error) {
+	var out []catalog.StalledGeneration
+	for i, sh := range s.Shards {
+		list, err := sh.Stalled(ctx, before, limit)
+		if err != nil {
+			return nil, fmt.Errorf("shard %d: %w", i, err)
+		}
+		out = append(out, list...)
+	}
+	return out, nil
+}
+
+// RecordRedrive is Shard.RecordRedrive on the retailer's shard.
+func (s *Stores) RecordRedrive(ctx context.Context, retailerID string, gen int64, action string) (int, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	return sh.RecordRedrive(ctx, retailerID, gen, action)
 }

@@ -149,3 +149,30 @@ FROM unnest($3::text[], $4::boolean[]) AS u(product_id, deleted)
 ON CONFLICT (product_id, retailer_id) DO UPDATE
 SET generation = EXCLUDED.generation, deleted = EXCLUDED.deleted, updated_at = now()
 WHERE d.generation <= EXCLUDED.generation AND d.deleted IS DISTINCT FROM EXCLUDED.deleted;
+
+-- name: stalled_generations
+-- Generations with work left (received, diffing, applying, a confirmed
+-- hold) whose last progress (a state change, a chunk applied, a re-drive)
+-- is older than $1, oldest first, at most $2.
+SELECT g.retailer_id, g.generation, g.state, g.confirmed, g.chunks_total, g.inserted + g.updated + g.deleted,
+       coalesce(r.redrives, 0), p.moved
+FROM generations g
+LEFT JOIN generation_redrives r ON r.retailer_id = g.retailer_id AND r.generation = g.generation
+CROSS JOIN LATERAL (
+    SELECT greatest(g.state_changed_at, r.last_redrive_at,
+                    (SELECT max(c.applied_at) FROM applied_chunks c
+                     WHERE c.retailer_id = g.retailer_id AND c.generation = g.generation)) AS moved
+) p
+WHERE g.state IN ('received', 'diffing', 'applying', 'held')
+  AND (g.state <> 'held' OR g.confirmed)
+  AND g.state_changed_at < $1
+  AND p.moved < $1
+ORDER BY p.moved LIMIT $2;
+
+-- name: record_redrive
+-- The sweeper re-drove a generation: one more, now, and what it did.
+INSERT INTO generation_redrives AS r (retailer_id, generation, redrives, last_redrive_at, last_action)
+VALUES ($1, $2, 1, now(), $3)
+ON CONFLICT (retailer_id, generation) DO UPDATE
+SET redrives = r.redrives + 1, last_redrive_at = now(), last_action = EXCLUDED.last_action
+RETURNING redrives;

@@ -73,3 +73,59 @@ func testOpsViews(t *testing.T, s Store, id func(string) string) {
 	_, err = s.Progress(ctx(t), r, 99)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
+
+// The sweeper's view: generations with work left that have not moved since
+// a time, with their re-drives; a re-drive restarts the clock.
+func testStalledGenerations(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	done := start(t, s, r, 1, catalog.Counts{Inserted: 1, Products: 1})
+	applyChunk(t, s, r, done, 0, Upsert("a", `{}`))
+	applying := start(t, s, r, 3, catalog.Counts{Inserted: 2, Updated: 1, Products: 3})
+	applyChunk(t, s, r, applying, 1, Upsert("b", `{}`))
+	other := id("other")
+	onboard(t, s, other)
+	diffing, _ := arrive(t, s, other)
+	held, _ := arrive(t, s, other)
+	require.NoError(t, s.Hold(ctx(t), other, held, "empty_snapshot", "empty", catalog.Counts{}))
+	reserve(t, s, other) // awaiting its upload: nothing to re-drive
+
+	mine := func(before time.Time) map[string]catalog.StalledGeneration {
+		t.Helper()
+		list, err := s.Stalled(ctx(t), before, 1000)
+		require.NoError(t, err)
+		out := map[string]catalog.StalledGeneration{}
+		for _, g := range list {
+			if g.RetailerID == r || g.RetailerID == other {
+				out[g.RetailerID+"/"+string(rune('0'+g.Generation))] = g
+			}
+		}
+		return out
+	}
+	require.Empty(t, mine(time.Now().Add(-time.Hour)), "nothing idle for an hour")
+	got := mine(time.Now().Add(time.Minute))
+	require.Len(t, got, 2, "applying and diffing; not the applied, the unconfirmed hold, the slot: %v", got)
+	a := got[r+"/"+string(rune('0'+applying))]
+	require.Equal(t, catalog.StateApplying, a.State)
+	require.Equal(t, 3, a.ChunksTotal)
+	require.EqualValues(t, 3, a.Changed)
+	require.Zero(t, a.Redrives)
+	require.WithinDuration(t, time.Now(), a.LastMoved, time.Minute)
+	require.Equal(t, catalog.StateDiffing, got[other+"/"+string(rune('0'+diffing))].State)
+
+	n, err := s.RecordRedrive(ctx(t), r, applying, "2 chunks sent again")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	n, err = s.RecordRedrive(ctx(t), r, applying, "2 chunks sent again")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	got = mine(time.Now().Add(time.Minute))
+	require.Equal(t, 2, got[r+"/"+string(rune('0'+applying))].Redrives)
+	p, err := s.Progress(ctx(t), r, applying)
+	require.NoError(t, err)
+	require.Equal(t, 2, p.Redrives)
+	require.NotNil(t, p.LastRedriveAt)
+
+	require.NoError(t, s.Confirm(ctx(t), other, held))
+	require.Contains(t, mine(time.Now().Add(time.Minute)), other+"/"+string(rune('0'+held)), "a confirmed hold waits for its diff")
+}

@@ -94,6 +94,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ConsumerVersions", testConsumerVersions},
 		{"RejectionProblems", testRejectionProblems},
 		{"OpsViews", testOpsViews},
+		{"StalledGenerations", testStalledGenerations},
 		{"Webhooks", testWebhooks},
 		{"ReconcileRuns", testReconcileRuns},
 		{"ReconcileWalkAndRepair", testReconcileWalkAndRepair},

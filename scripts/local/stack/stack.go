@@ -148,6 +148,10 @@ type Options struct {
 	// ReconcileEvery runs a reconciliation of every retailer this often
 	// (0: only on request), as the daily schedule does on AWS.
 	ReconcileEvery time.Duration
+	// StuckSweepEvery is how often the stuck-generation sweeper runs [1m];
+	// MaxRedrives is how many times it re-drives a generation [3].
+	StuckSweepEvery time.Duration
+	MaxRedrives     int
 
 	// Test seams: wrap what the diff writes and sends, observe applies,
 	// wrap what the relay publishes through.
@@ -212,6 +216,9 @@ func (o *Options) defaults() {
 	}
 	if o.MaxReceives <= 0 {
 		o.MaxReceives = 5
+	}
+	if o.StuckSweepEvery <= 0 {
+		o.StuckSweepEvery = time.Minute
 	}
 	if o.WebhookRetryWindow <= 0 {
 		o.WebhookRetryWindow = 24 * time.Hour
@@ -397,7 +404,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
 	st.Config.Operations = config.Operations{ArrivalsQueueURL: st.ArrivalQueue.URL, ArrivalsDLQURL: st.ArrivalQueue.DLQURL,
 		DiffDLQURL: st.DiffQueue.DLQURL, ApplySmallDLQURL: st.SmallQueue.DLQURL, ApplyLargeDLQURL: st.LargeQueue.DLQURL,
-		ReconcileQueueURL: st.ReconcileQueue.URL, StuckAfter: o.StallAfter}
+		ReconcileQueueURL: st.ReconcileQueue.URL, StuckAfter: o.StallAfter, StuckMaxRedrives: o.MaxRedrives}
 	sender := sqsqueue.NewSender(st.SQS)
 
 	// SNS: the change-events topic (the emulator keeps no state across a
@@ -544,6 +551,10 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		if o.ReconcileEvery > 0 {
 			st.every(runCtx, o.ReconcileEvery, "scheduled reconciliation", st.Ops.ScheduledReconcile)
 		}
+		st.every(runCtx, o.StuckSweepEvery, "stuck-generation sweeper", func(ctx context.Context) error {
+			_, err := st.Ops.Sweep(ctx)
+			return err
+		})
 		st.every(runCtx, o.SweepEvery, "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err

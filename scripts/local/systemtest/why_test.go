@@ -156,22 +156,16 @@ func TestWhyStuck(t *testing.T) {
 		e.Onboard(r)
 		e.startUpload(r, cat.CSV(nil))
 	}
-	eventually := func(retailer, what string, ok func(ops.Why) bool) ops.Why {
-		var last ops.Why
-		require.Eventually(t, func() bool { last = e.why(retailer, ""); return ok(last) }, time.Minute, 100*time.Millisecond,
-			"%s: waiting for %s; last answer:\n%s", retailer, what, whyText(last))
-		return last
-	}
 	stuck := func(w ops.Why) bool { return w.Verdict == ops.VerdictStuck }
 	inDLQ := func(w ops.Why) bool { return stuck(w) && strings.Contains(whyText(w), "-dlq.fifo since") }
 
-	w := eventually("dj", "its diff job in the dead-letter queue", inDLQ)
+	w := e.waitWhy("dj", "its diff job in the dead-letter queue", inDLQ)
 	requireWhy(t, w, ops.VerdictStuck, "received", "its diff job in "+path.Base(e.Stack.DiffQueue.DLQURL)+" since")
 
-	w = eventually("cj", "its chunk in the dead-letter queue", inDLQ)
+	w = e.waitWhy("cj", "its chunk in the dead-letter queue", inDLQ)
 	requireWhy(t, w, ops.VerdictStuck, "0 of 1 chunks applied, 0 in flight; 1 chunk in "+path.Base(e.Stack.SmallQueue.DLQURL)+" since")
 
-	w = eventually("slow", "no progress for 2s", stuck)
+	w = e.waitWhy("slow", "no progress for 2s", stuck)
 	requireWhy(t, w, ops.VerdictStuck, "0 of 1 chunks applied, 1 in flight", "over the 2s allowed")
 
 	// Nothing was consumed: the dead letters are still there for a redrive.

@@ -1,0 +1,146 @@
+package ops
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metrics"
+)
+
+// The stuck-generation sweeper (DESIGN 9): a generation with work left
+// (received, diffing, applying, a confirmed hold) that has not moved for
+// StallAfter is re-driven: its diff job sent again, or, when it applies,
+// the chunks not applied sent again from their objects (every step is
+// idempotent: a diff re-run changes nothing it did, a chunk counted is not
+// applied twice). A generation re-driven MaxRedrives times is left alone:
+// why reports it stuck and GenerationsStuck (alarmed) counts it. On AWS an
+// EventBridge schedule runs it; locally a ticker.
+
+// sweepLimit bounds the generations one sweep looks at per shard.
+const sweepLimit = 1000
+
+// SweepResult is what one sweep did.
+type SweepResult struct {
+	Redriven int // generations re-driven
+	Stuck    int // generations left alone after MaxRedrives re-drives
+}
+
+// Sweep re-drives the generations stalled for StallAfter.
+func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	stalled, err := h.store.Stalled(ctx, h.cfg.Now().Add(-h.cfg.StallAfter), sweepLimit)
+	if err != nil {
+		return res, err
+	}
+	var errs []error
+	for _, g := range stalled {
+		log := h.log.With("retailer_id", g.RetailerID, "generation", g.Generation)
+		if g.Redrives >= h.cfg.MaxRedrives {
+			res.Stuck++
+			log.ErrorContext(ctx, "generation stuck after every re-drive: an operator must look (catalogctl why)",
+				"state", g.State, "redrives", g.Redrives, "last_moved", g.LastMoved)
+			continue
+		}
+		action, err := h.redrive(ctx, g)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("re-drive %s/%d: %w", g.RetailerID, g.Generation, err))
+			continue
+		}
+		n, err := h.store.RecordRedrive(ctx, g.RetailerID, g.Generation, action)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Redriven++
+		log.WarnContext(ctx, "stalled generation re-driven", "state", g.State, "action", action, "redrives", n,
+			"idle_s", int(h.cfg.Now().Sub(g.LastMoved).Seconds()))
+		h.Metrics.Emit(ctx, metrics.Fields{RetailerID: g.RetailerID, Generation: g.Generation},
+			metrics.Count(metrics.GenerationsRedriven, 1))
+	}
+	// Every sweep says how many are stuck, zero included: the alarm's data.
+	h.Metrics.Emit(ctx, metrics.Fields{}, metrics.Count(metrics.GenerationsStuck, int64(res.Stuck)))
+	return res, errors.Join(errs...)
+}
+
+// redrive sends a stalled generation's work again and says what it did.
+func (h *Handler) redrive(ctx context.Context, g catalog.StalledGeneration) (string, error) {
+	if g.State != catalog.StateApplying {
+		return "diff job sent again", h.resendDiffJob(ctx, g.RetailerID, g.Generation)
+	}
+	p, err := h.store.Progress(ctx, g.RetailerID, g.Generation)
+	if err != nil {
+		return "", err
+	}
+	queueURL := h.cfg.Queues.ApplySmall
+	if g.Changed >= int64(h.cfg.LargeThreshold) {
+		queueURL = h.cfg.Queues.ApplyLarge
+	}
+	type chunk struct {
+		seq  int
+		body []byte
+	}
+	var missing []chunk
+	for seq := 0; seq < g.ChunksTotal; seq++ {
+		if p.Applied(seq) {
+			continue
+		}
+		_, body, err := h.chunkMessage(ctx, g.RetailerID, g.Generation, seq, g.ChunksTotal)
+		if errors.Is(err, blob.ErrNotFound) {
+			// The diff stopped before writing this chunk: it must run again
+			// (it sends every chunk; the applied ones are counted already).
+			return "diff job sent again (chunk objects missing)", h.resendDiffJob(ctx, g.RetailerID, g.Generation)
+		}
+		if err != nil {
+			return "", err
+		}
+		missing = append(missing, chunk{seq, body})
+	}
+	sent := 0
+	for _, c := range missing {
+		// A dedup id of its own: the FIFO queue drops a repeat of the
+		// original's within five minutes, and the apply counts a chunk once.
+		dedup := fmt.Sprintf("%s:redrive-%d", events.MessageDeduplicationID(g.RetailerID, g.Generation, c.seq), g.Redrives+1)
+		if err := h.queue.Send(ctx, queueURL, string(c.body), events.MessageGroupID(g.RetailerID, c.seq, h.cfg.InflightCap), dedup); err != nil {
+			return "", fmt.Errorf("send chunk %d: %w", c.seq, err)
+		}
+		sent++
+	}
+	if sent == 0 {
+		// Every chunk is counted but the generation is not applied: the
+		// last chunk's transaction finishes it, so this cannot last; the
+		// diff's re-run finds nothing to send and leaves it as it is.
+		return "diff job sent again (no chunk missing)", h.resendDiffJob(ctx, g.RetailerID, g.Generation)
+	}
+	return fmt.Sprintf("%s sent again", plural(sent, "chunk", "chunks")), nil
+}
+
+// resendDiffJob puts the upload's object-created event on diff-jobs.fifo,
+// in the retailer's group, as the arrival does (a new event time: a new
+// deduplication id).
+func (h *Handler) resendDiffJob(ctx context.Context, retailerID string, gen int64) error {
+	body := events.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), events.UploadKey(retailerID, gen), h.cfg.Now())
+	return h.queue.Send(ctx, h.cfg.Queues.DiffJobs, body, events.DiffJobGroupID(retailerID), events.DiffJobDedupID(body))
+}
+
+// chunkMessage is the message of a chunk as the diff sent it, from its
+// object (its checksum and rows counted afresh).
+func (h *Handler) chunkMessage(ctx context.Context, retailerID string, gen int64, seq, total int) (events.ChunkMessage, []byte, error) {
+	key := events.ChunkKey(retailerID, gen, seq)
+	obj, err := h.blobs.Get(ctx, key)
+	if err != nil {
+		return events.ChunkMessage{}, nil, err
+	}
+	sum := sha256.Sum256(obj)
+	msg := events.ChunkMessage{RetailerID: retailerID, Generation: gen, Seq: seq, Total: total,
+		Rows: bytes.Count(obj, []byte("\n")), Key: key, SHA256: hex.EncodeToString(sum[:])}
+	body, err := json.Marshal(msg)
+	return msg, body, err
+}

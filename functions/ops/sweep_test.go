@@ -1,0 +1,171 @@
+package ops_test
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
+	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/ops"
+)
+
+// withMetrics gives the fixture's ops handler a metrics capture.
+func (f *fixture) withMetrics() *metricstest.Capture {
+	var out metricstest.Capture
+	f.ops.Metrics = metrics.New(&out, metrics.Options{Function: "ops"})
+	f.t.Cleanup(func() { require.NoError(f.t, out.Validate()) })
+	return &out
+}
+
+// sweepLater sweeps as if idle past StallAfter since the last sweep.
+func (f *fixture) sweepLater() ops.SweepResult {
+	f.t.Helper()
+	f.now = f.now.Add(11 * time.Minute)
+	res, err := f.ops.Sweep(context.Background())
+	require.NoError(f.t, err)
+	return res
+}
+
+func (f *fixture) state(id string, gen int64) catalog.State {
+	f.t.Helper()
+	st, err := f.store.Generation(context.Background(), id, gen)
+	require.NoError(f.t, err)
+	return st.State
+}
+
+// A generation whose diff job was lost (in a dead-letter queue) is
+// re-driven: its diff job sent again; once it ran, the catalog is the snapshot.
+func TestSweepRedrivesALostDiffJob(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	lines := f.withMetrics()
+	f.onboard("r1")
+	gen := f.reserve("r1", time.Hour)
+	f.arrive("r1", gen, catalogCSV) // received; its job never ran
+
+	res, err := f.ops.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Zero(t, res.Redriven, "not idle long enough")
+	require.Equal(t, ops.SweepResult{Redriven: 1}, f.sweepLater())
+	jobs := f.queue.Take(queues.DiffJobs)
+	require.Len(t, jobs, 1)
+	require.Equal(t, "r1", jobs[0].GroupID, "in the retailer's diff group")
+	var ev struct{ Records []struct{ S3 struct{ Object struct{ Key string } } } }
+	require.NoError(t, json.Unmarshal([]byte(jobs[0].Body), &ev))
+	require.Equal(t, events.UploadKey("r1", gen), ev.Records[0].S3.Object.Key)
+
+	f.diffed("r1", gen)
+	f.applyChunks()
+	require.Equal(t, catalog.StateApplied, f.state("r1", gen))
+	require.Equal(t, map[string]string{"a": `{"price":"1"}`, "b": `{"price":"2"}`, "c": `{"price":"3"}`}, f.catalogOf("r1"))
+	require.Equal(t, 1.0, lines.Sum(metrics.GenerationsRedriven, "retailer_id=r1"))
+	require.Zero(t, lines.Sum(metrics.GenerationsStuck))
+	require.Len(t, lines.Lines(), 3, "one re-drive and a stuck count per sweep")
+}
+
+// A generation whose chunks stopped coming gets the missing ones again,
+// from their objects, with a deduplication id of their own.
+func TestSweepResendsMissingChunks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r1")
+	gen := f.reserve("r1", time.Hour)
+	f.arrive("r1", gen, catalogCSV)
+	f.diffed("r1", gen)
+	chunks := f.queue.Take(queues.ApplySmall)
+	require.Len(t, chunks, 2)
+	var first events.ChunkMessage
+	require.NoError(t, json.Unmarshal([]byte(chunks[0].Body), &first))
+	require.NoError(t, f.apply.Apply(context.Background(), first)) // the second is lost
+
+	require.Equal(t, ops.SweepResult{Redriven: 1}, f.sweepLater())
+	resent := f.queue.Messages(queues.ApplySmall)
+	require.Len(t, resent, 1)
+	require.JSONEq(t, chunks[1].Body, resent[0].Body, "the chunk's message as the diff sent it")
+	require.Equal(t, chunks[1].GroupID, resent[0].GroupID)
+	require.Equal(t, chunks[1].DedupID+":redrive-1", resent[0].DedupID)
+	f.applyChunks()
+	require.Equal(t, catalog.StateApplied, f.state("r1", gen))
+	require.Zero(t, f.sweepLater().Redriven, "nothing left to re-drive")
+}
+
+// Chunk objects that were never written mean the diff stopped half way:
+// its job is sent again.
+func TestSweepRerunsADiffThatStoppedHalfWay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r1")
+	gen := f.reserve("r1", time.Hour)
+	f.arrive("r1", gen, catalogCSV)
+	f.diffed("r1", gen)
+	f.queue.Take(queues.ApplySmall)
+	gone := &missingObject{Blobs: f.blobs, key: events.ChunkKey("r1", gen, 1)}
+	f.ops = ops.New(ops.Config{AdminToken: adminToken, Queues: queues, Now: func() time.Time { return f.now }},
+		f.store, gone, f.queue, slog.New(slog.DiscardHandler))
+	f.sweepLater()
+	require.Len(t, f.queue.Take(queues.DiffJobs), 1)
+	require.Empty(t, f.queue.Messages(queues.ApplySmall))
+}
+
+// missingObject is a blob store in which one object was never written.
+type missingObject struct {
+	*inmem.Blobs
+	key string
+}
+
+func (m *missingObject) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == m.key {
+		return nil, blob.ErrNotFound
+	}
+	return m.Blobs.Get(ctx, key)
+}
+
+// After MaxRedrives re-drives a generation is left to an operator: no
+// more re-drives, GenerationsStuck counts it, why says so.
+func TestSweepGivesUpAfterMaxRedrives(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	lines := f.withMetrics()
+	f.onboard("r1")
+	gen := f.reserve("r1", time.Hour)
+	f.arrive("r1", gen, catalogCSV)
+	for i := 1; i <= 3; i++ {
+		require.Equal(t, ops.SweepResult{Redriven: 1}, f.sweepLater(), "re-drive %d", i)
+		f.queue.Take(queues.DiffJobs) // lost again
+	}
+	require.Equal(t, ops.SweepResult{Stuck: 1}, f.sweepLater())
+	require.Empty(t, f.queue.Messages(queues.DiffJobs))
+	require.Equal(t, 3.0, lines.Sum(metrics.GenerationsRedriven))
+	last := lines.Lines()[len(lines.Lines())-1]
+	require.Equal(t, 1.0, last[metrics.GenerationsStuck])
+	w := f.why("r1", "")
+	require.Equal(t, ops.VerdictStuck, w.Verdict)
+	require.Contains(t, describe(w), "re-driven 3 times by the sweeper")
+	require.Contains(t, describe(w), "the sweeper gave up after its re-drives: an operator must look (alarm GenerationsStuck)")
+}
+
+// The scheduled task runs the sweep.
+func TestSweepTask(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.ops = ops.New(ops.Config{Queues: queues, Now: func() time.Time { return time.Now().Add(time.Hour) }},
+		f.store, f.blobs, f.queue, slog.New(slog.DiscardHandler))
+	f.onboard("r1")
+	gen := f.reserve("r1", time.Hour)
+	f.arrive("r1", gen, catalogCSV)
+	_, err := f.ops.Invoke(context.Background(), json.RawMessage(`{"ops_task":"sweep"}`))
+	require.NoError(t, err)
+	jobs := f.queue.Take(queues.DiffJobs)
+	require.Len(t, jobs, 1)
+	require.True(t, strings.Contains(jobs[0].Body, events.UploadKey("r1", gen)))
+}
