@@ -708,7 +708,8 @@ func (st *Stack) every(ctx context.Context, interval time.Duration, name string,
 		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
-			if err := fn(ctx); err != nil && ctx.Err() == nil {
+			// Each run is an invocation of its own, with its request id.
+			if err := fn(logging.WithLambdaRequestID(ctx, randomID())); err != nil && ctx.Err() == nil {
 				st.Options.Logger.Error(name+" failed", "err", err)
 			}
 			select {
