@@ -78,6 +78,8 @@ type Config struct {
 	ChangeTopicARN      string        // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
 	AnalyticsQueueURL   string        // CATALOG_ANALYTICS_QUEUE_URL: the analytics consumer's queue
 	WebhooksQueueURL    string        // CATALOG_WEBHOOKS_QUEUE_URL: the webhooks consumer's queue
+	AnalyticsDLQURL     string        // CATALOG_ANALYTICS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
+	WebhooksDLQURL      string        // CATALOG_WEBHOOKS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
 	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
 	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: base64 keys sealing webhook secrets, comma-separated, the first sealing; or secret:<arn>
 	WebhookRetryWindow  time.Duration // CATALOG_WEBHOOK_RETRY_WINDOW: how long a failing webhook delivery is retried (default 24h)
@@ -114,6 +116,8 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		SNSEndpoint:         getenv("AWS_ENDPOINT_URL_SNS"),
 		AnalyticsQueueURL:   getenv("CATALOG_ANALYTICS_QUEUE_URL"),
 		WebhooksQueueURL:    getenv("CATALOG_WEBHOOKS_QUEUE_URL"),
+		AnalyticsDLQURL:     strings.TrimSpace(getenv("CATALOG_ANALYTICS_DLQ_URL")),
+		WebhooksDLQURL:      strings.TrimSpace(getenv("CATALOG_WEBHOOKS_DLQ_URL")),
 		WebhookKeys:         strings.TrimSpace(getenv("CATALOG_WEBHOOK_KEYS")),
 		WebhookLoopbackHTTP: getenv("CATALOG_WEBHOOK_ALLOW_LOOPBACK") == "true",
 	}

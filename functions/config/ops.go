@@ -51,6 +51,8 @@ func (c *Config) Ops() ops.Config {
 		AdminToken: c.AdminToken, StallAfter: c.StuckAfter, MaxRedrives: c.StuckMaxRedrives,
 		LargeThreshold: c.LargeThresholdRows, InflightCap: c.InflightCap, Region: c.Region,
 		Queues: ops.Queues{
+			Analytics: c.AnalyticsQueueURL, AnalyticsDLQ: c.AnalyticsDLQURL, Webhooks: c.WebhooksQueueURL, WebhooksDLQ: c.WebhooksDLQURL,
+
 			Arrivals: c.ArrivalsQueueURL, ArrivalsDLQ: c.ArrivalsDLQURL,
 			DiffJobs: c.DiffQueueURL, DiffJobsDLQ: c.DiffDLQURL,
 			ApplySmall: c.ApplySmallQueueURL, ApplySmallDLQ: c.ApplySmallDLQURL,

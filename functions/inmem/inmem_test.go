@@ -24,6 +24,7 @@ func TestQueueContract(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T) queuetest.Harness {
 		q := inmem.NewQueue()
 		return queuetest.Harness{Sender: q, Inspector: q, StandardURL: "inmem://diff-jobs", FIFOURL: "inmem://apply-small.fifo",
+			Redriver: q, StandardDLQURL: "inmem://diff-jobs-dlq", FIFODLQURL: "inmem://apply-small-dlq.fifo",
 			Receive: func(t *testing.T, queueURL string, want int) []queuetest.Message {
 				var out []queuetest.Message
 				for _, m := range q.Take(queueURL) {

@@ -3,6 +3,7 @@ package inmem
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
@@ -13,12 +14,79 @@ type outbox struct {
 	entries []catalog.OutboxEntry
 	nextID  int64
 	locked  map[int64]bool // taken by a DrainOutbox in progress
+	// history is every event ever written but replays: what Replay
+	// finds (pgstore finds it in applied_chunks and generations).
+	history []catalog.OutboxEntry
 }
 
 func (o *outbox) add(e catalog.OutboxEntry) {
 	o.nextID++
 	e.ID = o.nextID
 	o.entries = append(o.entries, e)
+	o.history = append(o.history, e)
+}
+
+// pending reports whether an event of this type, generation and (for
+// changes) chunk is still in the outbox.
+func (o *outbox) pending(retailerID, typ string, gen int64, seq int) bool {
+	for _, e := range o.entries {
+		if e.RetailerID == retailerID && e.Type == typ && e.Generation == gen && (typ != "catalog.changes" || e.Seq == seq) {
+			return true
+		}
+	}
+	return false
+}
+
+// Replay writes again the change events of the retailer's chunks applied
+// since since and the lifecycle event of each generation whose state
+// changed since then (its state now), under their original times, unless
+// the same event is still pending, as pgstore's replay_events does.
+func (s *Store) Replay(ctx context.Context, retailerID string, since time.Time) (changes, lifecycle int, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.registered(retailerID)
+	if err != nil || st == nil {
+		return 0, 0, err
+	}
+	now := s.now()
+	chunks := map[[2]int64]bool{}
+	stateAt := map[int64]time.Time{} // the last state change of each generation
+	for _, h := range s.outbox.history {
+		if h.RetailerID != retailerID {
+			continue
+		}
+		if h.Type != "catalog.changes" {
+			stateAt[h.Generation] = h.EventTime
+			continue
+		}
+		k := [2]int64{h.Generation, int64(h.Seq)}
+		if chunks[k] || h.EventTime.Before(since) || s.outbox.pending(retailerID, h.Type, h.Generation, h.Seq) {
+			continue
+		}
+		chunks[k] = true
+		s.outbox.nextID++
+		s.outbox.entries = append(s.outbox.entries, catalog.OutboxEntry{ID: s.outbox.nextID, Type: h.Type, RetailerID: retailerID,
+			Generation: h.Generation, Seq: h.Seq, EventTime: h.EventTime, CreatedAt: now})
+		changes++
+	}
+	gens := make([]int64, 0, len(stateAt))
+	for gen := range stateAt {
+		gens = append(gens, gen)
+	}
+	slices.Sort(gens)
+	for _, gen := range gens {
+		g := st.gens[gen]
+		typ := "catalog.snapshot." + string(g.State)
+		if !lifecycleStates[g.State] || stateAt[gen].Before(since) || s.outbox.pending(retailerID, typ, gen, 0) {
+			continue
+		}
+		status := g.status(now)
+		s.outbox.nextID++
+		s.outbox.entries = append(s.outbox.entries, catalog.OutboxEntry{ID: s.outbox.nextID, Type: typ, RetailerID: retailerID,
+			Generation: gen, Status: &status, EventTime: stateAt[gen], CreatedAt: now})
+		lifecycle++
+	}
+	return changes, lifecycle, nil
 }
 
 // lifecycleStates are the states whose entry writes an event.

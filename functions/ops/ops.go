@@ -1,8 +1,10 @@
 // Package ops is the operations function (DESIGN 9): the admin routes an
 // on-call engineer uses to answer "I uploaded six hours ago and my products
-// still show the old price" (why), and the scheduled work that keeps the
-// pipeline honest: the stuck-generation sweeper and reconciliation of every
-// catalog against its newest applied snapshot.
+// still show the old price" (why), to look at and re-drive the dead-letter
+// queues and replay a retailer's change events (DESIGN 8; events.go), and
+// the scheduled work that keeps the pipeline honest: the stuck-generation
+// sweeper and reconciliation of every catalog against its newest applied
+// snapshot.
 //
 // On AWS it is one Lambda: API Gateway sends it the admin routes, EventBridge
 // Scheduler its scheduled tasks, and the reconcile-jobs queue one message
@@ -35,6 +37,11 @@ type Store interface {
 	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
 	// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
 	RetailerByTokenHash(ctx context.Context, hash []byte) (string, error)
+	// Replay writes again, into the retailer's outbox, the change events
+	// of the chunks applied since a time and the lifecycle event of every
+	// generation whose state changed since then, under their original ids
+	// and times (the relay publishes them); it returns how many of each.
+	Replay(ctx context.Context, retailerID string, since time.Time) (changes, lifecycle int, err error)
 	// Generations lists a retailer's generations, newest first.
 	Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error)
 	// Fence returns the retailer's generation counters (zero before its first reservation).
@@ -126,6 +133,10 @@ type Queue interface {
 // Queues are the pipeline's queues (URLs) as the ops function sees them:
 // the work queues it re-drives into and the dead-letter queues it reads.
 type Queues struct {
+	// The change-event consumers' queues (dlq list and redrive).
+	Analytics, AnalyticsDLQ string
+	Webhooks, WebhooksDLQ   string
+
 	Arrivals, ArrivalsDLQ     string
 	DiffJobs, DiffJobsDLQ     string
 	ApplySmall, ApplySmallDLQ string
@@ -228,6 +239,9 @@ type Handler struct {
 	routes    []string
 	// Metrics records the sweeper's and reconciliation's findings (nil: none).
 	Metrics *metrics.Recorder
+	// Redriver moves dead letters back to their queues (dlq redrive; nil:
+	// that route answers 503).
+	Redriver queue.Redriver
 }
 
 // New builds the handler.
@@ -241,6 +255,10 @@ func New(cfg Config, store Store, blobs Blobs, q Queue, log *slog.Logger) *Handl
 		pattern string
 		handle  http.HandlerFunc
 	}{
+		{"GET /v1/admin/dlq", h.dlqQueues},
+		{"GET /v1/admin/dlq/{queue}", h.dlqList},
+		{"POST /v1/admin/dlq/{queue}/redrive", h.dlqRedrive},
+		{"POST /v1/admin/retailers/{retailer_id}/replay", h.replay},
 		{"GET /v1/admin/retailers/{retailer_id}/why", h.why},
 		{"POST /v1/admin/reconcile", h.startReconcile},
 		{"GET /v1/admin/reconcile/{run_id}", h.reconcileReport},

@@ -26,6 +26,7 @@ const adminToken = "admin"
 
 // Dead-letter queues of the in-memory queue: URLs like the real ones.
 var queues = ops.Queues{
+	Analytics: "inmem://analytics", AnalyticsDLQ: "inmem://analytics-dlq", Webhooks: "inmem://webhooks", WebhooksDLQ: "inmem://webhooks-dlq",
 	ArrivalsDLQ: "inmem://arrivals-dlq", DiffJobs: "inmem://diff-jobs.fifo", DiffJobsDLQ: "inmem://diff-jobs-dlq.fifo",
 	ApplySmall: "inmem://apply-small.fifo", ApplySmallDLQ: "inmem://apply-small-dlq.fifo",
 	ApplyLarge: "inmem://apply-large.fifo", ApplyLargeDLQ: "inmem://apply-large-dlq.fifo",

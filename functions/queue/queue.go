@@ -41,3 +41,18 @@ type Inspector interface {
 	// or in flight.
 	Depth(ctx context.Context, queueURL string) (int, error)
 }
+
+// Redriver moves the messages of a dead-letter queue back to the queue they
+// came from, after an operator has fixed what made them fail (catalogctl
+// dlq redrive). Each message is sent to the work queue before it is
+// deleted from the dead-letter queue, so a crash between the two leaves a
+// duplicate, never a loss: every consumer is idempotent. A message keeps
+// its body, its message attributes and, on a FIFO queue, its group; it
+// gets a deduplication id of its own, so that the move is not dropped as a
+// repeat of its first send. Its receive count starts again (the whole
+// retry schedule of the work queue applies once more).
+type Redriver interface {
+	// Redrive moves up to max messages from dlqURL to queueURL, oldest
+	// first as far as the queue tells, and returns how many it moved.
+	Redrive(ctx context.Context, dlqURL, queueURL string, max int) (int, error)
+}

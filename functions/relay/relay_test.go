@@ -15,6 +15,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
@@ -201,4 +202,60 @@ func TestChangedChunkObjectIsNotPublished(t *testing.T) {
 	left := f.store.Outbox()
 	require.Len(t, left, 1)
 	require.Equal(t, events.TypeChanges, left[0].Type)
+}
+
+// A replay publishes the chunks' changes again under their first ids and
+// times: from the change object the relay wrote (the chunk had ops that
+// changed nothing) or else from the chunk object; a chunk that changed
+// nothing stays unpublished, and one whose objects are gone is dropped.
+func TestReplayFindsTheChangeObjects(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	g1 := f.start(1)
+	f.applyChunk(g1, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`))
+	g2 := f.start(3)
+	f.applyChunk(g2, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"2"}`)) // a changed nothing
+	f.applyChunk(g2, 1, storetest.Upsert("b", `{"v":"2"}`))                                     // nothing changed
+	f.applyChunk(g2, 2, storetest.Upsert("c", `{"v":"2"}`))
+	f.relay.Flush(context.Background(), "r1")
+	first := map[string]events.Envelope{}
+	for _, env := range f.published() {
+		first[env.ID] = env
+	}
+	require.Len(t, first, 5, "3 chunks with changes, 2 applied")
+	// g1's chunk object has expired (the bucket's lifecycle rule).
+	expired := goneBlobs{Blobs: f.blobs, gone: events.ChunkKey("r1", g1, 0)}
+	rl := relay.New(relay.Config{DrainSize: 3}, f.store, expired, f.topic, slog.New(slog.DiscardHandler))
+
+	changes, lifecycle, err := f.store.Replay(context.Background(), "r1", f.now.Add(-time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, 4, changes)
+	require.Equal(t, 2, lifecycle)
+	rl.Flush(context.Background(), "r1")
+	again := f.published()
+	require.Len(t, again, 4, "g1's chunk is gone (dropped); g2's chunk 1 changed nothing")
+	for _, env := range again {
+		orig, ok := first[env.ID]
+		require.True(t, ok, env.ID)
+		require.True(t, orig.Time.Equal(env.Time))
+		if env.Type == events.TypeChanges {
+			require.Equal(t, orig.Object, env.Object)
+			require.Equal(t, orig.SHA256, env.SHA256)
+			require.Equal(t, orig.Count, env.Count)
+		}
+	}
+	require.Empty(t, f.store.Outbox())
+}
+
+// goneBlobs is a bucket in which one object has expired.
+type goneBlobs struct {
+	*inmem.Blobs
+	gone string
+}
+
+func (b goneBlobs) Get(ctx context.Context, key string) ([]byte, error) {
+	if key == b.gone {
+		return nil, blob.ErrNotFound
+	}
+	return b.Blobs.Get(ctx, key)
 }

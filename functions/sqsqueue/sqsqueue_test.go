@@ -32,17 +32,19 @@ func TestSenderContract(t *testing.T) {
 	}
 	sender := sqsqueue.NewSender(client)
 	inspector := sqsqueue.NewInspector(client)
+	redriver := sqsqueue.NewRedriver(client)
 	queuetest.Run(t, func(t *testing.T) queuetest.Harness {
 		prefix := testenv.Name("q")
-		standard, _, err := sqsemulator.EnsureQueue(ctx, client, prefix+"diff-jobs", 30*time.Second, 5)
+		standard, standardDLQ, err := sqsemulator.EnsureQueue(ctx, client, prefix+"diff-jobs", 30*time.Second, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fifo, _, err := sqsemulator.EnsureQueue(ctx, client, prefix+"apply.fifo", 30*time.Second, 5)
+		fifo, fifoDLQ, err := sqsemulator.EnsureQueue(ctx, client, prefix+"apply.fifo", 30*time.Second, 5)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return queuetest.Harness{Sender: sender, Inspector: inspector, StandardURL: standard, FIFOURL: fifo,
+			Redriver: redriver, StandardDLQURL: standardDLQ, FIFODLQURL: fifoDLQ,
 			Receive: func(t *testing.T, queueURL string, want int) []queuetest.Message {
 				return receive(t, client, queueURL, want)
 			}}

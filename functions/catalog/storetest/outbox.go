@@ -249,3 +249,49 @@ func testWebhooks(t *testing.T, s Store, id func(string) string) {
 	require.Error(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: id("nobody"), URL: "https://a.example/", SecretSealed: []byte{1}}),
 		"only a registered retailer has a webhook")
 }
+
+func testReplay(t *testing.T, s Store, id func(string) string) {
+	r := id("r")
+	onboard(t, s, r)
+	before := time.Now().Add(-time.Minute)
+	g1 := start(t, s, r, 2, catalog.Counts{Inserted: 2, Products: 2})
+	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 1, Upsert("b", `{"v":"1"}`))
+	g2, _ := arrive(t, s, r)
+	require.NoError(t, s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 2}))
+	first := drainAll(t, s, r)
+	require.Len(t, first, 4, "two chunks, applied, rejected")
+
+	changes, lifecycle, err := s.Replay(ctx(t), r, before)
+	require.NoError(t, err)
+	require.Equal(t, 2, changes)
+	require.Equal(t, 2, lifecycle)
+	changes, lifecycle, err = s.Replay(ctx(t), r, before)
+	require.NoError(t, err)
+	require.Zero(t, changes+lifecycle, "what is still pending is not written twice")
+	replayed := drainAll(t, s, r)
+	require.Len(t, replayed, 4)
+	times := map[string]time.Time{} // the original events' times, by type and chunk
+	key := func(e catalog.OutboxEntry) string { return e.Type + "/" + string(rune('0'+e.Seq)) }
+	for _, e := range first {
+		times[key(e)] = e.EventTime
+	}
+	for _, e := range replayed {
+		switch e.Type {
+		case events.TypeChanges:
+			require.Empty(t, e.ObjectKey, "a replayed chunk: the relay finds its change object")
+			require.True(t, e.Replayed())
+			require.Equal(t, g1, e.Generation)
+		case events.TypeSnapshotApplied:
+			require.Equal(t, catalog.StateApplied, e.Status.State)
+		case events.TypeSnapshotRejected:
+			require.Equal(t, "malformed_csv", e.Status.ErrorCode)
+		default:
+			t.Fatalf("unexpected replayed event %s", e.Type)
+		}
+		require.True(t, times[key(e)].Equal(e.EventTime), "%s keeps its time: %s, replayed %s", key(e), times[key(e)], e.EventTime)
+	}
+	changes, lifecycle, err = s.Replay(ctx(t), r, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, changes+lifecycle, "nothing since an hour from now")
+}

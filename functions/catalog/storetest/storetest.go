@@ -98,6 +98,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Webhooks", testWebhooks},
 		{"ReconcileRuns", testReconcileRuns},
 		{"ReconcileWalkAndRepair", testReconcileWalkAndRepair},
+		{"Replay", testReplay},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,6 +47,7 @@ func run(ctx context.Context) error {
 	}{sqsqueue.NewSender(client), sqsqueue.NewInspector(client)}
 	h := ops.New(cfg.Ops(), stores, blobs, queues, log)
 	h.Metrics = cfg.Metrics("ops")
+	h.Redriver = sqsqueue.NewRedriver(client)
 	lambda.Start(h.Invoke)
 	return nil
 }

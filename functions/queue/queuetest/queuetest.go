@@ -25,6 +25,10 @@ type Harness struct {
 	Receive func(t *testing.T, queueURL string, want int) []Message
 	// Inspector reads the same queues without consuming them.
 	Inspector queue.Inspector
+	// Redriver moves messages from the dead-letter queues below back to
+	// StandardURL and FIFOURL (nil: the redrive test is skipped).
+	Redriver                   queue.Redriver
+	StandardDLQURL, FIFODLQURL string
 }
 
 // Message is a message taken off a queue.
@@ -43,6 +47,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"FIFODropsRepeatedDeduplicationID", testFIFODedup},
 		{"FIFONeedsGroup", testFIFONeedsGroup},
 		{"PeekLeavesMessages", testPeek},
+		{"RedriveMovesMessagesBack", testRedrive},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -158,6 +163,58 @@ func testPeek(t *testing.T, h Harness) {
 		}
 		if got := h.Receive(t, url, 3); len(got) != 3 {
 			t.Fatalf("after peeking, received %v from %s: want all 3", bodies(got), url)
+		}
+	}
+}
+
+// Redriving moves a dead-letter queue's messages back to their work queue,
+// with their groups, up to the number asked for; a FIFO message is
+// delivered again although the work queue has seen its deduplication id
+// (its first send, which then failed); the dead-letter queue ends empty.
+func testRedrive(t *testing.T, h Harness) {
+	if h.Redriver == nil {
+		t.Skip("this queue has no Redriver")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	send(t, h, h.FIFOURL, "chunk 0", "r1#0", "r1:1:0")
+	if got := h.Receive(t, h.FIFOURL, 1); len(got) != 1 {
+		t.Fatalf("received %v, want the first send", bodies(got))
+	}
+	send(t, h, h.FIFODLQURL, "chunk 0", "r1#0", "r1:1:0")
+	send(t, h, h.FIFODLQURL, "chunk 1", "r1#1", "r1:1:1")
+	for i := range 3 {
+		send(t, h, h.StandardDLQURL, fmt.Sprintf("s%d", i), "", "")
+	}
+	moved, err := h.Redriver.Redrive(ctx, h.FIFODLQURL, h.FIFOURL, 100)
+	if err != nil || moved != 2 {
+		t.Fatalf("redrive of the FIFO dead-letter queue: moved %d, %v; want 2", moved, err)
+	}
+	got := h.Receive(t, h.FIFOURL, 2)
+	groups := map[string]string{}
+	for _, m := range got {
+		groups[m.Body] = m.GroupID
+	}
+	if fmt.Sprint(groups) != "map[chunk 0:r1#0 chunk 1:r1#1]" {
+		t.Fatalf("after the redrive the FIFO queue delivered %v (body: group), want both chunks in their groups", groups)
+	}
+	if moved, err := h.Redriver.Redrive(ctx, h.StandardDLQURL, h.StandardURL, 2); err != nil || moved != 2 {
+		t.Fatalf("redrive of at most 2: moved %d, %v", moved, err)
+	}
+	if moved, err := h.Redriver.Redrive(ctx, h.StandardDLQURL, h.StandardURL, 100); err != nil || moved != 1 {
+		t.Fatalf("redrive of the rest: moved %d, %v; want 1", moved, err)
+	}
+	if moved, err := h.Redriver.Redrive(ctx, h.StandardDLQURL, h.StandardURL, 100); err != nil || moved != 0 {
+		t.Fatalf("redrive of an empty dead-letter queue: moved %d, %v", moved, err)
+	}
+	std := bodies(h.Receive(t, h.StandardURL, 3))
+	sort.Strings(std)
+	if fmt.Sprint(std) != "[s0 s1 s2]" {
+		t.Fatalf("after the redrive the standard queue delivered %v, want s0 s1 s2", std)
+	}
+	for _, dlq := range []string{h.StandardDLQURL, h.FIFODLQURL} {
+		if depth, err := h.Inspector.Depth(ctx, dlq); err != nil || depth != 0 {
+			t.Fatalf("depth of %s after the redrive: %d, %v; want 0", dlq, depth, err)
 		}
 	}
 }

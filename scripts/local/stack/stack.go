@@ -152,6 +152,9 @@ type Options struct {
 	// MaxRedrives is how many times it re-drives a generation [3].
 	StuckSweepEvery time.Duration
 	MaxRedrives     int
+	// WebhookAWSRules applies AWS's webhook URL rules (https to public
+	// addresses only) instead of also taking http://127.0.0.1:<port>.
+	WebhookAWSRules bool
 
 	// Test seams: wrap what the diff writes and sends, observe applies,
 	// wrap what the relay publishes through.
@@ -429,7 +432,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}
 	// The webhooks queue parks a message only after its whole retry
 	// schedule (DESIGN 8): its redrive count is the schedule's receives.
-	st.Config.BackoffBase, st.Config.WebhookRetryWindow, st.Config.WebhookLoopbackHTTP = o.BackoffBase, o.WebhookRetryWindow, true
+	st.Config.BackoffBase, st.Config.WebhookRetryWindow, st.Config.WebhookLoopbackHTTP = o.BackoffBase, o.WebhookRetryWindow, !o.WebhookAWSRules
 	st.WebhooksQueue = Queue{Name: o.Prefix + "webhooks"}
 	receives := min(st.Config.Retry().Receives(o.WebhookRetryWindow), 1000)
 	if st.WebhooksQueue.URL, st.WebhooksQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.WebhooksQueue.Name, o.VisibilityTimeout, receives); err != nil {
@@ -439,6 +442,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		return nil, err
 	}
 	st.Config.AnalyticsQueueURL, st.Config.WebhooksQueueURL = st.AnalyticsQueue.URL, st.WebhooksQueue.URL
+	st.Config.AnalyticsDLQURL, st.Config.WebhooksDLQURL = st.AnalyticsQueue.DLQURL, st.WebhooksQueue.DLQURL
 	if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
 		return nil, err
 	}
@@ -517,6 +521,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	}{sender, sqsqueue.NewInspector(st.SQS)}
 	st.Ops = ops.New(st.Config.Ops(), st.Stores, st.Blobs, opsQueue, o.Logger.With("function", "ops"))
 	st.Ops.Metrics = st.metrics("ops")
+	st.Ops.Redriver = sqsqueue.NewRedriver(st.SQS)
 	box, err := st.Config.WebhookSecrets(ctx)
 	if err != nil {
 		return nil, err

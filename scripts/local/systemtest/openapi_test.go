@@ -194,6 +194,27 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 		map[string]any{"url": "http://127.0.0.1:9/hook", "secret": "0123456789abcdef"}, nil))
 	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/webhook", tok1, nil, nil))
 	require.NoError(t, api.Do(ctx, http.MethodDelete, "/v1/retailers/r1/webhook", tok1, nil, nil))
+	// dead-letter queues and replay (DESIGN 8)
+	root := e.Stack.AdminToken
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq", root, nil, nil))
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq", "", nil, nil), 401)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq", tok1, nil, nil), 403)
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq/webhooks?limit=5", root, nil, nil))
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq/nope", root, nil, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq/webhooks?limit=0", root, nil, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq/webhooks", tok1, nil, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/dlq/webhooks", "", nil, nil), 401)
+	require.NoError(t, api.Do(ctx, http.MethodPost, "/v1/admin/dlq/analytics/redrive", root, map[string]any{"limit": 10}, nil))
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/dlq/analytics/redrive", root, map[string]any{"limit": 0}, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/dlq/nope/redrive", root, nil, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/dlq/analytics/redrive", tok1, nil, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/dlq/analytics/redrive", "", nil, nil), 401)
+	since := map[string]string{"since": time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)}
+	require.NoError(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", root, since, nil))
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/nobody/replay", root, since, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", root, map[string]string{"since": "yesterday"}, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", tok1, since, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", "", since, nil), 401)
 	e.syncReplicas()
 
 	// operations

@@ -4,17 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -24,7 +25,7 @@ const hookSecret = "the-retailers-own-secret"
 
 // hookReceiver is a retailer's webhook receiver on 127.0.0.1: it verifies
 // each delivery's signature and answers 500 to the first failFirst
-// deliveries of each event (then 204), or never (hang).
+// deliveries of each event (then 204), or never (hang, until answer).
 type hookReceiver struct {
 	srv       *httptest.Server
 	failFirst int
@@ -46,9 +47,9 @@ func newHookReceiver(t *testing.T, failFirst int, hang bool) *hookReceiver {
 		rc.mu.Lock()
 		rc.byID[id] = append(rc.byID[id], valid)
 		rc.envs[id] = env
-		n := len(rc.byID[id])
+		n, hang := len(rc.byID[id]), rc.hang
 		rc.mu.Unlock()
-		if rc.hang {
+		if hang {
 			select {
 			case <-rc.release:
 			case <-r.Context().Done():
@@ -63,6 +64,13 @@ func newHookReceiver(t *testing.T, failFirst int, hang bool) *hookReceiver {
 	}))
 	t.Cleanup(func() { close(rc.release); rc.srv.Close() })
 	return rc
+}
+
+// answer makes a hanging receiver answer 204 from now on.
+func (rc *hookReceiver) answer() {
+	rc.mu.Lock()
+	rc.hang = false
+	rc.mu.Unlock()
 }
 
 func (rc *hookReceiver) snapshot() (map[string][]bool, map[string]events.Envelope) {
@@ -151,7 +159,8 @@ func TestWebhookDeliveries(t *testing.T) {
 
 // A receiver that never answers: each delivery times out, is retried on the
 // schedule, and after the whole schedule (shortened here: 1 s doubling, a
-// 3 s window) the event is parked in the webhooks DLQ.
+// 3 s window) the event is parked in the webhooks DLQ. Once the receiver
+// answers, an operator's redrive delivers it, once.
 func TestWebhookNeverAnsweringEndsInDLQ(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{ChunkRows: 10, WebhookRetryWindow: 3 * time.Second, WebhookTimeout: 300 * time.Millisecond})
@@ -163,13 +172,15 @@ func TestWebhookNeverAnsweringEndsInDLQ(t *testing.T) {
 	id := events.EventID(events.TypeSnapshotApplied, "r1", s.Generation, 0)
 
 	ctx := context.Background()
+	admin := e.Stack.AdminToken
 	var parked []string
 	require.Eventually(t, func() bool {
-		out, err := e.Stack.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &e.Stack.WebhooksQueue.DLQURL, MaxNumberOfMessages: 10})
+		dl, err := e.API.DeadLetters(ctx, admin, "webhooks", 10) // peeked, not consumed
 		require.NoError(t, err)
-		for _, m := range out.Messages {
+		parked = parked[:0]
+		for _, m := range dl.Messages {
 			var env events.Envelope
-			require.NoError(t, json.Unmarshal([]byte(aws.ToString(m.Body)), &env))
+			require.NoError(t, json.Unmarshal(m.Body, &env))
 			parked = append(parked, env.ID)
 		}
 		return len(parked) > 0
@@ -177,4 +188,63 @@ func TestWebhookNeverAnsweringEndsInDLQ(t *testing.T) {
 	require.Equal(t, []string{id}, parked)
 	byID, _ := rc.snapshot()
 	require.Len(t, byID[id], 3, "three deliveries (1 s + 2 s of backoff cover the 3 s window), then the DLQ")
+
+	rc.answer()
+	moved, err := e.API.Redrive(ctx, admin, "webhooks", 0)
+	require.NoError(t, err)
+	require.Equal(t, 1, moved.Moved)
+	require.Eventually(t, func() bool { byID, _ = rc.snapshot(); return len(byID[id]) == 4 }, 30*time.Second, 50*time.Millisecond,
+		"delivered after the redrive")
+	e.WaitDrained(e.Stack.WebhooksQueue)
+	e.WaitDrained(stack.Queue{Name: "webhooks DLQ", URL: e.Stack.WebhooksQueue.DLQURL})
+	moved, err = e.API.Redrive(ctx, admin, "webhooks", 0)
+	require.NoError(t, err)
+	require.Zero(t, moved.Moved, "nothing left to move")
+	byID, _ = rc.snapshot()
+	require.Len(t, byID[id], 4, "delivered once after the redrive")
+	for _, valid := range byID[id] {
+		require.True(t, valid)
+	}
+}
+
+// On AWS's rules (https to public addresses only) the SSRF attempts are
+// refused when saved: the metadata service, a private address, a name
+// resolving to 127.0.0.1; and a webhook that breaks the rules (here one
+// written to the table behind the API's back) is refused again at each
+// delivery, never called, and ends in the DLQ after the schedule.
+func TestWebhookSSRFRefusedOnAWSRules(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{ChunkRows: 10, WebhookAWSRules: true, WebhookRetryWindow: 2 * time.Second})
+	e.Onboard("r1")
+	called := make(chan string, 10)
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { called <- r.URL.String() }))
+	t.Cleanup(srv.Close)
+	ctx := context.Background()
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
+	require.NoError(t, err)
+	local := "https://localhost:" + port + "/hook" // localhost resolves to 127.0.0.1
+	for _, url := range []string{"http://169.254.169.254/", "https://169.254.169.254/latest/meta-data", "http://10.0.0.1/", "https://10.0.0.1/",
+		local, srv.URL + "/hook", "http://127.0.0.1:" + port + "/"} {
+		err := e.API.Do(ctx, http.MethodPut, "/v1/retailers/r1/webhook", e.Token("r1"), map[string]any{"url": url, "secret": hookSecret}, nil)
+		requireStatus(t, err, 400)
+		require.Contains(t, err.Error(), "invalid_webhook_url", url)
+	}
+	box, err := e.Stack.Config.WebhookSecrets(ctx)
+	require.NoError(t, err)
+	sealed, err := box.Seal("r1", []byte(hookSecret))
+	require.NoError(t, err)
+	require.NoError(t, e.Stack.Stores.SetWebhook(ctx, catalog.Webhook{RetailerID: "r1", URL: local, SecretSealed: sealed}))
+
+	s := e.Upload("r1", fixtures.Generate("p", 5).CSV(nil))
+	require.Equal(t, "applied", s.State)
+	require.Eventually(t, func() bool {
+		dl, err := e.API.DeadLetters(ctx, e.Stack.AdminToken, "webhooks", 10)
+		require.NoError(t, err)
+		return dl.Depth == 1
+	}, 60*time.Second, 100*time.Millisecond, "the refused delivery parked in the DLQ after the schedule")
+	select {
+	case u := <-called:
+		t.Fatalf("the receiver on 127.0.0.1 was called (%s)", u)
+	default:
+	}
 }

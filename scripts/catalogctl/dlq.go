@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/retailcatalog/catalog/functions/ops"
+)
+
+func init() {
+	register(&Command{
+		Name: "dlq", Args: "list [QUEUE] | redrive QUEUE", Token: AdminToken,
+		Summary: "look at the dead-letter queues and move their messages back once the cause is fixed",
+		Help: `dlq list: every queue with a dead-letter queue and how many messages it
+holds (GET /v1/admin/dlq).
+
+dlq list QUEUE: the messages of QUEUE's dead-letter queue, oldest first,
+each with when it was first sent, how many times it was received and what
+it is (an upload's S3 event, a chunk, a change event); nothing is consumed
+(GET /v1/admin/dlq/QUEUE). --json prints the API's object.
+
+dlq redrive QUEUE: moves the messages back to QUEUE (POST
+/v1/admin/dlq/QUEUE/redrive, repeated until the dead-letter queue is empty
+or --limit messages have moved). Fix what made them fail first: they go
+through the whole retry schedule again. Safe to run any number of times:
+every step downstream is idempotent (a chunk applied twice counts once, a
+change event seen twice writes nothing, a webhook already delivered is not
+sent again).
+
+Queues: arrivals, diff-jobs, apply-small, apply-large, analytics, webhooks.`,
+		Flags: func(fs *flag.FlagSet) Runner {
+			limit := fs.Int("limit", 0, "list: show at most `N` messages (1-100, default 20); redrive: move at most N (default every one)")
+			asJSON := fs.Bool("json", false, "list: print the API's JSON object")
+			return func(ctx context.Context, c *Call, args []string) error {
+				if len(args) == 0 {
+					return c.Usagef("want list or redrive")
+				}
+				switch verb, rest := args[0], args[1:]; {
+				case verb == "list" && len(rest) == 0:
+					return listDeadLetterQueues(ctx, c, *asJSON)
+				case verb == "list" && len(rest) == 1:
+					n := *limit
+					if n == 0 {
+						n = 20
+					}
+					if n < 1 || n > 100 {
+						return c.Usagef("--limit must be from 1 to 100 for list, got %d", n)
+					}
+					return listDeadLetters(ctx, c, rest[0], n, *asJSON)
+				case verb == "redrive" && len(rest) == 1:
+					if *limit < 0 {
+						return c.Usagef("--limit must be positive, got %d", *limit)
+					}
+					return redrive(ctx, c, rest[0], *limit)
+				case verb == "list" || verb == "redrive":
+					return c.Usagef("dlq %s takes %s, got %d arguments", verb, map[string]string{"list": "at most one queue", "redrive": "one queue"}[verb], len(rest))
+				default:
+					return c.Usagef("unknown dlq action %q: want list or redrive", verb)
+				}
+			}
+		},
+	})
+}
+
+func listDeadLetterQueues(ctx context.Context, c *Call, asJSON bool) error {
+	queues, err := c.API.DeadLetterQueues(ctx, c.Token)
+	if err != nil {
+		return fmt.Errorf("dead-letter queues: %w", err)
+	}
+	if asJSON {
+		return printValue(c, ops.DeadLetterQueuesJSON{Queues: queues})
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "QUEUE\tDEAD-LETTER QUEUE\tMESSAGES")
+	for _, q := range queues {
+		fmt.Fprintf(tw, "%s\t%s\t%d\n", q.Queue, q.DLQ, q.Depth)
+	}
+	return tw.Flush()
+}
+
+func listDeadLetters(ctx context.Context, c *Call, queue string, limit int, asJSON bool) error {
+	dl, err := c.API.DeadLetters(ctx, c.Token, queue, limit)
+	if err != nil {
+		return fmt.Errorf("dead letters of %s: %w", queue, err)
+	}
+	if asJSON {
+		return printValue(c, dl)
+	}
+	fmt.Fprintf(c.Stdout, "%s: %d messages in %s", dl.Queue, dl.Depth, dl.DLQ)
+	if len(dl.Messages) < dl.Depth {
+		fmt.Fprintf(c.Stdout, " (the oldest %d shown; a FIFO queue shows one per message group)", len(dl.Messages))
+	}
+	fmt.Fprintln(c.Stdout)
+	if len(dl.Messages) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SENT\tRECEIVES\tMESSAGE")
+	for _, m := range dl.Messages {
+		sent := "-"
+		if m.SentAt != nil {
+			sent = m.SentAt.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\n", sent, m.Receives, describeDeadLetter(m.Body))
+	}
+	return tw.Flush()
+}
+
+// describeDeadLetter says in a line what a dead letter is: an upload's S3
+// event, a chunk message, a change event, or else its start.
+func describeDeadLetter(body json.RawMessage) string {
+	var m struct {
+		// events.Envelope
+		ID, Type string
+		// events.ChunkMessage (and the envelope's)
+		RetailerID string `json:"retailer_id"`
+		Generation int64
+		Seq        *int
+		Total      int
+		// an S3 event notification
+		Records []struct {
+			S3 struct{ Object struct{ Key string } }
+		}
+	}
+	_ = json.Unmarshal(body, &m)
+	switch {
+	case m.ID != "" && m.Type != "":
+		return fmt.Sprintf("%s event %s (retailer %s, generation %d)", m.Type, m.ID, m.RetailerID, m.Generation)
+	case m.RetailerID != "" && m.Seq != nil:
+		return fmt.Sprintf("chunk %d of %d (retailer %s, generation %d)", *m.Seq, m.Total, m.RetailerID, m.Generation)
+	case len(m.Records) > 0:
+		var keys []string
+		for _, r := range m.Records {
+			keys = append(keys, r.S3.Object.Key)
+		}
+		return "S3 event: " + strings.Join(keys, ", ")
+	}
+	var s string
+	if json.Unmarshal(body, &s) != nil {
+		s = string(body)
+	}
+	if len(s) > 120 {
+		s = s[:120] + "..."
+	}
+	return s
+}
+
+// redrive asks the API to move messages back until the dead-letter queue is
+// empty, limit messages have moved, or as many as it held at the start (a
+// message that fails again at once does not keep the loop going).
+func redrive(ctx context.Context, c *Call, queue string, limit int) error {
+	total, start := 0, -1
+	for {
+		ask := 0
+		if limit > 0 {
+			ask = limit - total
+		}
+		r, err := c.API.Redrive(ctx, c.Token, queue, ask)
+		if err != nil {
+			return fmt.Errorf("redrive %s (%d moved so far): %w", queue, total, err)
+		}
+		total += r.Moved
+		if start < 0 {
+			start = r.Moved + max(r.Left, 0)
+		}
+		done := r.Moved == 0 || r.Left == 0 || (limit > 0 && total >= limit) || total >= start
+		if !done {
+			fmt.Fprintf(c.Stderr, "redrive %s: %d moved, %d left\n", queue, total, r.Left)
+			continue
+		}
+		fmt.Fprintf(c.Stdout, "moved %d messages back to %s; %d left in its dead-letter queue\n", total, queue, max(r.Left, 0))
+		return nil
+	}
+}
+
+// printValue writes v as indented JSON on stdout.
+func printValue(c *Call, v any) error {
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(c.Stdout, "%s\n", out)
+	return err
+}
