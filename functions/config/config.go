@@ -81,7 +81,7 @@ type Config struct {
 	AnalyticsDLQURL     string        // CATALOG_ANALYTICS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
 	WebhooksDLQURL      string        // CATALOG_WEBHOOKS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
 	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
-	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: base64 keys sealing webhook secrets, comma-separated, the first sealing; or secret:<arn>
+	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: keys sealing webhook secrets (base64, or passphrases of 40+ characters), comma-separated, the first sealing; or secret:<arn>
 	WebhookRetryWindow  time.Duration // CATALOG_WEBHOOK_RETRY_WINDOW: how long a failing webhook delivery is retried (default 24h)
 	WebhookLoopbackHTTP bool          // CATALOG_WEBHOOK_ALLOW_LOOPBACK: "true" also accepts http://127.0.0.1:<port> webhooks (the local stack only)
 	LogLevel            slog.Level    // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)

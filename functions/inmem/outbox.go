@@ -133,6 +133,21 @@ func (s *Store) Outbox() []catalog.OutboxEntry {
 	return slices.Clone(s.outbox.entries)
 }
 
+// OutboxStats is how many events of shard's retailers wait and how long
+// the oldest has waited (by the store's clock).
+func (s *Store) OutboxStats(ctx context.Context, shard int) (pending int64, oldest time.Duration, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	for _, e := range s.outbox.entries {
+		if s.retailers[e.RetailerID].Shard == shard {
+			pending++
+			oldest = max(oldest, now.Sub(e.CreatedAt))
+		}
+	}
+	return pending, oldest, nil
+}
+
 // RetailerShard is the shard a retailer was placed on; catalog.ErrNotFound when unknown.
 func (s *Store) RetailerShard(ctx context.Context, retailerID string) (int, error) {
 	s.mu.Lock()

@@ -164,6 +164,14 @@ func (s *Stores) DrainOutbox(ctx context.Context, shard int, f catalog.OutboxFil
 	return s.Shards[shard].DrainOutbox(ctx, f, limit, publish)
 }
 
+// OutboxStats is Shard.OutboxStats on shard i.
+func (s *Stores) OutboxStats(ctx context.Context, shard int) (pending int64, oldest time.Duration, err error) {
+	if shard < 0 || shard >= len(s.Shards) {
+		return 0, 0, fmt.Errorf("outbox stats: no shard %d", shard)
+	}
+	return s.Shards[shard].OutboxStats(ctx)
+}
+
 // RetailerShard is the shard a registered retailer is on; catalog.ErrNotFound
 // when unknown. It reads only the registry's retailer_id and shard columns
 // (the relay's and the consumers' roles may read no more), through the

@@ -29,6 +29,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/metering"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/topic"
 )
 
@@ -44,6 +45,9 @@ type Store interface {
 	// how many it took.
 	DrainOutbox(ctx context.Context, shard int, f catalog.OutboxFilter, limit int,
 		publish func(context.Context, []catalog.OutboxEntry) ([]bool, error)) (int, error)
+	// OutboxStats is how many events wait in a shard's outbox and how long
+	// the oldest has waited (0 when none).
+	OutboxStats(ctx context.Context, shard int) (pending int64, oldest time.Duration, err error)
 }
 
 // Blobs reads chunk objects and writes change objects. s3blob.Store and
@@ -86,6 +90,9 @@ type Relay struct {
 	blobs Blobs
 	pub   topic.Publisher
 	log   *slog.Logger
+	// Metrics records, after each sweep, the age of the oldest event still
+	// waiting in any outbox (OutboxAgeSeconds, alarmed on; nil: none).
+	Metrics *metrics.Recorder
 }
 
 // New builds a relay.
@@ -145,7 +152,34 @@ func (r *Relay) Sweep(ctx context.Context) (Stats, error) {
 		r.log.InfoContext(ctx, "outbox swept", "taken", total.Taken, "published", total.Published,
 			"empty", total.Empty, "dropped", total.Dropped, "failed", total.Failed, "errors", len(errs))
 	}
+	if err := r.recordOutboxAge(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return total, errors.Join(errs...)
+}
+
+// recordOutboxAge records how long the oldest event still waiting in any
+// shard's outbox has waited: near zero while the relay keeps up, and
+// growing when it cannot publish (SNS refusing, a shard unreachable).
+func (r *Relay) recordOutboxAge(ctx context.Context) error {
+	if r.Metrics == nil {
+		return nil
+	}
+	var oldest time.Duration
+	var pending int64
+	for shard := range r.store.ShardCount() {
+		n, age, err := r.store.OutboxStats(ctx, shard)
+		if err != nil {
+			return fmt.Errorf("outbox stats of shard %d: %w", shard, err)
+		}
+		pending += n
+		oldest = max(oldest, age)
+	}
+	if oldest > r.cfg.SweepAge {
+		r.log.WarnContext(ctx, "change events wait in the outbox after a sweep", "pending", pending, "oldest_s", oldest.Seconds())
+	}
+	r.Metrics.Emit(ctx, metrics.Fields{}, metrics.Duration(metrics.OutboxAgeSeconds, oldest))
+	return nil
 }
 
 // HandleSweep is the Lambda entry of the scheduled sweeper.

@@ -19,6 +19,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/topic"
 )
@@ -160,10 +162,20 @@ func TestPartialChunkWritesChangeObject(t *testing.T) {
 }
 
 // A publish that fails leaves the events in the outbox; the sweeper
-// publishes them once they are SweepAge old, not before.
+// publishes them once they are SweepAge old, not before. After each sweep
+// it records how long the oldest event still waiting has waited.
 func TestSweeperPublishesWhatTheFastPathMissed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
+	var lines metricstest.Capture
+	f.relay.Metrics = metrics.New(&lines, metrics.Options{Function: "relay"})
+	ages := func() []float64 {
+		var out []float64
+		for _, l := range lines.Lines() {
+			out = append(out, l[metrics.OutboxAgeSeconds].(float64))
+		}
+		return out
+	}
 	down := true
 	f.topic.Fail = func(topic.Message) error {
 		if down {
@@ -180,11 +192,18 @@ func TestSweeperPublishesWhatTheFastPathMissed(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, st.Taken, "younger than SweepAge: the fast path's")
 	f.now = f.now.Add(31 * time.Second)
+	down = true
+	_, err = f.relay.Sweep(context.Background())
+	require.NoError(t, err)
+	down = false
+	f.now = f.now.Add(time.Minute)
 	st, err = f.relay.Sweep(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 2, st.Published)
 	require.Len(t, f.published(), 2)
 	require.Empty(t, f.store.Outbox())
+	require.Equal(t, []float64{0, 31, 0}, ages(), "waiting since the failed fast path; none after the sweep that published")
+	require.NoError(t, lines.Validate())
 }
 
 // A chunk object that changed since the apply read it (a different

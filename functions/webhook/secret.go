@@ -67,22 +67,33 @@ func NewSecretBox(keys ...[]byte) (*SecretBox, error) {
 	return b, nil
 }
 
-// ParseKeys builds a box from comma-separated base64 keys
-// (CATALOG_WEBHOOK_KEYS), the first sealing.
+// ParseKeys builds a box from comma-separated keys (CATALOG_WEBHOOK_KEYS),
+// the first sealing. A key is KeyBytes in base64 (NewKey), or a passphrase
+// of at least MinPassphrase characters whose SHA-256 is the key: what a
+// secret store generates (infra's webhook-keys secret is 64 random
+// letters and digits).
 func ParseKeys(v string) (*SecretBox, error) {
 	var keys [][]byte
-	for _, s := range strings.Split(v, ",") {
+	for i, s := range strings.Split(v, ",") {
 		if s = strings.TrimSpace(s); s == "" {
 			continue
 		}
 		k, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, fmt.Errorf("webhook secrets: a key is not base64: %w", err)
+		switch {
+		case err == nil && len(k) == KeyBytes:
+		case len(s) >= MinPassphrase:
+			sum := sha256.Sum256([]byte(s))
+			k = sum[:]
+		default:
+			return nil, fmt.Errorf("webhook secrets: key %d is neither %d bytes in base64 nor a passphrase of %d characters or more", i+1, KeyBytes, MinPassphrase)
 		}
 		keys = append(keys, k)
 	}
 	return NewSecretBox(keys...)
 }
+
+// MinPassphrase is the shortest passphrase ParseKeys takes for a key.
+const MinPassphrase = 40
 
 // NewKey returns a random key, base64 (what ParseKeys reads).
 func NewKey() string {

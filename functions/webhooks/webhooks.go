@@ -29,6 +29,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/webhook"
 )
@@ -66,6 +67,9 @@ type Handler struct {
 	store Store
 	queue retry.Visibility
 	log   *slog.Logger
+	// Metrics counts deliveries and failed attempts (WebhookDeliveries,
+	// WebhookFailures by Reason: status, no_answer, url_refused; nil: none).
+	Metrics *metrics.Recorder
 }
 
 // New builds the handler.
@@ -133,23 +137,43 @@ func (h *Handler) deliver(ctx context.Context, msg lambdaevents.SQSMessage) erro
 			return nil
 		}
 		start := time.Now()
+		fields := metrics.Fields{RetailerID: env.RetailerID, Generation: env.Generation}
 		status, err := h.post(ctx, hook.URL, env.ID, []byte(msg.Body), secret)
 		if err != nil {
 			log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", status,
 				"elapsed_ms", time.Since(start).Milliseconds(), "err", err)
+			h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookFailures, 1).By("Reason", failureReason(status, err)))
 			return err
 		}
 		log.InfoContext(ctx, "webhook delivered", "url", hook.URL, "attempt", attempt, "status", status,
 			"elapsed_ms", time.Since(start).Milliseconds())
+		h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookDeliveries, 1))
 		return nil
 	})
+}
+
+// errURLRefused: the webhook's URL breaks the rules now.
+var errURLRefused = errors.New("the webhook URL is refused now")
+
+// failureReason names a failed attempt for the metric: the receiver
+// answered with a status that is not 2xx, it did not answer (or could not
+// be reached), or its URL was refused before the POST.
+func failureReason(status int, err error) string {
+	switch {
+	case errors.Is(err, errURLRefused):
+		return "url_refused"
+	case status > 0:
+		return "status"
+	default:
+		return "no_answer"
+	}
 }
 
 // post sends one delivery: the event as published (the raw message body),
 // signed. Anything but a 2xx within the timeout is a failure.
 func (h *Handler) post(ctx context.Context, rawURL, eventID string, body, secret []byte) (int, error) {
 	if _, err := h.cfg.Policy.CheckURL(ctx, rawURL); err != nil {
-		return 0, fmt.Errorf("the webhook URL is refused now: %w", err)
+		return 0, fmt.Errorf("%w: %w", errURLRefused, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()

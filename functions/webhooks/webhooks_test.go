@@ -17,6 +17,8 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/webhook"
 	"github.com/retailcatalog/catalog/functions/webhooks"
@@ -127,6 +129,8 @@ func TestRetriesThenDeliversOnce(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	f.recv.statuses = []int{500, 503, 404}
+	var lines metricstest.Capture
+	f.h.Metrics = metrics.New(&lines, metrics.Options{Function: "webhooks"})
 	var failed []lambdaevents.SQSMessage
 	for n := 1; n <= 3; n++ {
 		m := message(t, "r1", 3, "rejected", string(rune('0'+n)))
@@ -144,6 +148,9 @@ func TestRetriesThenDeliversOnce(t *testing.T) {
 	for _, d := range f.recv.deliveries() {
 		require.Equal(t, "r1:3:rejected", d.id, "one id per event, every attempt")
 	}
+	require.NoError(t, lines.Validate())
+	require.Equal(t, 1.0, lines.Sum(metrics.WebhookDeliveries))
+	require.Equal(t, 3.0, lines.Sum(metrics.WebhookFailures, "Reason=status"))
 }
 
 // A URL that breaks the rules now (saved before a policy change, or
@@ -156,7 +163,10 @@ func TestRefusedURLAtSendTime(t *testing.T) {
 	require.NoError(t, err)
 	hook.URL = "http://169.254.169.254/latest/meta-data"
 	require.NoError(t, f.store.SetWebhook(ctx, hook))
+	var lines metricstest.Capture
+	f.h.Metrics = metrics.New(&lines, metrics.Options{Function: "webhooks"})
 	m := message(t, "r1", 2, "held", "1")
 	require.Equal(t, []string{m.MessageId}, f.handle(m))
 	require.Empty(t, f.recv.deliveries())
+	require.Equal(t, 1.0, lines.Sum(metrics.WebhookFailures, "Reason=url_refused"))
 }

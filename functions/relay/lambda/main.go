@@ -44,6 +44,8 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(metering.Scheduled(meter, relay.New(relay.Config{}, stores, blobs, pub, cfg.Logger()).HandleSweep))
+	r := relay.New(relay.Config{}, stores, blobs, pub, cfg.Logger())
+	r.Metrics = cfg.Metrics("relay")
+	lambda.Start(metering.Scheduled(meter, r.HandleSweep))
 	return nil
 }

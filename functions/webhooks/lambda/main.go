@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/webhooks"
 )
 
@@ -38,6 +39,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	lambda.Start(webhooks.New(cfg.Webhooks(box), stores, vis, cfg.Logger()).HandleSQS)
+	h := webhooks.New(cfg.Webhooks(box), stores, vis, cfg.Logger())
+	h.Metrics = cfg.Metrics("webhooks")
+	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
+	meter, err := config.Meter(os.Getenv, stores, "consumers", 512, 0, cfg.Logger())
+	if err != nil {
+		return err
+	}
+	lambda.Start(metering.Lambda(meter, h.HandleSQS))
 	return nil
 }

@@ -509,6 +509,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 		publisher = o.WrapPublisher(publisher)
 	}
 	st.Relay = relay.New(relay.Config{SweepAge: o.SweepAge}, st.Stores, st.Blobs, publisher, o.Logger.With("function", "relay"))
+	st.Relay.Metrics = st.metrics("relay")
 	if !o.NoFastPath {
 		st.Diff.Events, st.Apply.Events = st.Relay, st.Relay
 	}
@@ -530,6 +531,7 @@ func Start(ctx context.Context, o Options) (st *Stack, err error) {
 	webhooksConfig := st.Config.Webhooks(box)
 	webhooksConfig.Timeout = o.WebhookTimeout
 	st.Webhooks = webhooks.New(webhooksConfig, st.Stores, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "webhooks"))
+	st.Webhooks.Metrics = st.metrics("webhooks")
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
