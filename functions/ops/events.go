@@ -116,15 +116,16 @@ func (h *Handler) dlqList(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q, err := h.queueNamed(r.PathValue("queue"))
-	if err == nil && h.inspector == nil {
-		err = catalog.Errorf(catalog.ErrNotFound, "no_queues", "this deployment reads no queues")
-	}
 	limit := 20
 	if err == nil {
 		limit, err = limitParam(r, 20, 100)
 	}
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	if h.inspector == nil {
+		dlqNotConfigured(w, "this deployment reads no queues")
 		return
 	}
 	depth, err := h.inspector.Depth(r.Context(), q.DLQURL)
@@ -197,8 +198,7 @@ func (h *Handler) dlqRedrive(w http.ResponseWriter, r *http.Request) {
 		limit = *req.Limit
 	}
 	if h.Redriver == nil || q.URL == "" {
-		httpapi.WriteJSON(w, http.StatusServiceUnavailable, httpapi.ErrorBody{Error: httpapi.ErrorDetail{
-			Code: "redrive_not_configured", Message: "this deployment cannot move messages back to " + q.Name}})
+		dlqNotConfigured(w, "this deployment cannot move messages back to "+q.Name)
 		return
 	}
 	deadline := h.cfg.Now().Add(RedriveBudget)
@@ -268,6 +268,13 @@ func (h *Handler) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.InfoContext(r.Context(), "events replayed into the outbox", "retailer_id", id, "since", since, "changes", changes, "lifecycle", lifecycle)
 	httpapi.WriteJSON(w, http.StatusAccepted, ReplayResponse{RetailerID: id, Since: since.UTC(), Changes: changes, Lifecycle: lifecycle})
+}
+
+// dlqNotConfigured answers 503: the deployment lacks the queues (or the
+// redriver) a dead-letter route needs.
+func dlqNotConfigured(w http.ResponseWriter, message string) {
+	httpapi.WriteJSON(w, http.StatusServiceUnavailable, httpapi.ErrorBody{Error: httpapi.ErrorDetail{
+		Code: "dlq_not_configured", Message: message}})
 }
 
 func limitParam(r *http.Request, def, maxLimit int) (int, error) {

@@ -60,7 +60,11 @@ func TestSweepRedrivesALostDiffJob(t *testing.T) {
 	jobs := f.queue.Take(queues.DiffJobs)
 	require.Len(t, jobs, 1)
 	require.Equal(t, "r1", jobs[0].GroupID, "in the retailer's diff group")
-	var ev struct{ Records []struct{ S3 struct{ Object struct{ Key string } } } }
+	var ev struct {
+		Records []struct {
+			S3 struct{ Object struct{ Key string } }
+		}
+	}
 	require.NoError(t, json.Unmarshal([]byte(jobs[0].Body), &ev))
 	require.Equal(t, events.UploadKey("r1", gen), ev.Records[0].S3.Object.Key)
 
