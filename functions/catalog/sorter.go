@@ -46,7 +46,10 @@ type Sorter struct {
 	free     [][]byte // spare blocks
 	spill    *os.File // spilled runs (unlinked at creation: gone with the process)
 	spillEnd int64
-	spills   int // times runs were written to disk
+	spills   int         // times runs were written to disk
+	keys     []sortKey   // sortBatch's keys, reused
+	keysTmp  []sortKey   // and their scratch
+	sorted   []pendEntry // sortBatch's output, reused
 	// createSpill makes the spill file: createSpillFile, or a test's.
 	createSpill func() (*os.File, error)
 	err         error // first background failure
@@ -102,8 +105,17 @@ type pending struct {
 	inOrder bool // ids strictly increasing in file order
 }
 
-// runBlock is the size of a block of a run, in memory or on disk.
-const runBlock = 1 << 20
+// newPending makes a batch, its arena sized for ids of up to 24 bytes (it
+// grows once for longer ones and keeps its size).
+func newPending(batch int) *pending {
+	return &pending{ents: make([]pendEntry, 0, batch), arena: make([]byte, 0, batch*24), inOrder: true}
+}
+
+// runBlock is the size of a block of a run, in memory or on disk. Small
+// enough that a merge of runs in memory, which frees each block it has
+// read, needs few new ones (with 1 MiB blocks a merge of 16 runs took 15
+// MiB more); large enough that reading a run from disk is a few preads.
+const runBlock = 64 << 10
 
 // run is a sorted run (by id, then line): front-coded entries (shared,
 // suffix length, suffix, hash, line) in blocks, each block in memory or on
@@ -152,9 +164,9 @@ func newSorter(opts SortOptions, batch, block int) *Sorter {
 		batch: batch, block: block}
 	s.createSpill = s.createSpillFile
 	for i := 0; i < 2; i++ {
-		s.spare <- &pending{ents: make([]pendEntry, 0, batch), inOrder: true}
+		s.spare <- newPending(batch)
 	}
-	s.pend = &pending{ents: make([]pendEntry, 0, batch), inOrder: true}
+	s.pend = newPending(batch)
 	go func() {
 		defer close(s.done)
 		for p := range s.flushes {
@@ -301,12 +313,7 @@ func (s *Sorter) encode(p *pending) {
 	}
 	id := func(e pendEntry) []byte { return p.arena[e.off : e.off+uint32(e.n)] }
 	if !p.inOrder {
-		slices.SortFunc(p.ents, func(a, b pendEntry) int {
-			if c := bytes.Compare(id(a), id(b)); c != 0 {
-				return c
-			}
-			return int(a.line - b.line)
-		})
+		s.sortBatch(p)
 	}
 	var r *run
 	if n := len(s.runs); n > 0 && bytes.Compare(s.runs[n-1].last, id(p.ents[0])) < 0 {
@@ -320,6 +327,102 @@ func (s *Sorter) encode(p *pending) {
 		w.add(id(e), e.hash, e.line)
 	}
 	w.close()
+}
+
+// sortBatch sorts a batch by (id, line). It radix-sorts 16-byte keys, not
+// the entries: each key holds the 8 bytes of the id that follow the prefix all
+// ids of the batch share (big-endian, so that comparing keys compares those
+// bytes; zero-padded, so a shorter id never sorts after a longer one with
+// the same bytes) and the entry's index; only equal keys compare the ids.
+// SKU-0123456789 ids share "SKU-00" and differ in the next 8 bytes; random
+// ids differ in their first 8.
+func (s *Sorter) sortBatch(p *pending) {
+	id := func(e pendEntry) []byte { return p.arena[e.off : e.off+uint32(e.n)] }
+	first := id(p.ents[0])
+	shared := len(first)
+	for _, e := range p.ents[1:] {
+		shared = min(shared, commonPrefix(first, id(e)))
+		if shared == 0 {
+			break
+		}
+	}
+	if cap(s.keys) < len(p.ents) {
+		s.keys = make([]sortKey, 0, s.batch)
+		s.keysTmp = make([]sortKey, s.batch)
+		s.sorted = make([]pendEntry, 0, s.batch)
+	}
+	keys := s.keys[:0]
+	for i, e := range p.ents {
+		var k [8]byte
+		if b := id(e); len(b) > shared {
+			copy(k[:], b[shared:])
+		}
+		keys = append(keys, sortKey{key: binary.BigEndian.Uint64(k[:]), i: uint32(i)})
+	}
+	keys = radixSort(keys, s.keysTmp[:len(keys)])
+	// Equal keys (ids alike in those 8 bytes) are in line order: sort each
+	// such stretch by id, then line.
+	for i := 0; i < len(keys); {
+		j := i + 1
+		for j < len(keys) && keys[j].key == keys[i].key {
+			j++
+		}
+		if j-i > 1 {
+			slices.SortFunc(keys[i:j], func(a, b sortKey) int {
+				ea, eb := p.ents[a.i], p.ents[b.i]
+				if c := bytes.Compare(id(ea), id(eb)); c != 0 {
+					return c
+				}
+				return int(ea.line - eb.line)
+			})
+		}
+		i = j
+	}
+	sorted := s.sorted[:0]
+	for _, k := range keys {
+		sorted = append(sorted, p.ents[k.i])
+	}
+	// The batch takes the sorted entries; the sorter keeps its old slice
+	// for the next batch.
+	p.ents, s.sorted = sorted, p.ents[:0]
+}
+
+// radixSort sorts keys by key, stably (so equal keys keep their order),
+// with tmp as scratch of the same length: one counting pass per byte of the
+// key, skipping the bytes all keys share. It returns keys or tmp, whichever
+// holds the result.
+func radixSort(keys, tmp []sortKey) []sortKey {
+	if len(keys) < 2 {
+		return keys
+	}
+	for shift := 0; shift < 64; shift += 8 {
+		var count [256]int
+		for _, k := range keys {
+			count[byte(k.key>>shift)]++
+		}
+		if count[byte(keys[0].key>>shift)] == len(keys) {
+			continue
+		}
+		sum := 0
+		for d, c := range count {
+			count[d] = sum
+			sum += c
+		}
+		for _, k := range keys {
+			d := byte(k.key >> shift)
+			tmp[count[d]] = k
+			count[d]++
+		}
+		keys, tmp = tmp, keys
+	}
+	return keys
+}
+
+// sortKey is what sortBatch sorts: an id's 8 distinguishing bytes and the
+// entry's index in its batch.
+type sortKey struct {
+	key uint64
+	i   uint32
 }
 
 // runWriter appends entries to a run: to its last in-memory block, new

@@ -214,3 +214,37 @@ func TestSorterCloseEarly(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.Error(t, s.Finish())
 }
+
+// Ids of any bytes sort in byte order: prefixes of each other, zero bytes
+// (the sort keys are zero-padded), ids alike in their first 8 distinguishing
+// bytes, long shared prefixes.
+func TestSorterByteOrder(t *testing.T) {
+	t.Parallel()
+	alphabet := []byte{0x00, 0x01, 'a', 0xff}
+	for seed := uint64(0); seed < 100; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		prefix := bytes.Repeat([]byte{'P'}, rng.IntN(20))
+		var in []Ref
+		for i := 0; i < 1+rng.IntN(400); i++ {
+			id := bytes.Clone(prefix)
+			for n := rng.IntN(14); n > 0; n-- {
+				id = append(id, alphabet[rng.IntN(len(alphabet))])
+			}
+			if len(id) == 0 {
+				id = []byte{'a'}
+			}
+			in = append(in, Ref{ID: id, Hash: h(string(id)), Line: int32(i + 2)})
+		}
+		s := newSorter(SortOptions{}, 1+rng.IntN(500), 128)
+		for _, r := range in {
+			s.Add(r.ID, r.Hash, r.Line)
+		}
+		require.NoError(t, s.Finish())
+		want, wantDups := wantSorted(in)
+		require.Equal(t, want, walk(t, s.Iter()), "seed %d", seed)
+		dups, total := s.Duplicates()
+		require.Equal(t, int64(len(wantDups)), total)
+		require.Equal(t, nonNil(wantDups[:min(len(wantDups), DefaultMaxDuplicates)]), nonNil(dups), "seed %d", seed)
+		require.NoError(t, s.Close())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -238,6 +239,7 @@ func diffChild(ctx context.Context, args []string) error {
 	baseline := fs.Int64("baseline", 0, "")
 	baselineProducts := fs.Int64("baseline-products", 0, "")
 	cpuprofile := fs.String("cpuprofile", "", "")
+	memprofile := fs.String("memprofile", "", "write an allocation profile (every 4 KiB allocated) to this file")
 	spillDir := fs.String("spill-dir", "", "")
 	sortMemory := fs.Int64("sort-memory", 0, "")
 	if err := fs.Parse(args); err != nil {
@@ -263,11 +265,25 @@ func diffChild(ctx context.Context, args []string) error {
 		pprof.StartCPUProfile(f)
 		defer pprof.StopCPUProfile()
 	}
+	if *memprofile != "" {
+		runtime.MemProfileRate = 4096
+	}
 	start := time.Now()
 	err = h.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen})
 	elapsed := time.Since(start)
 	if err != nil {
 		return err
+	}
+	if *memprofile != "" {
+		f, err := os.Create(*memprofile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		runtime.GC() // the profile is as of the last collection
+		if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+			return err
+		}
 	}
 	c, err := diffOutcome(ctx, store, *gen)
 	if err != nil {
