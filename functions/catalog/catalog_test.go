@@ -246,3 +246,49 @@ func TestValidateRetailerID(t *testing.T) {
 		require.Error(t, ValidateRetailerID(bad), bad)
 	}
 }
+
+// The index reader refuses an index whose ids do not strictly increase
+// (the merge trusts it).
+func TestIndexReaderRejectsDisorder(t *testing.T) {
+	t.Parallel()
+	entry := func(shared int, suffix string) []byte {
+		b := []byte{byte(shared), byte(len(suffix))}
+		return append(append(b, suffix...), make([]byte, 16)...)
+	}
+	for name, body := range map[string][]byte{
+		"smaller": append(entry(0, "b"), entry(0, "a")...),
+		"equal":   append(entry(0, "b"), entry(1, "")...),
+		"shorter": append(entry(0, "ba"), entry(1, "")...),
+	} {
+		r := NewIndexReader(bytes.NewReader(append([]byte(indexMagic), body...)))
+		_, err := r.NextRef()
+		require.NoError(t, err, name)
+		_, err = r.NextRef()
+		require.ErrorContains(t, err, "out of order", name)
+	}
+}
+
+// Without stopped generations the merge takes its short way: the same plan
+// as the general walk with a stopped generation equal to the baseline
+// (which touched nothing).
+func TestMergeShortWayMatches(t *testing.T) {
+	t.Parallel()
+	for seed := uint64(0); seed < 200; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 9))
+		gen := func() []IndexEntry {
+			var kv []string
+			for i := 0; i < 40; i++ {
+				if rng.IntN(3) > 0 {
+					kv = append(kv, fmt.Sprintf("p%02d", i), fmt.Sprint(rng.IntN(3)))
+				}
+			}
+			return entries(kv...)
+		}
+		base, next := gen(), gen()
+		short, err := Merge(next, &SliceIterator{Entries: base}, nil)
+		require.NoError(t, err)
+		long, err := Merge(next, &SliceIterator{Entries: base}, []IndexIterator{&SliceIterator{Entries: base}})
+		require.NoError(t, err)
+		require.Equal(t, long, short, "seed %d", seed)
+	}
+}

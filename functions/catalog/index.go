@@ -135,7 +135,10 @@ type IndexReader struct {
 	rerr  error
 	prev  []byte
 	start bool
+	read  int64 // entries read
 }
+
+func (ir *IndexReader) strictlyIncreasing() {}
 
 // maxEntry bounds an encoded entry: two varints, an id suffix of at most
 // 1<<16 bytes (a sanity bound; ids are at most 256 bytes) and the hash.
@@ -218,6 +221,12 @@ func (ir *IndexReader) NextRef() (Ref, error) {
 		}
 	}
 	p := n1 + n2
+	// Strictly increasing: the ids share prev[:shared], so the new one
+	// is greater exactly when its suffix is greater than the rest of prev.
+	if ir.read > 0 && bytes.Compare(b[p:p+int(suffix)], ir.prev[shared:]) <= 0 {
+		return Ref{}, fmt.Errorf("index out of order: %q after %q", append(ir.prev[:shared:shared], b[p:p+int(suffix)]...), ir.prev)
+	}
+	ir.read++
 	ir.prev = append(ir.prev[:shared], b[p:p+int(suffix)]...)
 	p += int(suffix)
 	var r Ref

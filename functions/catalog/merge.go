@@ -47,6 +47,9 @@ func MergeRefs(next RefIterator, baseline RefIterator, stopped []RefIterator, in
 	if err != nil {
 		return plan, fmt.Errorf("baseline index: %w", err)
 	}
+	if len(stopped) == 0 {
+		return mergeBaseline(nw, base, index)
+	}
 	stops := make([]*cursor, len(stopped))
 	for i, it := range stopped {
 		if stops[i], err = newCursor(it); err != nil {
@@ -126,11 +129,66 @@ func MergeRefs(next RefIterator, baseline RefIterator, stopped []RefIterator, in
 	}
 }
 
+// mergeBaseline is MergeRefs without stopped generations (the usual
+// case): one comparison an id decides.
+func mergeBaseline(nw, base *cursor, index *IndexWriter) (Plan, error) {
+	var plan Plan
+	for nw.ok || base.ok {
+		c := -1
+		switch {
+		case !nw.ok:
+			c = 1
+		case base.ok:
+			c = bytes.Compare(nw.cur.ID, base.cur.ID)
+		}
+		if c > 0 { // only in the baseline
+			plan.Deleted++
+			plan.Deletes = append(plan.Deletes, string(base.cur.ID))
+			if err := base.advance(); err != nil {
+				return plan, fmt.Errorf("baseline index: %w", err)
+			}
+			continue
+		}
+		switch {
+		case c < 0:
+			plan.Inserted++
+			plan.Upserts = append(plan.Upserts, nw.cur.Line)
+		case nw.cur.Hash != base.cur.Hash:
+			plan.Updated++
+			plan.Upserts = append(plan.Upserts, nw.cur.Line)
+		default:
+			plan.Unchanged++
+		}
+		if index != nil {
+			if err := index.AddRef(nw.cur.ID, nw.cur.Hash); err != nil {
+				return plan, err
+			}
+		}
+		if err := nw.advance(); err != nil {
+			return plan, fmt.Errorf("new entries: %w", err)
+		}
+		if c == 0 {
+			if err := base.advance(); err != nil {
+				return plan, fmt.Errorf("baseline index: %w", err)
+			}
+		}
+	}
+	return plan, nil
+}
+
 type cursor struct {
-	it   RefIterator
-	cur  Ref
-	ok   bool
-	prev []byte
+	it      RefIterator
+	cur     Ref
+	ok      bool
+	prev    []byte
+	ordered bool // the iterator checks its order itself
+}
+
+// orderedIterator is a RefIterator that yields strictly increasing ids or
+// an error, so that a cursor need not check.
+type orderedIterator interface {
+	RefIterator
+	strictlyIncreasing()
 }
 
 func newCursor(it RefIterator) (*cursor, error) {
@@ -138,10 +196,24 @@ func newCursor(it RefIterator) (*cursor, error) {
 	if it == nil {
 		return c, nil
 	}
+	_, c.ordered = it.(orderedIterator)
 	return c, c.advance()
 }
 
 func (c *cursor) advance() error {
+	if c.ordered {
+		e, err := c.it.NextRef()
+		if err == io.EOF {
+			c.ok = false
+			return nil
+		}
+		if err != nil {
+			c.ok = false
+			return err
+		}
+		c.cur, c.ok = e, true
+		return nil
+	}
 	had := c.ok
 	if had {
 		c.prev = append(c.prev[:0], c.cur.ID...)

@@ -639,6 +639,71 @@ func (s *Sorter) mergeRuns(runs []*run, toDisk bool) (*run, error) {
 	return out, nil
 }
 
+// WriteIndex writes the index of the entries (IndexWriter's format) to w,
+// and returns how many it wrote. Call it after Finish, on entries without
+// duplicates. It may run while another goroutine walks Iter: with one run
+// left (sorted input, or runs merged in memory) it only copies the run's
+// blocks without their lines (a run is front-coded the way an index is);
+// otherwise it writes what a merged walk yields.
+func (s *Sorter) WriteIndex(w io.Writer) (int64, error) {
+	if s.closed || !s.final {
+		return 0, errors.New("sorter not finished, or closed")
+	}
+	if s.ndups > 0 {
+		return 0, fmt.Errorf("%d duplicate product_ids: no index", s.ndups)
+	}
+	if len(s.runs) != 1 {
+		iw := NewIndexWriter(w)
+		it := s.Iter()
+		for {
+			r, err := it.NextRef()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				return iw.Count(), err
+			}
+			if err := iw.AddRef(r.ID, r.Hash); err != nil {
+				return iw.Count(), err
+			}
+		}
+		return iw.Count(), iw.Close()
+	}
+	rr := &runReader{s: s, r: s.runs[0]}
+	out := make([]byte, 0, runBlock)
+	out = append(out, indexMagic...)
+	var n int64
+	for ; rr.blk < len(rr.r.blocks); rr.blk++ {
+		if err := rr.load(); err != nil {
+			return n, err
+		}
+		for b := rr.data; len(b) > 0; n++ {
+			_, n1 := binary.Uvarint(b)
+			suffix, n2 := binary.Uvarint(b[max(n1, 0):])
+			end := n1 + n2 + int(suffix) + len(snapshot.Hash{})
+			if n1 <= 0 || n2 <= 0 || end > len(b) {
+				return n, fmt.Errorf("corrupt sorted run")
+			}
+			_, n3 := binary.Uvarint(b[end:])
+			if n3 <= 0 {
+				return n, fmt.Errorf("corrupt sorted run")
+			}
+			if len(out)+end > cap(out) {
+				if _, err := w.Write(out); err != nil {
+					return n, fmt.Errorf("write index: %w", err)
+				}
+				out = out[:0]
+			}
+			out = append(out, b[:end]...)
+			b = b[end+n3:]
+		}
+	}
+	if _, err := w.Write(out); err != nil {
+		return n, fmt.Errorf("write index: %w", err)
+	}
+	return n, nil
+}
+
 // Iter returns an iterator over every entry, sorted by product_id (then
 // line). Call it after Finish; it may be called again for another walk.
 func (s *Sorter) Iter() RefIterator {
@@ -646,7 +711,11 @@ func (s *Sorter) Iter() RefIterator {
 		return errIterator{errors.New("sorter closed")}
 	}
 	if len(s.runs) == 1 {
-		return &runReader{s: s, r: s.runs[0]}
+		rr := &runReader{s: s, r: s.runs[0]}
+		if s.ndups == 0 {
+			return uniqueIterator{rr}
+		}
+		return rr
 	}
 	m := &runMerge{}
 	for _, r := range s.runs {
@@ -655,8 +724,17 @@ func (s *Sorter) Iter() RefIterator {
 	if err := m.init(); err != nil {
 		return errIterator{err}
 	}
+	if s.ndups == 0 {
+		return uniqueIterator{m}
+	}
 	return m
 }
+
+// uniqueIterator is the iterator of a sorter without duplicates: its ids
+// strictly increase, which a merge then need not check.
+type uniqueIterator struct{ RefIterator }
+
+func (uniqueIterator) strictlyIncreasing() {}
 
 type errIterator struct{ err error }
 

@@ -116,6 +116,23 @@ func TestSorterProperty(t *testing.T) {
 					require.Equal(t, want, got, "seed %d pass %d", seed, pass)
 				}
 				require.Equal(t, int64(len(in)), s.Len())
+				// The index the sorter writes is the one an IndexWriter
+				// writes of the same walk.
+				var got bytes.Buffer
+				n, err := s.WriteIndex(&got)
+				if len(wantDups) > 0 {
+					require.Error(t, err, "no index of duplicates")
+				} else {
+					require.NoError(t, err)
+					require.Equal(t, int64(len(in)), n)
+					var want bytes.Buffer
+					iw := NewIndexWriter(&want)
+					for _, r := range walk(t, s.Iter()) {
+						require.NoError(t, iw.AddRef(r.ID, r.Hash))
+					}
+					require.NoError(t, iw.Close())
+					require.Equal(t, want.Bytes(), got.Bytes(), "seed %d", seed)
+				}
 				require.NoError(t, s.Close())
 				require.NoError(t, s.Close(), "Close twice")
 			}

@@ -352,6 +352,7 @@ func (r *run) diff(ctx context.Context) error {
 	if err != nil || rejected {
 		return err
 	}
+	read := time.Now()
 	if r.entries == nil {
 		// superseded while reading
 		return nil
@@ -406,9 +407,11 @@ func (r *run) diff(ctx context.Context) error {
 	r.h.Metrics.Emit(ctx, r.fields(), metrics.Count(metrics.RowsInserted, plan.Inserted), metrics.Count(metrics.RowsUpdated, plan.Updated),
 		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
 	r.retireIndexes(ctx, takeover.Baseline)
+	planned := time.Now()
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
-		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
+		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", planned.Sub(start).Milliseconds(),
+		"read_ms", read.Sub(start).Milliseconds(), "plan_ms", planned.Sub(read).Milliseconds())
 	if chunks == 0 {
 		var took []metrics.Value
 		if !r.job.EventTime.IsZero() {
@@ -421,7 +424,8 @@ func (r *run) diff(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds())
+	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds(),
+		"send_ms", time.Since(planned).Milliseconds())
 	return nil
 }
 
@@ -650,7 +654,9 @@ func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, 
 		}
 		stopped = append(stopped, it)
 	}
-	var iw *catalog.IndexWriter
+	// The index is written beside the walk, on the other core: it is the
+	// new entries alone, which the sorter copies from its runs.
+	var indexDone chan error
 	if !r.indexed {
 		r.abortIndex(ctx) // a walk that failed half way
 		w, err := r.h.blobs.Create(ctx, events.IndexKey(r.job.RetailerID, r.job.Generation))
@@ -658,17 +664,23 @@ func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, 
 			return catalog.Plan{}, fmt.Errorf("write index: %w", err)
 		}
 		r.index = w
-		iw = catalog.NewIndexWriter(w)
+		indexDone = make(chan error, 1)
+		go func() {
+			_, err := r.entries.WriteIndex(w)
+			indexDone <- err
+		}()
 	}
-	plan, err := catalog.MergeRefs(r.entries.Iter(), baseline, stopped, iw)
+	plan, err := catalog.MergeRefs(r.entries.Iter(), baseline, stopped, nil)
+	if indexDone != nil {
+		if ierr := <-indexDone; ierr != nil && err == nil {
+			return plan, fmt.Errorf("write index: %w", ierr)
+		}
+		if err == nil {
+			r.indexed = true
+		}
+	}
 	if err != nil {
 		return plan, fmt.Errorf("merge: %w", err)
-	}
-	if iw != nil {
-		if err := iw.Close(); err != nil {
-			return plan, err
-		}
-		r.indexed = true
 	}
 	if len(d.Stopped) == 0 {
 		r.plan, r.planBase = &plan, d.Baseline

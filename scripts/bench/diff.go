@@ -1,11 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -36,6 +36,11 @@ type diffResult struct {
 	Chunks    int   `json:"chunks"`
 	Sent      int   `json:"sent"`
 	PeakRSS   int64 `json:"peak_rss"` // VmHWM at exit
+	// The diff's own split, from its log lines: pass 1 (read, parse,
+	// sort), the plan (merge walks, index), pass 2 (chunks).
+	ReadMS int64 `json:"read_ms"`
+	PlanMS int64 `json:"plan_ms"`
+	SendMS int64 `json:"send_ms"`
 }
 
 // benchDiff: our diff of a generated 1M-row pair against `LC_ALL=C comm -3`
@@ -176,6 +181,7 @@ func benchDiff(ctx context.Context, args []string) error {
 			tableRow{mode.name + " input: snapshot MB/s", fmt.Sprintf("%.0f MB/s", rate(float64(pf.newBytes)/1e6, ours.elapsed)),
 				fmt.Sprintf("%.0f MB/s", rate(float64(pf.newBytes)/1e6, comm.elapsed)), ratio(rate(1, ours.elapsed), rate(1, comm.elapsed))},
 			tableRow{mode.name + " input: peak RSS", mib(rss), mib(comm.maxRSS), rssNote},
+			tableRow{mode.name + " input: pass 1 / plan / pass 2", fmt.Sprintf("%d / %d / %d ms", ours.res.ReadMS, ours.res.PlanMS, ours.res.SendMS), "-", "-"},
 		)
 	}
 	table = append(table, tableRow{"first load (no baseline): time", first.elapsed.Round(time.Millisecond).String(), "-", "-"},
@@ -253,7 +259,8 @@ func diffChild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewJSONHandler(io.Discard, nil))
+	var logs bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	h := diff.New(diff.Config{SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 16 << 30,
 		SortMemoryBytes: *sortMemory, SpillDir: *spillDir}, store, blobs, queue, log)
 	if *cpuprofile != "" {
@@ -289,8 +296,25 @@ func diffChild(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	return json.NewEncoder(os.Stdout).Encode(diffResult{ElapsedNS: elapsed.Nanoseconds(), Inserted: c.Inserted, Updated: c.Updated,
-		Deleted: c.Deleted, Unchanged: c.Unchanged, Chunks: c.ChunksTotal, Sent: queue.Sent(), PeakRSS: selfHWM()})
+	res := diffResult{ElapsedNS: elapsed.Nanoseconds(), Inserted: c.Inserted, Updated: c.Updated,
+		Deleted: c.Deleted, Unchanged: c.Unchanged, Chunks: c.ChunksTotal, Sent: queue.Sent(), PeakRSS: selfHWM()}
+	for _, line := range bytes.Split(logs.Bytes(), []byte("\n")) {
+		var l struct {
+			Msg    string `json:"msg"`
+			ReadMS *int64 `json:"read_ms"`
+			PlanMS *int64 `json:"plan_ms"`
+			SendMS *int64 `json:"send_ms"`
+		}
+		if json.Unmarshal(line, &l) != nil {
+			continue
+		}
+		for _, f := range []struct{ from, to *int64 }{{l.ReadMS, &res.ReadMS}, {l.PlanMS, &res.PlanMS}, {l.SendMS, &res.SendMS}} {
+			if f.from != nil {
+				*f.to = *f.from
+			}
+		}
+	}
+	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
 func median(ms []measured) measured {
