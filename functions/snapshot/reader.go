@@ -111,6 +111,7 @@ type rowParser struct {
 	fields  [][]byte
 	scratch []byte
 	offs    []int
+	plain   bool // the record in fields is plain (splitPlain)
 
 	// JSON Lines
 	canon canonicalizer
