@@ -151,6 +151,11 @@ func (r *Reader) split(p *pipeline) {
 		maxBytes, maxRecs = r.batchBytes, r.batchRecords
 	}
 	for {
+		if r.Lines != nil && !r.skipToWanted() {
+			b.term = io.EOF
+			send()
+			return
+		}
 		raw, err := r.record(quoteAware)
 		if err != nil {
 			b.term = err

@@ -297,6 +297,9 @@ func (r *Reader) nextRow() (RowView, error) {
 		return RowView{}, io.EOF
 	}
 	for {
+		if r.Lines != nil && !r.skipToWanted() {
+			return RowView{}, io.EOF
+		}
 		raw, err := r.record(!r.jsonl)
 		if err != nil {
 			return RowView{}, err
@@ -409,6 +412,36 @@ func (r *Reader) AttributeNames() []string {
 
 // wanted reports whether the record starting on line is to be read (Lines),
 // and drops the lines passed.
+// skipToWanted, reading Lines, moves to the start of the next wanted line
+// by counting line feeds, without splitting the records before it: Lines
+// come from a first pass over the same bytes, so each starts a record (a
+// record spanning lines counts its line feeds like any other). It returns
+// false when no wanted line is left: the rest of the input is not read.
+// At the end of the input or on a read error it stops, for record to
+// report it.
+func (r *Reader) skipToWanted() bool {
+	if r.skipping {
+		return true
+	}
+	r.wanted(r.line) // drops the lines already passed
+	if len(r.lines) == 0 {
+		return false
+	}
+	for target := int(r.lines[0]); r.line < target; {
+		i := bytes.IndexByte(r.buf[r.r:r.w], '\n')
+		if i < 0 {
+			r.r = r.w
+			if !r.more() {
+				return true
+			}
+			continue
+		}
+		r.r += i + 1
+		r.line++
+	}
+	return true
+}
+
 func (r *Reader) wanted(line int) bool {
 	if r.Lines == nil {
 		return true
