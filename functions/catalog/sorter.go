@@ -223,12 +223,22 @@ func (s *Sorter) Finish() error {
 	}
 	close(s.flushes)
 	<-s.done
-	s.pend = nil
+	s.release()
 	if s.err != nil {
 		return s.err
 	}
 	s.err = s.finishRuns()
+	s.free = nil // no block is made after Finish
 	return s.err
+}
+
+// release drops the batches and the sort's scratch, which only Add needs.
+func (s *Sorter) release() {
+	s.pend = nil
+	for len(s.spare) > 0 {
+		<-s.spare
+	}
+	s.keys, s.keysTmp, s.sorted = nil, nil, nil
 }
 
 // finishRuns leaves as few runs as it can and collects the duplicates:
@@ -292,7 +302,7 @@ func (s *Sorter) Close() error {
 		s.final = true
 		close(s.flushes)
 		<-s.done
-		s.pend = nil
+		s.release()
 	}
 	s.closed = true
 	s.runs, s.free = nil, nil

@@ -565,6 +565,12 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	}
 	r.entries, r.products, r.sizes, keep = entries, entries.Len(), sizes, true
 	r.names = rd.AttributeNames()
+	// What pass 1 allocated besides the sorted runs (the parser's batches,
+	// the sorter's) is garbage now; collecting it here, while the live
+	// heap is small and holds few pointers (the runs are byte blocks: a
+	// few ms), keeps the heap of the merge and pass 2 near twice the runs
+	// instead of twice what pass 1 had live at its last collection.
+	runtime.GC()
 	return false, nil
 }
 
