@@ -524,7 +524,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			return true, r.reject(ctx, se)
 		}
 		if err != nil {
-			return false, fmt.Errorf("read snapshot: %w", err)
+			return r.rejectOrFail(ctx, err)
 		}
 		entries.Add(row.ID, row.Hash, int32(row.Line))
 		sizes.Add(int32(row.Line), events.UpsertLineLen(row.ID, row.AttributesLen))
