@@ -201,21 +201,8 @@ func newCursor(it RefIterator) (*cursor, error) {
 }
 
 func (c *cursor) advance() error {
-	if c.ordered {
-		e, err := c.it.NextRef()
-		if err == io.EOF {
-			c.ok = false
-			return nil
-		}
-		if err != nil {
-			c.ok = false
-			return err
-		}
-		c.cur, c.ok = e, true
-		return nil
-	}
-	had := c.ok
-	if had {
+	check := c.ok && !c.ordered
+	if check {
 		c.prev = append(c.prev[:0], c.cur.ID...)
 	}
 	e, err := c.it.NextRef()
@@ -227,7 +214,7 @@ func (c *cursor) advance() error {
 		c.ok = false
 		return err
 	}
-	if had && bytes.Compare(e.ID, c.prev) <= 0 {
+	if check && bytes.Compare(e.ID, c.prev) <= 0 {
 		return fmt.Errorf("index out of order: %q after %q", e.ID, c.prev)
 	}
 	c.cur, c.ok = e, true

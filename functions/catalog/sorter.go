@@ -270,16 +270,8 @@ func (s *Sorter) finishRuns() error {
 		all = s.runs[0].dups
 	default:
 		t := dupTracker{list: &all}
-		it := s.Iter()
-		for {
-			r, err := it.NextRef()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return fmt.Errorf("look for duplicate product_ids: %w", err)
-			}
-			t.see(r.ID, r.Line)
+		if err := s.walk(func(r Ref) error { t.see(r.ID, r.Line); return nil }); err != nil {
+			return fmt.Errorf("look for duplicate product_ids: %w", err)
 		}
 	}
 	s.dups, s.ndups = all.sorted(), all.total
@@ -664,18 +656,8 @@ func (s *Sorter) WriteIndex(w io.Writer) (int64, error) {
 	}
 	if len(s.runs) != 1 {
 		iw := NewIndexWriter(w)
-		it := s.Iter()
-		for {
-			r, err := it.NextRef()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return iw.Count(), err
-			}
-			if err := iw.AddRef(r.ID, r.Hash); err != nil {
-				return iw.Count(), err
-			}
+		if err := s.walk(func(r Ref) error { return iw.AddRef(r.ID, r.Hash) }); err != nil {
+			return iw.Count(), err
 		}
 		return iw.Count(), iw.Close()
 	}
@@ -712,6 +694,23 @@ func (s *Sorter) WriteIndex(w io.Writer) (int64, error) {
 		return n, fmt.Errorf("write index: %w", err)
 	}
 	return n, nil
+}
+
+// walk calls fn for every entry, in order, until it returns an error.
+func (s *Sorter) walk(fn func(Ref) error) error {
+	it := s.Iter()
+	for {
+		r, err := it.NextRef()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
 }
 
 // Iter returns an iterator over every entry, sorted by product_id (then

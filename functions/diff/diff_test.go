@@ -289,26 +289,6 @@ func TestRejectsDuplicateIDs(t *testing.T) {
 	require.ErrorIs(t, err, blob.ErrNotFound, "a rejected snapshot has no index")
 }
 
-// A rejection lists the reader's problems and the duplicates together, in
-// line order: the first problem by line is the one the status shows,
-// whichever kind it is.
-func TestRejectionMergesDuplicatesWithRowProblems(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, 1000)
-	dupFirst := f.upload([]byte("product_id,price\na,1\nb,1\na,2\n\"c,3\n"))
-	f.diff(dupFirst)
-	st := f.status(dupFirst)
-	require.Equal(t, catalog.StateRejected, st.State)
-	require.Equal(t, []any{"duplicate_product_id", 4}, []any{st.ErrorCode, st.ErrorLine})
-
-	rowFirst := f.upload([]byte("product_id,price\na,1\nc,3,extra\nb,1\na,2\n"))
-	f.diff(rowFirst)
-	st = f.status(rowFirst)
-	require.Equal(t, catalog.StateRejected, st.State)
-	require.Equal(t, []any{"malformed_csv", 3}, []any{st.ErrorCode, st.ErrorLine})
-	require.Empty(t, f.take())
-}
-
 // The new generation's index appears only once the generation took over:
 // a held snapshot leaves none (its upload is aborted), an applied one has
 // it before its first chunk is sent.

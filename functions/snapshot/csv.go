@@ -120,10 +120,7 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 	if len(p.fields) != len(p.names) {
 		return nil, lineErr(CodeMalformedCSV, line, "column count %d, header has %d", len(p.fields), len(p.names))
 	}
-	if p.plain {
-		return p.csvPlainRow(line)
-	}
-	if !utf8.Valid(rec) {
+	if !p.plain && !utf8.Valid(rec) {
 		for i, f := range p.fields {
 			if !utf8.Valid(f) {
 				return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 in column %q", p.names[i])
@@ -138,28 +135,13 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 	out := append(p.out[:0], '{')
 	for k, col := range p.order {
 		out = append(out, p.prefixes[k]...)
-		out = appendJSONString(out, p.fields[col])
-	}
-	p.out = append(out, '}')
-	if e := p.checkSize(line); e != nil {
-		return nil, e
-	}
-	return id, nil
-}
-
-// csvPlainRow is csvRow for a plain record (splitPlain): valid UTF-8, and
-// every field is its own JSON string content.
-func (p *rowParser) csvPlainRow(line int) ([]byte, *Error) {
-	id := p.fields[p.idCol]
-	if code, reason := productIDProblem(id); code != "" {
-		return nil, lineErr(code, line, "%s", reason)
-	}
-	out := append(p.out[:0], '{')
-	for k, col := range p.order {
-		out = append(out, p.prefixes[k]...)
-		out = append(out, '"')
-		out = append(out, p.fields[col]...)
-		out = append(out, '"')
+		if p.plain { // valid UTF-8 with nothing to escape: the field is its own JSON content
+			out = append(out, '"')
+			out = append(out, p.fields[col]...)
+			out = append(out, '"')
+		} else {
+			out = appendJSONString(out, p.fields[col])
+		}
 	}
 	p.out = append(out, '}')
 	if e := p.checkSize(line); e != nil {
