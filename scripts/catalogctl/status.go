@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -150,7 +151,7 @@ func statusNote(s apiclient.Status) string {
 	switch {
 	case s.SupersededBy != nil:
 		return fmt.Sprintf("superseded by %d", *s.SupersededBy)
-	case s.Error != nil && s.Error.Line != nil:
+	case s.Error != nil && s.Error.Line != nil && !strings.HasPrefix(s.Error.Message, fmt.Sprintf("line %d:", *s.Error.Line)):
 		return fmt.Sprintf("%s at line %d: %s", s.Error.Code, *s.Error.Line, s.Error.Message)
 	case s.Error != nil:
 		return fmt.Sprintf("%s: %s", s.Error.Code, s.Error.Message)

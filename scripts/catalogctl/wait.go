@@ -42,6 +42,15 @@ func exitCodeFor(state string) int {
 	return exitFailed
 }
 
+// stateNotes say what an upload is doing in each state that is not settled.
+var stateNotes = map[string]string{
+	"awaiting_upload": " (no file taken yet: it is picked up a moment after the PUT)",
+	"received":        " (the file arrived; its diff starts)",
+	"diffing":         " (reading the file whole and comparing it with the applied catalog)",
+	"applying":        " (writing the changes, chunk by chunk)",
+	"held":            " (confirmed; the diff takes it up again)", // only followed after confirm
+}
+
 // waiter follows one upload until it settles.
 type waiter struct {
 	retailer string
@@ -85,7 +94,9 @@ func (w waiter) wait(ctx context.Context, c *Call) (json.RawMessage, apiclient.S
 					chunks.Finish()
 					chunks = nil
 				}
-				fmt.Fprintf(c.Stderr, "%s: %s\n", name, st.State)
+				if !w.done(st) { // a settled state is told by the caller, with its details
+					fmt.Fprintf(c.Stderr, "%s: %s%s\n", name, st.State, stateNotes[st.State])
+				}
 				lastState = st.State
 			}
 			if st.State == "applying" && st.Chunks.Total > 0 {
@@ -189,11 +200,8 @@ func printProblems(c *Call, raw json.RawMessage) {
 			fmt.Fprintf(&b, "  ... and %d more in the status JSON\n", len(body.Error.Problems)-shown)
 			break
 		}
-		line := "-"
-		if p.Line != nil {
-			line = fmt.Sprint(*p.Line)
-		}
-		fmt.Fprintf(&b, "  line %s: %s: %s\n", line, p.Code, p.Message)
+		// The message names its line ("line 12: ..."), when it has one.
+		fmt.Fprintf(&b, "  %s: %s\n", p.Code, p.Message)
 	}
-	fmt.Fprintf(c.Stderr, "%d problems:\n%s", len(body.Error.Problems), b.String())
+	fmt.Fprintf(c.Stderr, "%s:\n%s", plural(len(body.Error.Problems), "problem"), b.String())
 }

@@ -113,6 +113,12 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	if *replicas < 0 {
 		return errors.New("--replicas must be 0 or more")
 	}
+	// Before anything starts: a second up (or anything else) on the address.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("cannot serve the API on %s (is another up running? --addr 127.0.0.1:8081 serves elsewhere): %w", *addr, err)
+	}
+	ln.Close()
 	token, err := adminToken(*dataDir)
 	if err != nil {
 		return err

@@ -295,9 +295,11 @@ type Stack struct {
 }
 
 // Start brings the stack up. Close stops everything it started.
-func Start(ctx context.Context, o Options) (st *Stack, err error) {
+func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	o.defaults()
-	st = &Stack{Options: o, AdminToken: o.AdminToken}
+	// st is not the named result: the goroutines started below use it, and
+	// on an error the result is nil while Close stops them.
+	st := &Stack{Options: o, AdminToken: o.AdminToken}
 	defer func() {
 		if err != nil {
 			st.Close()
