@@ -61,3 +61,29 @@ func TestOpenAPIEnumeratesEveryErrorCode(t *testing.T) {
 	require.Equal(t, rejections, enum(schemas["Status"].Value, "error", "problems", "[]", "code"),
 		"rejection codes vs the Status schema's error.problems[].code enum in docs/openapi.yaml")
 }
+
+// Every operation of docs/openapi.yaml documents the request id header on
+// each of its answers and API Gateway's own errors as its default answer,
+// so that a route added later cannot leave them out.
+func TestOpenAPIDocumentsRequestIDsAndGatewayErrors(t *testing.T) {
+	t.Parallel()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromFile(openAPIPath)
+	require.NoError(t, err)
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			def := op.Responses.Default()
+			if def == nil || def.Ref != "#/components/responses/Gateway" {
+				t.Errorf("%s %s: no default: { $ref: \"#/components/responses/Gateway\" } (API Gateway's own errors)", method, path)
+			}
+			for status, resp := range op.Responses.Map() {
+				if status == "default" {
+					continue
+				}
+				if h := resp.Value.Headers["X-Request-Id"]; h == nil || h.Ref != "#/components/headers/RequestID" {
+					t.Errorf("%s %s %s: no X-Request-Id: { $ref: \"#/components/headers/RequestID\" } header", method, path, status)
+				}
+			}
+		}
+	}
+}
