@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 )
 
 // check reads a file as the diff does, on the user's machine: exit 0 and a
@@ -22,7 +24,7 @@ func TestCheck(t *testing.T) {
 		require.NoError(t, os.WriteFile(path, data, 0o644))
 		return path
 	}
-	good := write("good.csv.gz", gzipped(t, []byte("product_id,title,price\nA,Lamp,1\nB,\"Desk, oak\",2\n")))
+	good := write("good.csv.gz", fixtures.Gzip([]byte("product_id,title,price\nA,Lamp,1\nB,\"Desk, oak\",2\n")))
 	r := runTool(t, nil, "check", good)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, good+": csv, 2 products, attributes: price, title\n", r.stdout)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"go/ast"
 	"go/parser"
@@ -18,6 +17,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
 
@@ -109,7 +109,7 @@ func TestGuideExamplesGiveTheirCodes(t *testing.T) {
 		snapshot.CodeInvalidUTF8:        []byte("product_id,title\nSKU-1,Desk lamp\nSKU-2,Caf\xe9 table\n"),
 		snapshot.CodeRowTooLarge:        []byte("product_id,title\nSKU-1,\"never closed\n" + strings.Repeat("SKU-2,x\n", 1<<18)),
 		snapshot.CodeAttributesTooLarge: []byte("product_id,description\nSKU-1," + strings.Repeat("x", 300<<10) + "\n"),
-		snapshot.CodeBadGzip:            gzipped(t, []byte("product_id,title\nSKU-1,Desk lamp\n"))[:20],
+		snapshot.CodeBadGzip:            fixtures.Gzip([]byte("product_id,title\nSKU-1,Desk lamp\n"))[:20],
 	}
 	withoutFile := []string{snapshot.CodeFileTooLarge} // a limit of the server's, not of the file's form
 	for _, code := range snapshot.Codes {
@@ -151,15 +151,6 @@ func TestGuideExamplesGiveTheirCodes(t *testing.T) {
 			require.Positive(t, rep.Products)
 		}
 	}
-}
-
-func gzipped(t *testing.T, data []byte) []byte {
-	var b bytes.Buffer
-	zw := gzip.NewWriter(&b)
-	_, err := zw.Write(data)
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	return b.Bytes()
 }
 
 // The guide's Go receiver is Go, and checks the headers the webhooks
