@@ -46,12 +46,14 @@ func TestDiagramsFollowTheCode(t *testing.T) {
 	}
 	transition := regexp.MustCompile(`^\s*(\S+)\s+-->\s+([^\s:]+)`)
 	drawn := map[string]bool{}
+	edges := map[[2]string]bool{} // from, to
 	for _, line := range strings.Split(states, "\n")[1:] {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
 		m := transition.FindStringSubmatch(line)
 		require.NotNil(t, m, "not a transition: %q", line)
+		edges[[2]string{m[1], m[2]}] = true
 		for _, s := range m[1:] {
 			if s != "[*]" {
 				drawn[s] = true
@@ -71,6 +73,23 @@ func TestDiagramsFollowTheCode(t *testing.T) {
 		}
 	}), "states in the diagram vs catalog.States")
 
+	// The transitions are those of the store's SQL, both ways.
+	moves := stateMoves(t)
+	require.NotEmpty(t, moves)
+	for move, query := range moves {
+		require.True(t, edges[move], "%s moves a generation from %s to %s: the state diagram has no such arrow", query, move[0], move[1])
+	}
+	for edge := range edges {
+		if edge[0] != "[*]" && edge[1] != "[*]" {
+			require.Contains(t, moves, edge, "the state diagram's arrow %s --> %s: no query of functions/pgstore/queries.sql makes that move", edge[0], edge[1])
+		}
+	}
+	for _, s := range catalog.States {
+		if s.Terminal() {
+			require.True(t, edges[[2]string{string(s), "[*]"}], "%s is final: the diagram ends it with --> [*]", s)
+		}
+	}
+
 	var flow string
 	for _, doc := range []string{"README.md", "docs/ARCHITECTURE.md"} {
 		blocks := mermaidBlocks(t, doc, "flowchart")
@@ -87,4 +106,68 @@ func TestDiagramsFollowTheCode(t *testing.T) {
 		name := filepath.Base(filepath.Dir(filepath.Dir(main)))
 		require.Regexp(t, `(?m)^\s+`+name+`\["`+name+` λ"\]`, flow, "the flow diagram has no node for the %s function", name)
 	}
+}
+
+// stateMoves reads the generation state changes of the store's SQL
+// (functions/pgstore/queries.sql): for each "UPDATE generations SET state =
+// ..." statement, every state its SET can write, from every state its WHERE
+// allows ("state = 'x'", "state IN (...)", "state NOT IN (...)"). The answer
+// maps each move (from, to) to a query that makes it.
+func stateMoves(t *testing.T) map[[2]string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "functions", "pgstore", "queries.sql"))
+	require.NoError(t, err)
+	known := map[string]bool{}
+	for _, s := range catalog.States {
+		known[string(s)] = true
+	}
+	literals := func(text string) []string {
+		var out []string
+		for _, m := range regexp.MustCompile(`'([a-z_]+)'`).FindAllStringSubmatch(text, -1) {
+			if known[m[1]] {
+				out = append(out, m[1])
+			}
+		}
+		return out
+	}
+	name := regexp.MustCompile(`(?m)^-- name: (\S+)$`)
+	update := regexp.MustCompile(`(?s)UPDATE generations\s+SET\s+state\s*=(.*?)\sWHERE\s(.*?);`)
+	from := regexp.MustCompile(`\bstate\s*(=\s*'[a-z_]+'|NOT IN\s*\([^)]*\)|IN\s*\([^)]*\))`)
+	moves := map[[2]string]string{}
+	text := string(raw)
+	locs := name.FindAllStringSubmatchIndex(text, -1)
+	for i, loc := range locs {
+		end := len(text)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		query := text[loc[2]:loc[3]]
+		for _, u := range update.FindAllStringSubmatch(text[loc[1]:end], -1) {
+			to := literals(u[1])
+			require.NotEmpty(t, to, "%s: a state change to no state the code knows", query)
+			conds := from.FindAllStringSubmatch(u[2], -1)
+			require.Len(t, conds, 1, "%s: the WHERE should name the states it moves from once", query)
+			var sources []string
+			switch cond := conds[0][1]; {
+			case strings.HasPrefix(cond, "NOT IN"):
+				excluded := literals(cond)
+				for _, s := range catalog.States {
+					if !slices.Contains(excluded, string(s)) {
+						sources = append(sources, string(s))
+					}
+				}
+			default:
+				sources = literals(cond)
+			}
+			require.NotEmpty(t, sources, query)
+			for _, f := range sources {
+				for _, to := range to {
+					if f != to {
+						moves[[2]string{f, to}] = query
+					}
+				}
+			}
+		}
+	}
+	return moves
 }
