@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -187,7 +188,7 @@ type poller struct {
 
 // work is one concurrency slot: receive a batch, invoke, settle, repeat.
 func (p *poller) work(ctx context.Context, worker int) {
-	log := p.opts.Logger.With("queue", p.opts.QueueARN, "worker", worker)
+	log := p.opts.Logger.With("queue_arn", p.opts.QueueARN, "worker", worker)
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		msgs, err := p.receive(ctx)
@@ -342,8 +343,7 @@ func (p *poller) delete(msgs []types.Message, log *slog.Logger) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 	defer cancel()
-	for start := 0; start < len(msgs); start += 10 {
-		chunk := msgs[start:min(start+10, len(msgs))]
+	for chunk := range slices.Chunk(msgs, 10) {
 		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
 		for i, m := range chunk {
 			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle}
@@ -364,12 +364,22 @@ func (p *poller) delete(msgs []types.Message, log *slog.Logger) {
 func (p *poller) release(msgs []types.Message, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 	defer cancel()
-	entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(msgs))
-	for i, m := range msgs {
-		entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}
-	}
-	if _, err := p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries}); err != nil {
-		log.Warn("eventsource: releasing unprocessed messages failed; they come back after the visibility timeout", "messages", len(msgs), "error", err)
+	// A batch gathered over a window holds more than the ten entries one
+	// SQS batch call takes.
+	for chunk := range slices.Chunk(msgs, 10) {
+		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+		for i, m := range chunk {
+			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}
+		}
+		out, err := p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
+		if err != nil {
+			log.Warn("eventsource: releasing unprocessed messages failed; they come back after the visibility timeout", "messages", len(chunk), "error", err)
+			continue
+		}
+		for _, f := range out.Failed {
+			log.Warn("eventsource: releasing an unprocessed message failed; it comes back after the visibility timeout",
+				"entry", aws.ToString(f.Id), "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
+		}
 	}
 }
 

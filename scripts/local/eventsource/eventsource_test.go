@@ -369,3 +369,33 @@ func TestBatchWindowGathers(t *testing.T) {
 	require.Len(t, rec.seen, 25)
 	require.Len(t, rec.batches, 1, "one invocation for the window: %v", rec.batches)
 }
+
+// A batch gathered over a window and cut short by a stop is released at
+// once, all of it: more than the ten messages one SQS call takes.
+func TestStopReleasesAGatheredBatch(t *testing.T) {
+	t.Parallel()
+	q := queue(t, "release", 10)
+	var bodies []string
+	for i := range 23 {
+		bodies = append(bodies, fmt.Sprintf("r%d", i))
+	}
+	sendN(t, q, bodies...)
+	var invoked atomic.Bool
+	stop := run(t, eventsource.Options{QueueURL: q, BatchSize: 100, BatchWindow: 3 * time.Second, Concurrency: 1,
+		HandlerTimeout: 5 * time.Second, VisibilityTimeout: 5 * time.Minute},
+		func(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
+			invoked.Store(true)
+			return events.SQSEventResponse{}, nil
+		})
+	count := func(attr types.QueueAttributeName) string {
+		out, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q),
+			AttributeNames: []types.QueueAttributeName{attr}})
+		require.NoError(t, err)
+		return out.Attributes[string(attr)]
+	}
+	require.Eventually(t, func() bool { return count(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible) == "23" },
+		5*time.Second, 20*time.Millisecond, "the poller gathers every message")
+	stop()
+	require.False(t, invoked.Load(), "stopped inside the window")
+	require.Equal(t, "23", count(types.QueueAttributeNameApproximateNumberOfMessages), "released, not left for the 5-minute visibility timeout")
+}
