@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/webhook"
@@ -150,6 +152,62 @@ func TestGuideExamplesGiveTheirCodes(t *testing.T) {
 			require.Empty(t, rep.Problems, "an example file of docs/RETAILERS.md:\n%s", file)
 			require.Positive(t, rep.Products)
 		}
+	}
+}
+
+// guideExamples are the example files of the guide's sections on file
+// problems, each with the message its section shows.
+type guideExample struct {
+	code, message string
+	format        snapshot.Format
+	file          []byte
+}
+
+func guideExamples(t *testing.T, g guide) []guideExample {
+	t.Helper()
+	var out []guideExample
+	for _, code := range snapshot.Codes {
+		section := g.sections["`"+code+"`"]
+		for _, format := range []snapshot.Format{snapshot.FormatCSV, snapshot.FormatJSONL} {
+			for _, file := range fenced(section, string(format)) {
+				shown := fenced(section, "text")
+				require.NotEmpty(t, shown, "%s: the section shows the message in a ```text block", code)
+				out = append(out, guideExample{code: code, message: strings.TrimSpace(shown[0]), format: format, file: []byte(file)})
+			}
+		}
+	}
+	return out
+}
+
+// guideHoldError is the "error" a hold's section of the guide shows.
+func guideHoldError(t *testing.T, g guide, code string) events.StatusError {
+	t.Helper()
+	blocks := fenced(g.sections["`"+code+"`"], "json")
+	require.Len(t, blocks, 1, "%s: one ```json block with the status's error", code)
+	var e struct{ Error events.StatusError }
+	require.NoError(t, json.Unmarshal([]byte("{"+blocks[0]+"}"), &e), "%s: %s", code, blocks[0])
+	require.Equal(t, code, e.Error.Code)
+	return e.Error
+}
+
+// The holds' sections show the messages the hold rules write, for the
+// cases they describe.
+func TestGuideHoldMessages(t *testing.T) {
+	t.Parallel()
+	g := readGuide(t)
+	cases := map[string]catalog.HoldInput{
+		catalog.HoldEmptySnapshot: {BaselineProducts: 1000},
+		catalog.HoldMassDelete:    {BaselineProducts: 1000, NewProducts: 400, Deletes: 600},
+		catalog.HoldMassUpdate: {BaselineProducts: 1000, NewProducts: 1000, Updates: 1000,
+			BaselineNames: []string{"price", "title"}, NewNames: []string{"price_eur", "title"}},
+	}
+	require.Len(t, cases, len(catalog.HoldCodes))
+	for _, code := range catalog.HoldCodes {
+		shown := guideHoldError(t, g, code)
+		gotCode, message := catalog.DefaultHoldPolicy.HoldReason(cases[code])
+		require.Equal(t, code, gotCode)
+		require.Equal(t, message, shown.Message, code)
+		require.Nil(t, shown.Line, code)
 	}
 }
 

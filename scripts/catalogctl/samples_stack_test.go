@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
 
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 )
@@ -13,7 +17,10 @@ import (
 // The sample files of docs/samples pass check and are applied when
 // uploaded with catalogctl as docs/RETAILERS.md shows (the JSON Lines one
 // gzipped on the way), each replacing the catalog before it; the storefront
-// then serves them, an id with "/" and a space included.
+// then serves them, an id with "/" and a space included. Then the guide's
+// examples of bad files, uploaded, are rejected by the server with the
+// code, line and message the guide shows, nothing of them applied; and an
+// empty file is held with the guide's message.
 func TestSamplesApplied(t *testing.T) {
 	t.Parallel()
 	for _, sample := range []string{"../../docs/samples/catalog.csv", "../../docs/samples/catalog.jsonl"} {
@@ -28,6 +35,21 @@ func TestSamplesApplied(t *testing.T) {
 	st := statusOf(t, r)
 	require.Equal(t, "applied", st.State)
 	require.EqualValues(t, 10, st.Changes.Inserted)
+	// The guide's quick start shows this upload's output: its lines that do
+	// not depend on timing are the tool's.
+	g := readGuide(t)
+	shown := fenced(g.sections["Quick start"], "text")
+	require.Len(t, shown, 1, "the quick start shows upload's output in a ```text block")
+	stderr := strings.ReplaceAll(r.stderr, "../../docs/samples/", "docs/samples/")
+	for _, line := range strings.Split(shown[0], "\n") {
+		switch {
+		case strings.HasPrefix(line, "acme/1: generation"), strings.HasPrefix(line, "uploading: 100%"), strings.HasPrefix(line, "acme/1: applied:"):
+			require.Contains(t, stderr, line+"\n", "the quick start's output vs the tool's")
+		case strings.HasPrefix(line, `  "state"`):
+			require.Equal(t, `  "state": "applied",`, line)
+			require.Contains(t, r.stdout, line)
+		}
+	}
 
 	api := apiclient.New(admin[apiVar])
 	attributes := func(productID string) map[string]any {
@@ -49,4 +71,29 @@ func TestSamplesApplied(t *testing.T) {
 	require.EqualValues(t, 6, st.Changes.Inserted)
 	require.EqualValues(t, 10, st.Changes.Deleted, "the CSV sample's products: each upload is the whole catalog")
 	require.Equal(t, []any{"red", "steel"}, attributes("SKU-2001")["colors"])
+
+	examples := guideExamples(t, g)
+	require.NotEmpty(t, examples)
+	for i, ex := range examples {
+		name := fmt.Sprintf("example-%d.%s", i, ex.format)
+		r = runTool(t, vars, "upload", "--retailer", "acme", writeFile(t, name, ex.file))
+		require.Equal(t, 2, r.code, "%s (%s): %s", ex.code, name, r.stderr)
+		st = statusOf(t, r)
+		require.Equal(t, "rejected", st.State, ex.code)
+		require.Equal(t, ex.code, st.Error.Code)
+		require.Equal(t, ex.message, st.Error.Message, "%s: the server's message vs the guide's", ex.code)
+		require.NotNil(t, st.Error.Line, ex.code)
+		require.Contains(t, ex.message, fmt.Sprintf("line %d:", *st.Error.Line), ex.code)
+	}
+	products, err := api.Catalog(context.Background(), "acme")
+	require.NoError(t, err)
+	require.Len(t, products, 6, "the rejected files changed nothing: the JSON Lines sample is the catalog")
+
+	r = runTool(t, vars, "upload", "--retailer", "acme", writeFile(t, "empty.csv", []byte("product_id,title\n")))
+	require.Equal(t, 3, r.code, r.stderr)
+	st = statusOf(t, r)
+	require.Equal(t, "held", st.State)
+	hold := guideHoldError(t, g, catalog.HoldEmptySnapshot)
+	require.Equal(t, hold.Code, st.Error.Code)
+	require.Equal(t, hold.Message, st.Error.Message)
 }
