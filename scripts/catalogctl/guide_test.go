@@ -211,13 +211,18 @@ func TestGuideHoldMessages(t *testing.T) {
 	}
 }
 
-// The guide's Go receiver is Go, and checks the headers the webhooks
-// consumer sends, the signature in the form it writes.
+// The guide's Go receiver is docs/samples/webhookreceiver/receiver.go, word
+// for word (TestSamplesApplied has it verify real deliveries), and checks
+// the headers the webhooks consumer sends, the signature in the form it
+// writes.
 func TestGuideWebhookSampleIsGo(t *testing.T) {
 	t.Parallel()
 	g := readGuide(t)
 	samples := fenced(g.sections["Webhooks"], "go")
 	require.Len(t, samples, 1)
+	receiver, err := os.ReadFile("../../docs/samples/webhookreceiver/receiver.go")
+	require.NoError(t, err)
+	require.Equal(t, string(receiver), samples[0], "the guide's Go receiver vs docs/samples/webhookreceiver/receiver.go")
 	file, err := parser.ParseFile(token.NewFileSet(), "receiver.go", samples[0], 0)
 	require.NoError(t, err, "the Go sample of docs/RETAILERS.md, Webhooks")
 	var funcs []string

@@ -4,11 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/docs/samples/webhookreceiver"
 	"github.com/retailcatalog/catalog/functions/catalog"
 
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
@@ -30,11 +35,29 @@ func TestSamplesApplied(t *testing.T) {
 	_, admin := startStack(t)
 	vars := onboard(t, admin, "acme")
 
+	// The guide's webhook receiver (docs/samples/webhookreceiver) gets every
+	// outcome below, each delivery's signature verified.
+	secret := "a-secret-of-32-bytes-or-so-0123"
+	var mu sync.Mutex
+	delivered := map[string]bool{} // event ids
+	receiver := httptest.NewServer(webhookreceiver.Handler([]byte(secret), func(eventID string, body []byte) error {
+		mu.Lock()
+		defer mu.Unlock()
+		delivered[eventID] = true
+		return nil
+	}))
+	t.Cleanup(receiver.Close)
+	api := apiclient.New(admin[apiVar])
+	require.NoError(t, api.Do(context.Background(), http.MethodPut, "/v1/retailers/acme/webhook", vars[tokenVar],
+		map[string]string{"url": receiver.URL + "/hook", "secret": secret}, nil))
+	var want []string // event ids
+
 	r := runTool(t, vars, "upload", "--retailer", "acme", "../../docs/samples/catalog.csv")
 	require.Equal(t, 0, r.code, r.stderr)
 	st := statusOf(t, r)
 	require.Equal(t, "applied", st.State)
 	require.EqualValues(t, 10, st.Changes.Inserted)
+	want = append(want, "acme:1:applied")
 	// The guide's quick start shows this upload's output: its lines that do
 	// not depend on timing are the tool's.
 	g := readGuide(t)
@@ -51,7 +74,6 @@ func TestSamplesApplied(t *testing.T) {
 		}
 	}
 
-	api := apiclient.New(admin[apiVar])
 	attributes := func(productID string) map[string]any {
 		t.Helper()
 		p, err := api.Product(context.Background(), "acme", productID)
@@ -84,6 +106,7 @@ func TestSamplesApplied(t *testing.T) {
 		require.Equal(t, ex.message, st.Error.Message, "%s: the server's message vs the guide's", ex.code)
 		require.NotNil(t, st.Error.Line, ex.code)
 		require.Contains(t, ex.message, fmt.Sprintf("line %d:", *st.Error.Line), ex.code)
+		want = append(want, fmt.Sprintf("acme:%d:rejected", st.Generation))
 	}
 	products, err := api.Catalog(context.Background(), "acme")
 	require.NoError(t, err)
@@ -96,4 +119,16 @@ func TestSamplesApplied(t *testing.T) {
 	hold := guideHoldError(t, g, catalog.HoldEmptySnapshot)
 	require.Equal(t, hold.Code, st.Error.Code)
 	require.Equal(t, hold.Message, st.Error.Message)
+	want = append(want, fmt.Sprintf("acme:%d:held", st.Generation))
+
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range want {
+			if !delivered[id] {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "deliveries verified by the guide's receiver: want %v", want)
 }
