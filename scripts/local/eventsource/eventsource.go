@@ -338,46 +338,54 @@ func (p *poller) call(ctx context.Context, ev events.SQSEvent) (resp events.SQSE
 
 // delete removes successfully handled messages from the queue.
 func (p *poller) delete(msgs []types.Message, log *slog.Logger) {
+	p.inBatches(msgs, log, slog.LevelError, "deleting handled messages failed; they will be redelivered",
+		func(ctx context.Context, chunk []types.Message) ([]types.BatchResultErrorEntry, error) {
+			entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
+			for i, m := range chunk {
+				entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle}
+			}
+			out, err := p.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
+			if err != nil {
+				return nil, err
+			}
+			return out.Failed, nil
+		})
+}
+
+// release makes received but unprocessed messages visible again at once.
+func (p *poller) release(msgs []types.Message, log *slog.Logger) {
+	p.inBatches(msgs, log, slog.LevelWarn, "releasing unprocessed messages failed; they come back after the visibility timeout",
+		func(ctx context.Context, chunk []types.Message) ([]types.BatchResultErrorEntry, error) {
+			entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
+			for i, m := range chunk {
+				entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}
+			}
+			out, err := p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
+			if err != nil {
+				return nil, err
+			}
+			return out.Failed, nil
+		})
+}
+
+// inBatches settles msgs with send, ten at a time (the most one SQS batch
+// call takes; a batch gathered over a window holds more), and logs at level
+// what failed (the whole call, or single entries) with the message failed.
+func (p *poller) inBatches(msgs []types.Message, log *slog.Logger, level slog.Level, failed string,
+	send func(ctx context.Context, chunk []types.Message) ([]types.BatchResultErrorEntry, error)) {
 	if len(msgs) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
 	defer cancel()
 	for chunk := range slices.Chunk(msgs, 10) {
-		entries := make([]types.DeleteMessageBatchRequestEntry, len(chunk))
-		for i, m := range chunk {
-			entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle}
-		}
-		out, err := p.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
+		failures, err := send(ctx, chunk)
 		if err != nil {
-			log.Error("eventsource: deleting handled messages failed; they will be redelivered", "messages", len(chunk), "error", err)
+			log.Log(ctx, level, "eventsource: "+failed, "messages", len(chunk), "error", err)
 			continue
 		}
-		for _, f := range out.Failed {
-			log.Error("eventsource: deleting a handled message failed; it will be redelivered",
-				"entry", aws.ToString(f.Id), "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
-		}
-	}
-}
-
-// release makes received but unprocessed messages visible again at once.
-func (p *poller) release(msgs []types.Message, log *slog.Logger) {
-	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
-	defer cancel()
-	// A batch gathered over a window holds more than the ten entries one
-	// SQS batch call takes.
-	for chunk := range slices.Chunk(msgs, 10) {
-		entries := make([]types.ChangeMessageVisibilityBatchRequestEntry, len(chunk))
-		for i, m := range chunk {
-			entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{Id: aws.String(fmt.Sprintf("m%d", i)), ReceiptHandle: m.ReceiptHandle, VisibilityTimeout: 0}
-		}
-		out, err := p.client.ChangeMessageVisibilityBatch(ctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(p.opts.QueueURL), Entries: entries})
-		if err != nil {
-			log.Warn("eventsource: releasing unprocessed messages failed; they come back after the visibility timeout", "messages", len(chunk), "error", err)
-			continue
-		}
-		for _, f := range out.Failed {
-			log.Warn("eventsource: releasing an unprocessed message failed; it comes back after the visibility timeout",
+		for _, f := range failures {
+			log.Log(ctx, level, "eventsource: "+failed, "messages", 1,
 				"entry", aws.ToString(f.Id), "code", aws.ToString(f.Code), "message", aws.ToString(f.Message))
 		}
 	}
