@@ -82,6 +82,16 @@ func sendN(t *testing.T, q string, bodies ...string) {
 	}
 }
 
+// sendNumbered sends n messages, prefix0 to prefix(n-1).
+func sendNumbered(t *testing.T, q, prefix string, n int) {
+	t.Helper()
+	bodies := make([]string, n)
+	for i := range bodies {
+		bodies[i] = fmt.Sprintf("%s%d", prefix, i)
+	}
+	sendN(t, q, bodies...)
+}
+
 // run starts Run in the background; the returned stop cancels it and
 // returns how long Run took to return.
 func run(t *testing.T, opts eventsource.Options, h eventsource.Handler) (stop func() time.Duration) {
@@ -267,11 +277,7 @@ func TestErrorOrPanicRedeliversWholeBatch(t *testing.T) {
 func TestConcurrencyCap(t *testing.T) {
 	t.Parallel()
 	q := queue(t, "capped", 10)
-	var bodies []string
-	for i := range 12 {
-		bodies = append(bodies, fmt.Sprintf("c%d", i))
-	}
-	sendN(t, q, bodies...)
+	sendNumbered(t, q, "c", 12)
 
 	var cur, peak, handled atomic.Int32
 	run(t, eventsource.Options{QueueURL: q, BatchSize: 1, Concurrency: 3, HandlerTimeout: 2 * time.Second},
@@ -350,11 +356,7 @@ func TestInvalidOptions(t *testing.T) {
 func TestBatchWindowGathers(t *testing.T) {
 	t.Parallel()
 	q := queue(t, "window", 10)
-	var bodies []string
-	for i := range 25 {
-		bodies = append(bodies, fmt.Sprintf("w%d", i))
-	}
-	sendN(t, q, bodies...)
+	sendNumbered(t, q, "w", 25)
 	var rec recorder
 	stop := run(t, eventsource.Options{QueueURL: q, BatchSize: 100, BatchWindow: 1500 * time.Millisecond, Concurrency: 1,
 		HandlerTimeout: 5 * time.Second},
@@ -375,11 +377,7 @@ func TestBatchWindowGathers(t *testing.T) {
 func TestStopReleasesAGatheredBatch(t *testing.T) {
 	t.Parallel()
 	q := queue(t, "release", 10)
-	var bodies []string
-	for i := range 23 {
-		bodies = append(bodies, fmt.Sprintf("r%d", i))
-	}
-	sendN(t, q, bodies...)
+	sendNumbered(t, q, "r", 23)
 	var invoked atomic.Bool
 	stop := run(t, eventsource.Options{QueueURL: q, BatchSize: 100, BatchWindow: 3 * time.Second, Concurrency: 1,
 		HandlerTimeout: 5 * time.Second, VisibilityTimeout: 5 * time.Minute},
