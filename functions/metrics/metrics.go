@@ -99,6 +99,9 @@ const (
 	ReconcileRepairedProducts   = "ReconcileRepairedProducts"
 	// ReconcileSeconds: one retailer's reconciliation.
 	ReconcileSeconds = "ReconcileSeconds"
+	// ReconcileFailures: retailers a reconciliation could not check after
+	// its retries (their result records the error).
+	ReconcileFailures = "ReconcileFailures"
 )
 
 // Value is one metric value.

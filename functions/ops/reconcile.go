@@ -159,6 +159,7 @@ func (h *Handler) handleJob(ctx context.Context, job reconcileJob, receives int)
 			return err
 		}
 		res.Error = err.Error()
+		h.Metrics.Emit(ctx, metrics.Fields{RetailerID: job.RetailerID}, metrics.Count(metrics.ReconcileFailures, 1))
 	}
 	return h.store.RecordReconcileResult(ctx, res)
 }

@@ -58,6 +58,9 @@ type ReconcileDivergence struct {
 type ReconcileSkip struct {
 	RetailerID string `json:"retailer_id"`
 	Reason     string `json:"reason"`
+	// Failed: the check failed after its retries (Reason says how); not
+	// failed: skipped on purpose (a generation being applied).
+	Failed bool `json:"failed"`
 }
 
 // ReconcileRunReport is the answer of GET /v1/admin/reconcile/{run_id}.
@@ -115,7 +118,7 @@ func reportJSON(rep catalog.ReconcileReport) ReconcileRunReport {
 		case res.Skipped != "":
 			out.Skipped = append(out.Skipped, ReconcileSkip{RetailerID: res.RetailerID, Reason: res.Skipped})
 		case res.Error != "":
-			out.Skipped = append(out.Skipped, ReconcileSkip{RetailerID: res.RetailerID, Reason: "failed: " + res.Error})
+			out.Skipped = append(out.Skipped, ReconcileSkip{RetailerID: res.RetailerID, Reason: "failed: " + res.Error, Failed: true})
 		}
 		if res.Divergent() {
 			examples := res.Examples

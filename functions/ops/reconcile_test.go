@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,7 +14,10 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 	"github.com/retailcatalog/catalog/functions/ops"
 )
 
@@ -240,4 +244,42 @@ func (f *fixture) drainOutbox(retailer string) []catalog.OutboxEntry {
 		})
 	require.NoError(f.t, err)
 	return out
+}
+
+// A retailer that cannot be checked (its index lost) is retried by the
+// queue, then recorded failed after the third receive: the report says so
+// (failed: true) and ReconcileFailures counts it.
+func TestReconcileFailureIsReportedAndCounted(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r1")
+	f.upload("r1", catalogCSV)
+	var lines metricstest.Capture
+	f.ops = ops.New(ops.Config{AdminToken: adminToken, Queues: queues}, f.store,
+		&lostObjects{Blobs: f.blobs, gone: events.IndexKey("r1", 1)}, f.queue, slog.New(slog.DiscardHandler))
+	f.ops.Metrics = metrics.New(&lines, metrics.Options{Function: "ops"})
+	var started struct {
+		RunID string `json:"run_id"`
+	}
+	require.Equal(t, http.StatusAccepted, f.call(http.MethodPost, "/v1/admin/reconcile", `{"retailer_id":"r1"}`, &started))
+	msgs := f.queue.Take(queues.Reconcile)
+	require.Len(t, msgs, 1)
+	for receive := 1; receive <= 3; receive++ {
+		resp, err := f.ops.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{{
+			MessageId: "m", Body: msgs[0].Body, Attributes: map[string]string{"ApproximateReceiveCount": fmt.Sprint(receive)}}}})
+		require.NoError(t, err)
+		if receive < 3 {
+			require.Len(t, resp.BatchItemFailures, 1, "receive %d: retried by the queue", receive)
+		} else {
+			require.Empty(t, resp.BatchItemFailures, "the third receive records the failure")
+		}
+	}
+	var rep ops.ReconcileRunReport
+	require.Equal(t, http.StatusOK, f.call(http.MethodGet, "/v1/admin/reconcile/"+started.RunID, "", &rep))
+	require.Equal(t, "done", rep.State)
+	require.Len(t, rep.Skipped, 1)
+	require.True(t, rep.Skipped[0].Failed)
+	require.Contains(t, rep.Skipped[0].Reason, "failed: open the index of generation 1")
+	require.Equal(t, 1.0, lines.Sum(metrics.ReconcileFailures))
+	require.NoError(t, lines.Validate())
 }

@@ -419,6 +419,13 @@ func (w *whyRun) checkProduct(productID string, fence catalog.Fence) (*catalog.C
 		return live, nil
 	}
 	want, inSnapshot, err := w.snapshotHash(fence.Applied, productID)
+	if errors.Is(err, blob.ErrNotFound) {
+		// The index is the snapshot's record: without it neither this
+		// check, reconciliation, nor the next diff (its baseline) can run.
+		w.fail(CheckProduct, VerdictStuck, "%s; generation %d's index (%s, the newest applied snapshot's record) is missing, so "+
+			"its value cannot be compared, and every diff of %s fails on it until the object is restored", rowNote, fence.Applied, events.IndexKey(w.retailer, fence.Applied), w.retailer)
+		return live, nil
+	}
 	if err != nil {
 		return nil, err
 	}

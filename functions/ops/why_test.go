@@ -15,6 +15,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/httpapi"
@@ -294,4 +295,32 @@ func TestWhyAuthAndInput(t *testing.T) {
 		f.ops.ServeHTTP(w, req)
 		require.Equal(t, c.status, w.Code, "%s with %q: %s", c.path, c.token, w.Body)
 	}
+}
+
+// A lost index (the applied snapshot's record) is a step that says so,
+// not an internal error: the product cannot be compared, and every diff
+// of the retailer fails on it.
+func TestWhyMissingIndex(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r1")
+	f.upload("r1", catalogCSV)
+	lost := &lostObjects{Blobs: f.blobs, gone: events.IndexKey("r1", 1)}
+	f.ops = ops.New(ops.Config{AdminToken: adminToken, Queues: queues}, f.store, lost, f.queue, slog.New(slog.DiscardHandler))
+	requireVerdict(t, f.why("r1", "a"), ops.VerdictStuck, "generation 1's index (indexes/r1/1", "is missing",
+		"every diff of r1 fails on it")
+	requireVerdict(t, f.why("r1", ""), ops.VerdictCurrent)
+}
+
+// lostObjects is a blob store that lost one object.
+type lostObjects struct {
+	*inmem.Blobs
+	gone string
+}
+
+func (l *lostObjects) Open(ctx context.Context, key, ifMatch string) (blob.Object, error) {
+	if key == l.gone {
+		return blob.Object{}, fmt.Errorf("get %s: %w", key, blob.ErrNotFound)
+	}
+	return l.Blobs.Open(ctx, key, ifMatch)
 }

@@ -31,7 +31,8 @@ reports what it repaired. --run RUN shows a run started before (the
 scheduled one too). --json prints the API's report instead.
 
 Exit codes: 0 no divergence left (none found, or all repaired), 2
-divergence left, 1 any failure (a run not done within --timeout too).`,
+divergence left, 1 any failure (a retailer the run could not check, or a
+run not done within --timeout, too).`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			retailer := fs.String("retailer", "", "only this retailer (default: every retailer)")
 			repair := fs.Bool("repair", false, "rewrite the divergent rows to the snapshot's values")
@@ -71,6 +72,11 @@ divergence left, 1 any failure (a run not done within --timeout too).`,
 				for _, d := range rep.Divergent {
 					if d.Missing+d.Extra+d.Different > d.Repaired {
 						return Exit(2, nil)
+					}
+				}
+				for _, s := range rep.Skipped {
+					if s.Failed {
+						return Exit(1, fmt.Errorf("reconciliation %s could not check %s: see the ops function's logs (run_id %s)", runID, s.RetailerID, runID))
 					}
 				}
 				return nil

@@ -25,6 +25,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -78,7 +79,7 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 const usageText = `usage:
-  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D] [-v]
+  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D] [--stuck-after D] [-v]
   go run ./scripts/local demo [--data-dir .local/demo]
   go run ./scripts/local test [go test flags and packages]
   go run ./scripts/local <command> -h`
@@ -107,11 +108,15 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	replicas := fs.Int("replicas", 0, "streaming replicas of the PostgreSQL server for the read path")
 	verbose := fs.Bool("v", false, "log every function's JSON lines to stderr, metric (EMF) lines included")
 	reconcileEvery := fs.Duration("reconcile-every", 0, "reconcile every retailer's catalog with its snapshot this often (e.g. 24h; 0: only on request)")
+	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "how long a generation may go without progress before the sweeper re-drives it (CATALOG_STUCK_AFTER on AWS)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *replicas < 0 {
 		return errors.New("--replicas must be 0 or more")
+	}
+	if *stuckAfter <= 0 {
+		return errors.New("--stuck-after must be a positive duration (e.g. 10m)")
 	}
 	// Before anything starts: a second up (or anything else) on the address.
 	ln, err := net.Listen("tcp", *addr)
@@ -131,8 +136,8 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	}
 	st, err := stack.Start(ctx, stack.Options{
 		DataDir: *dataDir, Addr: *addr, S3Addr: s3Addr(*dataDir), Shards: *shards, Replicas: *replicas, AdminToken: token, Progress: os.Stderr,
-		ReconcileEvery: *reconcileEvery,
-		Logger:         logging.New(logs, level), Metrics: metricLines,
+		ReconcileEvery: *reconcileEvery, StallAfter: *stuckAfter,
+		Logger: logging.New(logs, level), Metrics: metricLines,
 	})
 	if err != nil {
 		return err
