@@ -94,9 +94,11 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
 			continue
 		}
-		retailerID, err := h.handleMessage(ctx, msg)
+		m, err := h.handleMessage(ctx, msg)
+		retailerID := m.RetailerID
 		if err != nil {
-			h.log.ErrorContext(ctx, "apply failed", "message_id", msg.MessageId, "message_group_id", group, "err", err)
+			h.log.ErrorContext(ctx, "apply failed", "retailer_id", m.RetailerID, "generation", m.Generation, "seq", m.Seq,
+				"message_id", msg.MessageId, "message_group_id", group, "err", err)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
 			if failedGroups == nil {
 				failedGroups = map[string]bool{}
@@ -116,12 +118,12 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 	return resp, nil
 }
 
-func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) (string, error) {
+func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) (events.ChunkMessage, error) {
 	var m events.ChunkMessage
 	if err := json.Unmarshal([]byte(msg.Body), &m); err != nil {
-		return "", fmt.Errorf("message %s is not a chunk message: %w", msg.MessageId, err)
+		return events.ChunkMessage{}, fmt.Errorf("message %s is not a chunk message: %w", msg.MessageId, err)
 	}
-	return m.RetailerID, h.Apply(ctx, m)
+	return m, h.Apply(ctx, m)
 }
 
 // Apply applies one chunk. Superseded and already-applied chunks are

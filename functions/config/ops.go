@@ -18,6 +18,7 @@ type Operations struct {
 	ApplySmallDLQURL  string        // CATALOG_APPLY_SMALL_DLQ_URL
 	ApplyLargeDLQURL  string        // CATALOG_APPLY_LARGE_DLQ_URL
 	ReconcileQueueURL string        // CATALOG_RECONCILE_QUEUE_URL: reconcile-jobs
+	ReconcileDLQURL   string        // CATALOG_RECONCILE_DLQ_URL: its dead-letter queue
 	StuckAfter        time.Duration // CATALOG_STUCK_AFTER: no progress for this long is stuck [10m]
 	StuckMaxRedrives  int           // CATALOG_STUCK_MAX_REDRIVES: re-drives of a stuck generation before it is left to an operator [3]
 }
@@ -30,6 +31,7 @@ func operationsFromEnv(getenv func(string) string) (Operations, error) {
 		ApplySmallDLQURL:  strings.TrimSpace(getenv("CATALOG_APPLY_SMALL_DLQ_URL")),
 		ApplyLargeDLQURL:  strings.TrimSpace(getenv("CATALOG_APPLY_LARGE_DLQ_URL")),
 		ReconcileQueueURL: strings.TrimSpace(getenv("CATALOG_RECONCILE_QUEUE_URL")),
+		ReconcileDLQURL:   strings.TrimSpace(getenv("CATALOG_RECONCILE_DLQ_URL")),
 	}
 	if v := strings.TrimSpace(getenv("CATALOG_STUCK_AFTER")); v != "" {
 		d, err := time.ParseDuration(v)
@@ -57,7 +59,7 @@ func (c *Config) Ops() ops.Config {
 			DiffJobs: c.DiffQueueURL, DiffJobsDLQ: c.DiffDLQURL,
 			ApplySmall: c.ApplySmallQueueURL, ApplySmallDLQ: c.ApplySmallDLQURL,
 			ApplyLarge: c.ApplyLargeQueueURL, ApplyLargeDLQ: c.ApplyLargeDLQURL,
-			Reconcile: c.ReconcileQueueURL,
+			Reconcile: c.ReconcileQueueURL, ReconcileDLQ: c.ReconcileDLQURL,
 		},
 	}
 }

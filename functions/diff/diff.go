@@ -194,7 +194,9 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 	var resp lambdaevents.SQSEventResponse
 	for _, msg := range ev.Records {
 		if err := h.handleMessage(ctx, msg); err != nil {
-			h.log.ErrorContext(ctx, "diff job failed", "message_id", msg.MessageId, "err", err)
+			// With the upload's retailer and generation, so that tracing
+			// an upload in the logs finds its failures too.
+			h.log.ErrorContext(ctx, "diff job failed", append(jobAttrs(msg), "message_id", msg.MessageId, "err", err)...)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
 			h.backOff(ctx, msg)
 		}
@@ -218,6 +220,20 @@ func (h *Handler) backOff(ctx context.Context, msg lambdaevents.SQSMessage) {
 	if err := b.ChangeVisibility(context.WithoutCancel(ctx), h.cfg.JobQueueURL, msg.ReceiptHandle, delay); err != nil {
 		h.log.WarnContext(ctx, "diff job back-off", "message_id", msg.MessageId, "err", err)
 	}
+}
+
+// jobAttrs are the log attributes naming the upload of a diff-jobs message
+// (its first record's), none when it names none.
+func jobAttrs(msg lambdaevents.SQSMessage) []any {
+	var s3ev lambdaevents.S3Event
+	if json.Unmarshal([]byte(msg.Body), &s3ev) != nil {
+		return nil
+	}
+	jobs, err := events.DiffJobsFromS3Event(s3ev)
+	if err != nil || len(jobs) == 0 {
+		return nil
+	}
+	return []any{"retailer_id", jobs[0].RetailerID, "generation", jobs[0].Generation}
 }
 
 func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage) error {

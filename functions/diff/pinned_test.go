@@ -1,7 +1,9 @@
 package diff_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"strconv"
@@ -105,7 +107,8 @@ func TestFailedJobBacksOff(t *testing.T) {
 	gen, err := store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	q := &backoffQueue{Queue: inmem.NewQueue()}
-	h := diff.New(diff.Config{JobQueueURL: "jobs.fifo", RetryBackoff: time.Second}, store, failingBlobs{}, q, slog.New(slog.DiscardHandler))
+	var logs bytes.Buffer
+	h := diff.New(diff.Config{JobQueueURL: "jobs.fifo", RetryBackoff: time.Second}, store, failingBlobs{}, q, slog.New(slog.NewJSONHandler(&logs, nil)))
 	body := events.ObjectCreatedMessage("us-east-1", "b", events.UploadKey("r1", gen), time.Now())
 	for receives := 1; receives <= 3; receives++ {
 		resp, err := h.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{{
@@ -114,6 +117,17 @@ func TestFailedJobBacksOff(t *testing.T) {
 		require.Len(t, resp.BatchItemFailures, 1)
 	}
 	require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}, q.changed)
+	// Each failure's line names the upload, so tracing it in the logs finds it.
+	var line struct {
+		Msg        string `json:"msg"`
+		RetailerID string `json:"retailer_id"`
+		Generation int64  `json:"generation"`
+	}
+	first, _, _ := bytes.Cut(logs.Bytes(), []byte("\n"))
+	require.NoError(t, json.Unmarshal(first, &line), logs.String())
+	require.Equal(t, "diff job failed", line.Msg)
+	require.Equal(t, "r1", line.RetailerID)
+	require.Equal(t, gen, line.Generation)
 }
 
 // failingBlobs fails every read, as a storage outage would.

@@ -40,6 +40,7 @@ func (q Queues) named() []namedQueue {
 		{"arrivals", q.Arrivals, q.ArrivalsDLQ}, {"diff-jobs", q.DiffJobs, q.DiffJobsDLQ},
 		{"apply-small", q.ApplySmall, q.ApplySmallDLQ}, {"apply-large", q.ApplyLarge, q.ApplyLargeDLQ},
 		{"analytics", q.Analytics, q.AnalyticsDLQ}, {"webhooks", q.Webhooks, q.WebhooksDLQ},
+		{"reconcile-jobs", q.Reconcile, q.ReconcileDLQ},
 	} {
 		if n.DLQURL != "" {
 			out = append(out, n)

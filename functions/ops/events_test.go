@@ -63,7 +63,8 @@ func TestDeadLetterQueuesListedAndRedriven(t *testing.T) {
 		depths[q.Queue+" "+q.DLQ] = q.Depth
 	}
 	require.Equal(t, map[string]int{"analytics analytics-dlq": 0, "webhooks webhooks-dlq": 1, "arrivals arrivals-dlq": 0,
-		"diff-jobs diff-jobs-dlq.fifo": 0, "apply-small apply-small-dlq.fifo": 2, "apply-large apply-large-dlq.fifo": 0}, depths)
+		"diff-jobs diff-jobs-dlq.fifo": 0, "apply-small apply-small-dlq.fifo": 2, "apply-large apply-large-dlq.fifo": 0,
+		"reconcile-jobs reconcile-jobs-dlq": 0}, depths)
 
 	var list ops.DeadLettersJSON
 	require.Equal(t, http.StatusOK, f.request(http.MethodGet, "/v1/admin/dlq/apply-small?limit=1", adminToken, nil, &list))

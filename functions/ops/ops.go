@@ -141,8 +141,10 @@ type Queues struct {
 	DiffJobs, DiffJobsDLQ     string
 	ApplySmall, ApplySmallDLQ string
 	ApplyLarge, ApplyLargeDLQ string
-	// Reconcile is reconcile-jobs, the queue of reconciliation's work.
-	Reconcile string
+	// Reconcile is reconcile-jobs, the queue of reconciliation's work,
+	// and ReconcileDLQ its dead-letter queue (jobs that crashed or timed
+	// out on every receive).
+	Reconcile, ReconcileDLQ string
 }
 
 // deadLetters lists the dead-letter queues and what their messages hold.

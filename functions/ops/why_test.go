@@ -31,7 +31,7 @@ var queues = ops.Queues{
 	ArrivalsDLQ: "inmem://arrivals-dlq", DiffJobs: "inmem://diff-jobs.fifo", DiffJobsDLQ: "inmem://diff-jobs-dlq.fifo",
 	ApplySmall: "inmem://apply-small.fifo", ApplySmallDLQ: "inmem://apply-small-dlq.fifo",
 	ApplyLarge: "inmem://apply-large.fifo", ApplyLargeDLQ: "inmem://apply-large-dlq.fifo",
-	Reconcile: "inmem://reconcile-jobs",
+	Reconcile: "inmem://reconcile-jobs", ReconcileDLQ: "inmem://reconcile-jobs-dlq",
 }
 
 // fixture is the pipeline's handlers and the ops handler on the in-memory

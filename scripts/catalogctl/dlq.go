@@ -32,7 +32,8 @@ every step downstream is idempotent (a chunk applied twice counts once, a
 change event seen twice writes nothing, a webhook already delivered is not
 sent again).
 
-Queues: arrivals, diff-jobs, apply-small, apply-large, analytics, webhooks.`,
+Queues: arrivals, diff-jobs, apply-small, apply-large, analytics, webhooks,
+reconcile-jobs.`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			limit := fs.Int("limit", 0, "list: show at most `N` messages (1-100, default 20); redrive: move at most N (default every one)")
 			asJSON := fs.Bool("json", false, "list: print the API's JSON object")

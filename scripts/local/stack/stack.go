@@ -409,7 +409,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
 	st.Config.Operations = config.Operations{ArrivalsQueueURL: st.ArrivalQueue.URL, ArrivalsDLQURL: st.ArrivalQueue.DLQURL,
 		DiffDLQURL: st.DiffQueue.DLQURL, ApplySmallDLQURL: st.SmallQueue.DLQURL, ApplyLargeDLQURL: st.LargeQueue.DLQURL,
-		ReconcileQueueURL: st.ReconcileQueue.URL, StuckAfter: o.StallAfter, StuckMaxRedrives: o.MaxRedrives}
+		ReconcileQueueURL: st.ReconcileQueue.URL, ReconcileDLQURL: st.ReconcileQueue.DLQURL, StuckAfter: o.StallAfter, StuckMaxRedrives: o.MaxRedrives}
 	sender := sqsqueue.NewSender(st.SQS)
 
 	// SNS: the change-events topic (the emulator keeps no state across a
