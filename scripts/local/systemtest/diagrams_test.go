@@ -171,3 +171,27 @@ func stateMoves(t *testing.T) map[[2]string]string {
 	}
 	return moves
 }
+
+// README's "How it is built" names every folder of functions/ and scripts/
+// (a new developer finds each there).
+func TestReadmeLayoutNamesEveryFolder(t *testing.T) {
+	t.Parallel()
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	require.NoError(t, err)
+	var layout string
+	for _, m := range regexp.MustCompile("(?ms)^```\n(functions/.*?)^```$").FindAllStringSubmatch(string(raw), -1) {
+		layout = m[1]
+	}
+	require.NotEmpty(t, layout, "README.md: no code block starting with functions/")
+	for _, parent := range []string{"functions", "scripts"} {
+		entries, err := os.ReadDir(filepath.Join(repoRoot, parent))
+		require.NoError(t, err)
+		for _, e := range entries {
+			if !e.IsDir() {
+				continue
+			}
+			named := regexp.MustCompile(`(^|[\s/])` + regexp.QuoteMeta(e.Name()) + `(/|\s)`)
+			require.Regexp(t, named, layout, "README.md's layout does not name %s/%s", parent, e.Name())
+		}
+	}
+}
