@@ -94,6 +94,23 @@ func TestGuideExplainsEveryErrorCode(t *testing.T) {
 	}
 }
 
+// The guide's table of states has a row for every state of the code, final
+// exactly when the state is.
+func TestGuideExplainsEveryState(t *testing.T) {
+	t.Parallel()
+	g := readGuide(t)
+	rows := map[string]string{} // state -> its "final?" cell
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z_]+)` \\| .* \\| ([^|]+) \\|$").FindAllStringSubmatch(g.sections["What happens to an upload"], -1) {
+		rows[m[1]] = strings.TrimSpace(m[2])
+	}
+	require.Len(t, rows, len(catalog.States), "rows of the table of states in docs/RETAILERS.md: %v", rows)
+	for _, st := range catalog.States {
+		final, ok := rows[string(st)]
+		require.True(t, ok, "docs/RETAILERS.md, What happens to an upload: no row for %s", st)
+		require.Equal(t, st.Terminal(), final == "yes", "docs/RETAILERS.md: %s, final? %q; the code: final %v", st, final, st.Terminal())
+	}
+}
+
 // The guide's example files give the code of the section they are in, on
 // the line and with the message the section shows; the problems without an
 // example file (they need bytes or sizes a page cannot show) are made here

@@ -24,7 +24,8 @@ func TestUploadCodeListsAreComplete(t *testing.T) {
 
 // docs/openapi.yaml enumerates exactly the codes the source can emit: the
 // Error schema's error.code the API's, the Status schema's error.code the
-// upload codes, and its problems' code those of a rejection (no holds).
+// upload codes, and its problems' code those of a rejection (no holds); and
+// the Status schema's state is one of catalog.States.
 func TestOpenAPIEnumeratesEveryErrorCode(t *testing.T) {
 	t.Parallel()
 	loader := openapi3.NewLoader()
@@ -60,6 +61,13 @@ func TestOpenAPIEnumeratesEveryErrorCode(t *testing.T) {
 	}
 	require.Equal(t, rejections, enum(schemas["Status"].Value, "error", "problems", "[]", "code"),
 		"rejection codes vs the Status schema's error.problems[].code enum in docs/openapi.yaml")
+	var states []string
+	for _, st := range catalog.States {
+		states = append(states, string(st))
+	}
+	slices.Sort(states)
+	require.Equal(t, states, enum(schemas["Status"].Value, "state"),
+		"catalog.States vs the Status schema's state enum in docs/openapi.yaml")
 }
 
 // Every operation of docs/openapi.yaml documents the request id header on
