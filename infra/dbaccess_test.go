@@ -63,6 +63,9 @@ func TestDatabaseAccess(t *testing.T) {
 				"diff":        {catalogsql.RoleDiff, false},
 				"apply-small": {catalogsql.RoleApply, false},
 				"apply-large": {catalogsql.RoleApply, false},
+				"relay":       {catalogsql.RoleRelay, false},
+				"analytics":   {catalogsql.RoleConsumers, false},
+				"webhooks":    {catalogsql.RoleConsumers, false},
 			} {
 				fn := r.function(t, name)
 				fnRoles[r.roleOf(t, fn)] = true

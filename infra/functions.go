@@ -25,7 +25,7 @@ import (
 // functions/<name>/lambda or infra/<name>/lambda directory) the stack
 // deploys. apply is one asset deployed as two functions; migrate is the
 // deploy-time schema custom resource.
-var CodeAssets = []string{"upload", "read", "arrival", "diff", "apply", "migrate"}
+var CodeAssets = []string{"upload", "read", "arrival", "diff", "apply", "migrate", "relay", "analytics", "webhooks", "webhooksend"}
 
 // Function settings that are not parameters.
 const (
@@ -80,6 +80,9 @@ func diffEnv() map[string]string {
 // catalogFunctions are the deployed functions.
 type catalogFunctions struct {
 	upload, read, arrival, diff, applySmall, applyLarge awslambda.Function
+	// The change events' (events.go), and the role that starts the sweeper.
+	relay, analytics, webhooks, webhookSender awslambda.Function
+	relaySchedulerRole                        awsiam.Role
 	// migrate runs only during deployments (Custom::CatalogSchema).
 	migrate awslambda.Function
 }
@@ -89,6 +92,7 @@ func (f *catalogFunctions) byName() map[string]awslambda.Function {
 	return map[string]awslambda.Function{
 		"upload": f.upload, "read": f.read, "arrival": f.arrival, "diff": f.diff,
 		"apply-small": f.applySmall, "apply-large": f.applyLarge,
+		"relay": f.relay, "analytics": f.analytics, "webhooks": f.webhooks, "webhook-sender": f.webhookSender,
 	}
 }
 
@@ -105,6 +109,10 @@ type fnSpec struct {
 	reserved    int
 	ephemeralMB int
 	env         map[string]string
+	// outsideVPC runs it outside the VPC (webhook-sender: it reaches the
+	// internet, and nothing of the VPC); else in the app subnets, with no
+	// way out of the VPC but its endpoints.
+	outsideVPC bool
 }
 
 type functionDeps struct {
@@ -116,6 +124,8 @@ type functionDeps struct {
 	dbs         *databases
 	adminSecret awssecretsmanager.ISecret
 	changeTopic awssns.ITopic
+	events      *eventQueues
+	webhookKeys awssecretsmanager.ISecret
 }
 
 func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions {
@@ -201,10 +211,8 @@ func newFunctions(scope constructs.Construct, d functionDeps) *catalogFunctions 
 		description: "catalog apply-large: fenced chunk writes (apply-large.fifo)",
 		env:         with(nil),
 	})
-	// Later: relay (outbox -> change-events topic) joins here, with
-	// d.changeTopic.GrantPublish and an SNS interface endpoint.
-
 	grantPermissions(d, f)
+	newEventFunctions(scope, d, f) // relay, analytics, webhooks; publishing for apply and diff
 
 	f.arrival.AddEventSource(awslambdaeventsources.NewSqsEventSource(d.queues.arrivals, &awslambdaeventsources.SqsEventSourceProps{
 		BatchSize:               jsii.Number(arrivalBatchSize),
@@ -253,12 +261,14 @@ func newFunction(scope constructs.Construct, d functionDeps, s fnSpec) awslambda
 		Actions:   jsii.Strings("logs:CreateLogStream", "logs:PutLogEvents"),
 		Resources: jsii.Strings(*logGroup.LogGroupArn()),
 	}))
-	role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-		Sid: jsii.String("VpcNetworkInterfaces"),
-		Actions: jsii.Strings("ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
-			"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"),
-		Resources: jsii.Strings("*"),
-	}))
+	if !s.outsideVPC {
+		role.AddToPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
+			Sid: jsii.String("VpcNetworkInterfaces"),
+			Actions: jsii.Strings("ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets",
+				"ec2:DeleteNetworkInterface", "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"),
+			Resources: jsii.Strings("*"),
+		}))
+	}
 
 	env := make(map[string]*string, len(s.env)+5)
 	for k, v := range s.env {
@@ -284,6 +294,9 @@ func newFunction(scope constructs.Construct, d functionDeps, s fnSpec) awslambda
 		Vpc:            d.net.vpc,
 		VpcSubnets:     d.net.appSubnets,
 		SecurityGroups: &[]awsec2.ISecurityGroup{d.net.lambdaSG},
+	}
+	if s.outsideVPC {
+		props.Vpc, props.VpcSubnets, props.SecurityGroups = nil, nil, nil
 	}
 	if s.reserved > 0 {
 		props.ReservedConcurrentExecutions = jsii.Number(float64(s.reserved))
@@ -370,13 +383,13 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject"}, objects(prefixSnapshots))
 	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
 	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
-	list(f.diff.Role(), prefixSnapshots, prefixIndexes)
+	list(f.diff.Role(), prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)
 
 	// apply: reads chunks; consumes its queue (granted by the event source).
 	for _, fn := range []awslambda.Function{f.applySmall, f.applyLarge} {
 		s3(fn.Role(), "ReadChunks", []string{"s3:GetObject"}, objects(prefixChunks))
-		list(fn.Role(), prefixChunks)
+		list(fn.Role(), prefixChunks, prefixChanges) // changes: the fast path of change events
 	}
 }

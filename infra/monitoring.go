@@ -12,6 +12,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
+
+	"github.com/retailcatalog/catalog/functions/metrics"
 )
 
 // Alarm thresholds. They page before a retailer notices: an upload is
@@ -25,13 +27,26 @@ var (
 		"diff-jobs":   15 * time.Minute,
 		"apply-small": 10 * time.Minute,
 		"apply-large": 30 * time.Minute,
+		// A change reaches its file within seconds; a failing one is
+		// retried over about 8 minutes before its DLQ.
+		"analytics": 15 * time.Minute,
+		// A retailer's receiver that fails is retried for 24 h: 6 h of it
+		// is worth a look (catalogctl dlq list webhooks shows nothing yet;
+		// the function's logs name the retailer and the URL).
+		"webhooks": 6 * time.Hour,
 	}
 	// functionErrorThreshold is the Errors sum per 5 minutes per function.
 	// The pipeline functions report item failures themselves: an
 	// invocation error there means a crash or a timeout.
 	functionErrorThreshold = map[string]float64{
 		"upload": 5, "read": 10, "arrival": 1, "diff": 1, "apply-small": 1, "apply-large": 1,
+		"relay": 1, "analytics": 1, "webhooks": 1,
 	}
+	// outboxAge is the OutboxAgeSeconds threshold: the sweeper publishes
+	// every event within 90 s of its commit (30 s old, every minute), so
+	// 5 minutes means it cannot (SNS, S3 or a shard failing); no data at
+	// all means the sweeper does not run, which alarms too.
+	outboxAge = 5 * time.Minute
 	// apiServerErrorThreshold is the HTTP API 5xx count per 5 minutes.
 	apiServerErrorThreshold = 10.0
 	// acuUtilizationPercent is the Serverless v2 ACUUtilization threshold
@@ -90,6 +105,24 @@ func newMonitoring(scope constructs.Construct, stackName string, q *queues, fns 
 			fmt.Sprintf("%s: %s function throttled; raise its concurrency or the account limit", stackName, name),
 			fn.MetricThrottles(period("Sum")), 1, 1)
 	}
+	// The outbox (DESIGN 8): the relay's sweeper records, each minute, how
+	// long the oldest change event still waiting has waited.
+	outbox := awscloudwatch.NewAlarm(scope, jsii.String("OutboxAgeAlarm"), &awscloudwatch.AlarmProps{
+		Metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+			Namespace: jsii.String(metrics.DefaultNamespace), MetricName: jsii.String(metrics.OutboxAgeSeconds),
+			Period: dur(alarmPeriod), Statistic: jsii.String("Maximum"),
+		}),
+		Threshold:          jsii.Number(outboxAge.Seconds()),
+		EvaluationPeriods:  jsii.Number(1),
+		DatapointsToAlarm:  jsii.Number(1),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING, // no data: the sweeper does not run
+		AlarmDescription: jsii.String(fmt.Sprintf("%s: a change event has waited in an outbox over %s: the relay cannot publish "+
+			"(its logs say why; SNS, S3 or a shard), or its sweeper does not run", stackName, outboxAge)),
+	})
+	outbox.AddAlarmAction(action)
+	outbox.AddOkAction(action)
+	m.alarms = append(m.alarms, outbox)
 	add("Api5xxAlarm", stackName+": HTTP API 5xx responses",
 		a.httpAPI.MetricServerError(period("Sum")), apiServerErrorThreshold, 1)
 	for i, c := range dbs.all() {

@@ -8,6 +8,8 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
+
+	"github.com/retailcatalog/catalog/functions/analytics"
 )
 
 // ApplyNagChecks runs the cdk-nag AwsSolutions rules over everything under
@@ -24,6 +26,7 @@ type nagRefs struct {
 	fns         *catalogFunctions
 	api         *api
 	adminSecret constructs.IConstruct
+	webhookKeys constructs.IConstruct
 }
 
 func suppress(id, reason string, appliesTo ...string) *cdknag.NagPackSuppression {
@@ -91,6 +94,45 @@ func addNagSuppressions(r nagRefs) {
 				"generation: s3:GetObject only, under chunks/.", objects(prefixChunks)),
 		}})
 	}
+	// Change events (events.go): the relay, and the fast path of apply and
+	// diff, which publish right after their commits.
+	const changeObjects = "the relay (and the fast path of apply and diff) writes the change object of a chunk some of whose " +
+		"ops changed nothing, changes/{retailer}/{generation}/{seq}, and reads it (or the chunk object) back for a replay: " +
+		"GetObject and PutObject only, under changes/ (chunks/: GetObject only)."
+	const topicKey = "Publishing to the KMS-encrypted change-events topic needs kms:GenerateDataKey* (GenerateDataKey and " +
+		"GenerateDataKeyWithoutPlaintext) and kms:Decrypt on the topics' key, as aws-cdk-lib's grantPublish grants them; the " +
+		"resource is that one key."
+	publishers := []interface{ Role() awsiam.IRole }{r.fns.relay, r.fns.applySmall, r.fns.applyLarge, r.fns.diff}
+	for _, fn := range publishers {
+		rules := []*cdknag.NagPackSuppression{
+			suppress("AwsSolutions-IAM5", changeObjects, objects(prefixChanges)),
+			suppress("AwsSolutions-IAM5", topicKey, "Action::kms:GenerateDataKey*"),
+		}
+		if fn == r.fns.relay {
+			rules = append(rules, suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
+				suppress("AwsSolutions-IAM5", changeObjects, objects(prefixChunks)))
+		}
+		perRole = append(perRole, struct {
+			role  constructs.IConstruct
+			rules []*cdknag.NagPackSuppression
+		}{role(fn), rules})
+	}
+	perRole = append(perRole, []struct {
+		role  constructs.IConstruct
+		rules []*cdknag.NagPackSuppression
+	}{
+		{role(r.fns.analytics), []*cdknag.NagPackSuppression{
+			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
+			suppress("AwsSolutions-IAM5", "analytics reads the change object each event names (a chunk object or a "+
+				"change object of any retailer and generation): s3:GetObject only.", objects(prefixChunks), objects(prefixChanges)),
+			suppress("AwsSolutions-IAM5", "analytics writes the Parquet files of any retailer and day, "+
+				"analytics/changes/retailer_id={id}/date={day}/{batch}.parquet: s3:PutObject only, under analytics/changes/.",
+				objects(analytics.Prefix)),
+		}},
+		{role(r.fns.webhooks), []*cdknag.NagPackSuppression{
+			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
+		}},
+	}...)
 	for _, pr := range perRole {
 		cdknag.NagSuppressions_AddResourceSuppressions(pr.role, &pr.rules, jsii.Bool(true))
 	}
@@ -100,6 +142,19 @@ func addNagSuppressions(r nagRefs) {
 			"automatic rotation would lock them out without a way to hand them the new value. It is rotated by "+
 			"hand (docs/DEPLOY.md: put a new random value, tell the operators); retailer tokens are per retailer "+
 			"and stored only as hashes."),
+	}, jsii.Bool(false))
+
+	cdknag.NagSuppressions_AddResourceSuppressions(r.fns.relaySchedulerRole, &[]*cdknag.NagPackSuppression{
+		suppress("AwsSolutions-IAM5", "aws-cdk-lib's grantInvoke on a function grants lambda:InvokeFunction on the function "+
+			"and on its versions and aliases (<arn>:*); the schedule invokes the relay function only.",
+			"Resource::<"+*r.stack.GetLogicalId(r.fns.relay.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"),
+	}, jsii.Bool(true))
+
+	cdknag.NagSuppressions_AddResourceSuppressions(r.webhookKeys, &[]*cdknag.NagPackSuppression{
+		suppress("AwsSolutions-SMG4", "The webhook keys seal the retailers' webhook secrets stored in the control "+
+			"database; a rotation must keep the old key until every secret is sealed again (put \"<new>,<old>\": the first "+
+			"seals, every one opens), which Secrets Manager's single-value rotation cannot do. Rotated by hand "+
+			"(docs/DEPLOY.md)."),
 	}, jsii.Bool(false))
 
 	cdknag.NagSuppressions_AddResourceSuppressions(r.api.httpAPI, &[]*cdknag.NagPackSuppression{

@@ -83,7 +83,9 @@ func newNetwork(scope constructs.Construct, flowLogs awss3.IBucket) *network {
 
 	// Interface endpoints for the AWS APIs the functions and the rotation
 	// functions call, reachable (HTTPS) only from those security groups.
-	// SNS joins when the relay function arrives.
+	// SNS: the relay and the fast path of apply and diff publish change
+	// events; Lambda: the webhooks consumer hands each POST to the
+	// webhook-sender function, which runs outside the VPC (events.go).
 	endpoint := func(id string, svc awsec2.InterfaceVpcEndpointAwsService, from ...awsec2.SecurityGroup) awsec2.InterfaceVpcEndpoint {
 		ep := vpc.AddInterfaceEndpoint(jsii.String(id), &awsec2.InterfaceVpcEndpointOptions{
 			Service:           svc,
@@ -97,6 +99,8 @@ func newNetwork(scope constructs.Construct, flowLogs awss3.IBucket) *network {
 		return ep
 	}
 	endpoint("SqsEndpoint", awsec2.InterfaceVpcEndpointAwsService_SQS(), n.lambdaSG)
+	endpoint("SnsEndpoint", awsec2.InterfaceVpcEndpointAwsService_SNS(), n.lambdaSG)
+	endpoint("LambdaEndpoint", awsec2.InterfaceVpcEndpointAwsService_LAMBDA(), n.lambdaSG)
 	n.secretsManager = endpoint("SecretsManagerEndpoint", awsec2.InterfaceVpcEndpointAwsService_SECRETS_MANAGER(), n.lambdaSG, n.rotationSG)
 	return n
 }

@@ -271,8 +271,8 @@ func (p Params) Validate() error {
 	if len(errs) == 0 {
 		need, budget := p.WriterConnections(), p.WriterConnectionBudget()
 		check(need <= budget,
-			"apply-small (%d) + apply-large (%d) + diff (%d) environments x %d connections = %d connections per shard writer, over the budget of %d (estimated max_connections %d at maxAcu %v/minAcu %v, less the RDS Proxy share and %d reserved): lower the concurrency or raise %s",
-			p.ApplySmallConcurrency, p.ApplyLargeConcurrency, p.DiffMaxConcurrency, dbConnsPerEnvironment, need, budget,
+			"apply-small (%d) + apply-large (%d) + diff (%d) + change events (%d) environments x %d connections = %d connections per shard writer, over the budget of %d (estimated max_connections %d at maxAcu %v/minAcu %v, less the RDS Proxy share and %d reserved): lower the concurrency or raise %s",
+			p.ApplySmallConcurrency, p.ApplyLargeConcurrency, p.DiffMaxConcurrency, eventConcurrency, dbConnsPerEnvironment, need, budget,
 			EstimatedMaxConnections(p.MinACU, p.MaxACU), p.MaxACU, p.MinACU, reservedDBConnections, CtxMaxACU)
 	}
 	return errors.Join(errs...)
@@ -293,10 +293,16 @@ func EstimatedMaxConnections(minACU, maxACU float64) int {
 }
 
 // WriterConnections is the number of connections the bounded pipeline
-// consumers (apply-small, apply-large, diff) may hold on one shard writer.
+// consumers (apply-small, apply-large, diff) and the change-event
+// functions (relay, analytics, webhooks: their reserved concurrency) may
+// hold on one shard writer.
 func (p Params) WriterConnections() int {
-	return (p.ApplySmallConcurrency + p.ApplyLargeConcurrency + p.DiffMaxConcurrency) * dbConnsPerEnvironment
+	return (p.ApplySmallConcurrency + p.ApplyLargeConcurrency + p.DiffMaxConcurrency + eventConcurrency) * dbConnsPerEnvironment
 }
+
+// eventConcurrency is the change-event functions' environments that
+// connect to the shard writers (events.go); webhook-sender connects to none.
+const eventConcurrency = relayConcurrency + analyticsConcurrency + webhooksConcurrency
 
 // WriterConnectionBudget is what the pipeline consumers may use on one
 // shard writer: the estimated max_connections, less what the RDS Proxy (or,

@@ -25,7 +25,9 @@ func TestStackFollowsParameters(t *testing.T) {
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBInstance"), jsii.Number(4*3))
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBProxy"), jsii.Number(0))
 	tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::RotationSchedule"), jsii.Number(4))
-	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(4+4+2*6+1+4))
+	// DLQ depth and oldest message of 6 queues, errors and throttles of 10
+	// functions, API 5xx, capacity of 4 clusters, outbox age.
+	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(6+6+2*10+1+4+1))
 
 	for name, want := range map[string]float64{"apply-small": 30, "apply-large": 12} {
 		fn := r.function(t, name)
@@ -40,7 +42,8 @@ func TestStackFollowsParameters(t *testing.T) {
 		conc = append(conc, render(p["ScalingConfig"]))
 	}
 	equalLines(t, "event source maximum concurrency", sortedCopy(conc), []string{
-		`{"MaximumConcurrency":10}`, `{"MaximumConcurrency":12}`, `{"MaximumConcurrency":30}`, `{"MaximumConcurrency":5}`})
+		`{"MaximumConcurrency":10}`, `{"MaximumConcurrency":12}`, `{"MaximumConcurrency":30}`, `{"MaximumConcurrency":4}`,
+		`{"MaximumConcurrency":4}`, `{"MaximumConcurrency":5}`})
 
 	var dbs, readers []string
 	for i := range 3 {
@@ -80,7 +83,8 @@ func TestEnvironmentSize(t *testing.T) {
 			if !strings.HasPrefix(fmt.Sprint(props["Description"]), "catalog ") {
 				continue
 			}
-			vars, _ := props["Environment"].(map[string]any)["Variables"].(map[string]any)
+			env, _ := props["Environment"].(map[string]any)
+			vars, _ := env["Variables"].(map[string]any)
 			size, perShard := 0, 0
 			for k, v := range vars {
 				n := r.estimateLen(t, v)
@@ -136,6 +140,8 @@ func (r *synthResult) estimateLen(t *testing.T, v any) int {
 			return len("https://sqs."+region+".amazonaws.com/"+account+"/") + len(fmt.Sprint(props["QueueName"]))
 		case "AWS::S3::Bucket ":
 			return 63
+		case "AWS::Lambda::Function ":
+			return 64 // a function name
 		case "AWS::SNS::Topic ":
 			name, ok := props["TopicName"].(string)
 			if !ok {

@@ -82,12 +82,15 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	dbs := newDatabases(stack, name, net, p)
 	tp := newTopics(stack, name, p)
 	admin := newAdminTokenSecret(stack, name)
+	eq := newEventQueues(stack, name, q, tp.changes)
+	webhookKeys := newWebhookKeysSecret(stack, name)
 	deps := functionDeps{
 		params: p, assetDir: props.AssetDir, net: net, store: store, queues: q, dbs: dbs,
-		adminSecret: admin, changeTopic: tp.changes,
+		adminSecret: admin, changeTopic: tp.changes, events: eq, webhookKeys: webhookKeys,
 	}
 	fns := newFunctions(stack, deps)
 	fns.migrate, _ = newSchema(stack, deps)
+	glueDB, glueTable := newAnalyticsTable(stack, name, store.bucket)
 	httpAPI := newAPI(stack, p, fns)
 	mon := newMonitoring(stack, name, q, fns, httpAPI, dbs, tp.alarms)
 	// The cost report's fixed costs, once every alarm exists (DESIGN 10).
@@ -105,6 +108,10 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	out("ApplySmallQueueUrl", *q.applySmall.QueueUrl(), "apply-small.fifo queue")
 	out("ApplyLargeQueueUrl", *q.applyLarge.QueueUrl(), "apply-large.fifo queue")
 	out("ChangeEventsTopicArn", *tp.changes.TopicArn(), "SNS topic of change events")
+	out("AnalyticsQueueUrl", *eq.analytics.QueueUrl(), "analytics queue (catalog.changes events; its DLQ is analytics-dlq)")
+	out("WebhooksQueueUrl", *eq.webhooks.QueueUrl(), "webhooks queue (catalog.snapshot.* events; its DLQ is webhooks-dlq)")
+	out("AnalyticsTableName", glueDB+"."+glueTable, "Glue table over analytics/changes/ for Athena (docs/DEPLOY.md, \"Analytics\")")
+	out("WebhookKeysSecretArn", *webhookKeys.SecretArn(), "Secret holding the keys that seal webhook secrets")
 	out("AlarmTopicArn", *tp.alarms.TopicArn(), "SNS topic every alarm notifies; subscribe the pager here")
 	out("AdminTokenSecretArn", *admin.SecretArn(), "Secret holding the admin bearer token")
 	out("ControlClusterEndpoint", dbs.control.writer, "Control cluster writer endpoint")
@@ -122,6 +129,7 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 		fns:         fns,
 		api:         httpAPI,
 		adminSecret: admin,
+		webhookKeys: webhookKeys,
 	})
 	return stack
 }

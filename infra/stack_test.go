@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
+	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/metrics"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
@@ -34,8 +36,15 @@ func TestStack(t *testing.T) {
 	applySmallDLQ := r.logicalID(t, "AWS::SQS::Queue", "ApplySmallDLQ")
 	applyLarge := r.logicalID(t, "AWS::SQS::Queue", "ApplyLargeQueue")
 	applyLargeDLQ := r.logicalID(t, "AWS::SQS::Queue", "ApplyLargeDLQ")
+	analyticsQ := r.logicalID(t, "AWS::SQS::Queue", "AnalyticsQueue")
+	analyticsDLQ := r.logicalID(t, "AWS::SQS::Queue", "AnalyticsDLQ")
+	webhooksQ := r.logicalID(t, "AWS::SQS::Queue", "WebhooksQueue")
+	webhooksDLQ := r.logicalID(t, "AWS::SQS::Queue", "WebhooksDLQ")
+	topicsKey := r.logicalID(t, "AWS::KMS::Key", "TopicsKey")
+	changeTopic := r.logicalID(t, "AWS::SNS::Topic", "ChangeEventsTopic")
+	webhookKeys := "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "WebhookKeysSecret") + "}"
 	fns := map[string]string{}
-	for _, name := range []string{"upload", "read", "arrival", "diff", "apply-small", "apply-large"} {
+	for _, name := range []string{"upload", "read", "arrival", "diff", "apply-small", "apply-large", "relay", "analytics", "webhooks", "webhook-sender"} {
 		fns[name] = r.function(t, name)
 	}
 
@@ -60,6 +69,7 @@ func TestStack(t *testing.T) {
 			"expire-chunks":              `{"ExpirationInDays":19,"Id":"expire-chunks","Prefix":"chunks/","Status":"Enabled"}`,
 			"expire-changes":             `{"ExpirationInDays":19,"Id":"expire-changes","Prefix":"changes/","Status":"Enabled"}`,
 			"expire-reports":             `{"ExpirationInDays":1,"Id":"expire-reports","Prefix":"reports/costs/","Status":"Enabled"}`,
+			"tier-analytics":             `{"Id":"tier-analytics","Prefix":"analytics/","Status":"Enabled","Transitions":[{"StorageClass":"INTELLIGENT_TIERING","TransitionInDays":30}]}`,
 			"abort-incomplete-multipart": `{"AbortIncompleteMultipartUpload":{"DaysAfterInitiation":1},"Id":"abort-incomplete-multipart","Status":"Enabled"}`,
 		})
 		// TLS only: a deny on aws:SecureTransport=false in the bucket policy.
@@ -85,7 +95,7 @@ func TestStack(t *testing.T) {
 
 	t.Run("queues", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(8))
+		tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(12))
 		for _, q := range []struct {
 			id, dlq, name string
 			maxReceive    float64
@@ -95,6 +105,8 @@ func TestStack(t *testing.T) {
 			{applyLarge, applyLargeDLQ, "apply-large", applyMaxReceiveCount, true},
 			{diffJobs, diffDLQ, "diff-jobs", diffMaxReceiveCount, true},
 			{arrivals, arrivalsDLQ, "arrivals", arrivalMaxReceiveCount, false},
+			{analyticsQ, analyticsDLQ, "analytics", analyticsMaxReceiveCount, false},
+			{webhooksQ, webhooksDLQ, "webhooks", float64(webhooksMaxReceiveCount), false},
 		} {
 			props, dlqProps := r.props(t, q.id), r.props(t, q.dlq)
 			equal(t, q.name+" redrive", render(props["RedrivePolicy"]),
@@ -119,7 +131,8 @@ func TestStack(t *testing.T) {
 			}
 		}
 		// Every queue's policy denies requests without TLS.
-		for _, q := range []string{arrivals, arrivalsDLQ, diffJobs, diffDLQ, applySmall, applySmallDLQ, applyLarge, applyLargeDLQ} {
+		for _, q := range []string{arrivals, arrivalsDLQ, diffJobs, diffDLQ, applySmall, applySmallDLQ, applyLarge, applyLargeDLQ,
+			analyticsQ, analyticsDLQ, webhooksQ, webhooksDLQ} {
 			tmpl.HasResourceProperties(jsii.String("AWS::SQS::QueuePolicy"), match(obj(map[string]any{
 				"Queues": []any{map[string]any{"Ref": q}},
 				"PolicyDocument": match(obj(map[string]any{"Statement": arrayW(&[]any{match(obj(map[string]any{
@@ -145,12 +158,16 @@ func TestStack(t *testing.T) {
 			memory, timeout, reserved float64
 			asset                     string
 		}{
-			"upload":      {uploadMemoryMB, uploadTimeout.Seconds(), 0, "upload"},
-			"read":        {float64(p.ReadMemoryMB), readTimeout.Seconds(), float64(p.ReadReservedConcurrency), "read"},
-			"arrival":     {arrivalMemoryMB, arrivalTimeout.Seconds(), 0, "arrival"},
-			"diff":        {diffMemoryMB, diffTimeout.Seconds(), 0, "diff"},
-			"apply-small": {applyMemoryMB, applyTimeout.Seconds(), float64(p.ApplySmallConcurrency), "apply"},
-			"apply-large": {applyMemoryMB, applyTimeout.Seconds(), float64(p.ApplyLargeConcurrency), "apply"},
+			"upload":         {uploadMemoryMB, uploadTimeout.Seconds(), 0, "upload"},
+			"read":           {float64(p.ReadMemoryMB), readTimeout.Seconds(), float64(p.ReadReservedConcurrency), "read"},
+			"arrival":        {arrivalMemoryMB, arrivalTimeout.Seconds(), 0, "arrival"},
+			"diff":           {diffMemoryMB, diffTimeout.Seconds(), 0, "diff"},
+			"apply-small":    {applyMemoryMB, applyTimeout.Seconds(), float64(p.ApplySmallConcurrency), "apply"},
+			"apply-large":    {applyMemoryMB, applyTimeout.Seconds(), float64(p.ApplyLargeConcurrency), "apply"},
+			"relay":          {relayMemoryMB, relayTimeout.Seconds(), relayConcurrency, "relay"},
+			"analytics":      {analyticsMemoryMB, analyticsTimeout.Seconds(), analyticsConcurrency, "analytics"},
+			"webhooks":       {webhooksMemoryMB, webhooksTimeout.Seconds(), webhooksConcurrency, "webhooks"},
+			"webhook-sender": {senderMemoryMB, senderTimeout.Seconds(), senderConcurrency, "webhooksend"},
 		}
 		codeKeys := map[string]string{}
 		for name, w := range want {
@@ -166,7 +183,11 @@ func TestStack(t *testing.T) {
 				t.Errorf("%s: unexpected reserved concurrency %v", name, props["ReservedConcurrentExecutions"])
 			}
 			vpc, _ := props["VpcConfig"].(map[string]any)
-			if subnets := render(vpc["SubnetIds"]); !strings.Contains(subnets, "Vpcapp") {
+			if name == "webhook-sender" {
+				if vpc != nil {
+					t.Errorf("webhook-sender runs in the VPC: %v", vpc)
+				}
+			} else if subnets := render(vpc["SubnetIds"]); !strings.Contains(subnets, "Vpcapp") {
 				t.Errorf("%s: not in the app subnets: %s", name, subnets)
 			}
 			logging, _ := props["LoggingConfig"].(map[string]any)
@@ -180,8 +201,8 @@ func TestStack(t *testing.T) {
 			}
 			codeKeys[w.asset] = key
 		}
-		if len(codeKeys) != 5 {
-			t.Errorf("want 5 distinct code assets (apply shared by two functions), got %v", codeKeys)
+		if len(codeKeys) != 9 {
+			t.Errorf("want 9 distinct code assets (apply shared by two functions), got %v", codeKeys)
 		}
 		equal(t, "diff ephemeral storage", r.props(t, fns["diff"])["EphemeralStorage"], map[string]any{"Size": float64(diffEphemeralMB)})
 		// Function log groups have a retention.
@@ -239,6 +260,7 @@ func TestStack(t *testing.T) {
 		equal(t, "upload env", r.env(t, fns["upload"]), with(map[string]string{
 			EnvAdminTokenSecret: "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "AdminTokenSecret") + "}",
 			EnvCostDeployment:   CostDeployment(p, len(r.resources("AWS::CloudWatch::Alarm"))).String(),
+			EnvWebhookKeys:      "secret:" + webhookKeys,
 		}, dbEnv(catalogsql.RoleUpload, true)))
 		equal(t, "read env", r.env(t, fns["read"]), with(map[string]string{
 			EnvShardReaders:  strings.Join(readers, ","),
@@ -249,11 +271,29 @@ func TestStack(t *testing.T) {
 		for _, name := range []string{"apply-small", "apply-large"} {
 			equal(t, name+" env", r.env(t, fns[name]), with(dbEnv(catalogsql.RoleApply, false)))
 		}
+		// The change events' functions: their own settings only.
+		own := func(extras ...map[string]string) map[string]string {
+			out := map[string]string{EnvDBMaxConns: fmt.Sprint(dbConnsPerEnvironment)}
+			for _, m := range extras {
+				for k, v := range m {
+					out[k] = v
+				}
+			}
+			return out
+		}
+		equal(t, "relay env", r.env(t, fns["relay"]), own(map[string]string{
+			EnvBucket: common[EnvBucket], EnvChangeTopicARN: common[EnvChangeTopicARN]}, dbEnv(catalogsql.RoleRelay, false)))
+		equal(t, "analytics env", r.env(t, fns["analytics"]), own(map[string]string{
+			EnvBucket: common[EnvBucket], EnvAnalyticsQueueURL: "${" + analyticsQ + "}"}, dbEnv(catalogsql.RoleConsumers, false)))
+		equal(t, "webhooks env", r.env(t, fns["webhooks"]), own(map[string]string{
+			EnvWebhooksQueueURL: "${" + webhooksQ + "}", EnvWebhookKeys: "secret:" + webhookKeys,
+			EnvWebhookSender: "${" + fns["webhook-sender"] + "}"}, dbEnv(catalogsql.RoleConsumers, false)))
+		equal(t, "webhook-sender env", r.env(t, fns["webhook-sender"]), map[string]string{})
 	})
 
 	t.Run("event sources", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(4))
+		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(6))
 		for _, es := range []struct {
 			fn, queue      string
 			batch, maxConc float64
@@ -262,6 +302,8 @@ func TestStack(t *testing.T) {
 			{"diff", diffJobs, diffBatchSize, float64(p.DiffMaxConcurrency)},
 			{"apply-small", applySmall, applyBatchSize, float64(p.ApplySmallConcurrency)},
 			{"apply-large", applyLarge, applyBatchSize, float64(p.ApplyLargeConcurrency)},
+			{"analytics", analyticsQ, analyticsBatchSize, analyticsConcurrency},
+			{"webhooks", webhooksQ, webhooksBatchSize, webhooksConcurrency},
 		} {
 			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj(map[string]any{
 				"FunctionName":          map[string]any{"Ref": fns[es.fn]},
@@ -375,22 +417,33 @@ func TestStack(t *testing.T) {
 			return out
 		}
 		admin := "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "AdminTokenSecret") + "}"
+		// Publishing change events: the relay, and the fast path of apply and diff.
+		publish := []string{"Allow sns:Publish ${" + changeTopic + "}",
+			"Allow kms:Decrypt " + arn(topicsKey), "Allow kms:GenerateDataKey* " + arn(topicsKey),
+			"Allow s3:GetObject " + obj(prefixChanges), "Allow s3:PutObject " + obj(prefixChanges)}
 		want := map[string][]string{
 			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixReports), "Allow s3:PutObject " + obj(prefixReports)}, send(diffJobs), readSecrets(admin),
-				connect(catalogsql.RoleUpload, true)),
+				readSecrets(webhookKeys), connect(catalogsql.RoleUpload, true)),
 			"read":    connect(catalogsql.RoleRead, true),
 			"arrival": cat(send(diffJobs), consume(arrivals), connect(catalogsql.RoleDiff, false)),
 			"diff": cat([]string{
 				"Allow s3:GetObject " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixIndexes), "Allow s3:PutObject " + obj(prefixIndexes), "Allow s3:PutObjectTagging " + obj(prefixIndexes),
-				"Allow s3:PutObject " + obj(prefixChunks),
-				list(prefixSnapshots, prefixIndexes),
-			}, send(applySmall), send(applyLarge), consume(diffJobs), connect(catalogsql.RoleDiff, false)),
-			"apply-small": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks)}, consume(applySmall),
+				"Allow s3:PutObject " + obj(prefixChunks), "Allow s3:GetObject " + obj(prefixChunks),
+				list(prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges),
+			}, publish, send(applySmall), send(applyLarge), consume(diffJobs), connect(catalogsql.RoleDiff, false)),
+			"apply-small": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks, prefixChanges)}, publish, consume(applySmall),
 				connect(catalogsql.RoleApply, false)),
-			"apply-large": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks)}, consume(applyLarge),
+			"apply-large": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks, prefixChanges)}, publish, consume(applyLarge),
 				connect(catalogsql.RoleApply, false)),
+			"relay": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks, prefixChanges)}, publish,
+				connect(catalogsql.RoleRelay, false)),
+			"analytics": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), "Allow s3:GetObject " + obj(prefixChanges),
+				"Allow s3:PutObject " + obj(analytics.Prefix)}, consume(analyticsQ), connect(catalogsql.RoleConsumers, false)),
+			"webhooks": cat([]string{"Allow lambda:InvokeFunction " + arn(fns["webhook-sender"])}, consume(webhooksQ), readSecrets(webhookKeys),
+				connect(catalogsql.RoleConsumers, false)),
+			"webhook-sender": nil, // its logs only: no database, no secret, no AWS API
 		}
 		want["migrate"] = readSecrets(dbSecrets...)
 		withMigrate := map[string]string{"migrate": r.function(t, "migrate")}
@@ -420,7 +473,8 @@ func TestStack(t *testing.T) {
 			got := grants(rest)
 			equalLines(t, name+" permissions", got, want[name])
 			for _, g := range got {
-				if strings.Contains(strings.Fields(g)[1], "*") || strings.HasSuffix(g, " *") {
+				action := strings.Fields(g)[1]
+				if (strings.Contains(action, "*") && action != "kms:GenerateDataKey*") || strings.HasSuffix(g, " *") {
 					t.Errorf("%s: wildcard grant %s", name, g)
 				}
 			}
@@ -479,8 +533,8 @@ func TestStack(t *testing.T) {
 			"ConnectionPoolConfigurationInfo": match(obj(map[string]any{"MaxConnectionsPercent": float64(proxyMaxConnectionsPercent)})),
 		})))
 		tmpl.AllResourcesProperties(jsii.String("AWS::RDS::DBProxyEndpoint"), match(obj(map[string]any{"TargetRole": "READ_ONLY"})))
-		// Secrets: one per cluster plus the admin token.
-		tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::Secret"), jsii.Number(float64(clusters+1)))
+		// Secrets: one per cluster, the admin token, the webhook keys.
+		tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::Secret"), jsii.Number(float64(clusters+2)))
 	})
 
 	t.Run("network", func(t *testing.T) {
@@ -497,7 +551,8 @@ func TestStack(t *testing.T) {
 				t.Errorf("%s endpoint without private DNS", svc)
 			}
 		}
-		equal(t, "VPC endpoints", endpoints, map[string]string{"s3": "Gateway", "sqs": "Interface", "secretsmanager": "Interface"})
+		equal(t, "VPC endpoints", endpoints, map[string]string{"s3": "Gateway", "sqs": "Interface", "secretsmanager": "Interface",
+			"sns": "Interface", "lambda": "Interface"})
 		// Nothing is open to the world.
 		for id, sg := range r.resources("AWS::EC2::SecurityGroup") {
 			for _, in := range asList(sg["Properties"].(map[string]any)["SecurityGroupIngress"]) {
@@ -542,8 +597,8 @@ func TestStack(t *testing.T) {
 			want[route.Key()] = fns[route.Function]
 		}
 		equal(t, "routes", got, want)
-		if len(Routes) != 14 {
-			t.Errorf("DESIGN 5 has 14 routes (with GET settings), Routes has %d", len(Routes))
+		if len(Routes) != 17 {
+			t.Errorf("DESIGN 5 has 17 routes (with GET settings and the webhook's three), Routes has %d", len(Routes))
 		}
 
 		stage := r.props(t, r.logicalID(t, "AWS::ApiGatewayV2::Stage", "DefaultStage"))
@@ -577,6 +632,10 @@ func TestStack(t *testing.T) {
 			props := a["Properties"].(map[string]any)
 			equal(t, id+" actions", props["AlarmActions"], []any{map[string]any{"Ref": alarmTopic}})
 			dims := asList(props["Dimensions"])
+			if props["MetricName"] == metrics.OutboxAgeSeconds {
+				alarms[key{metrics.OutboxAgeSeconds, ""}] = props
+				continue
+			}
 			if len(dims) != 1 {
 				t.Errorf("%s: want one dimension, got %v", id, dims)
 				continue
@@ -594,9 +653,16 @@ func TestStack(t *testing.T) {
 			}
 			equal(t, metric+" on "+dim+" threshold", a["Threshold"], threshold)
 		}
-		for _, dlq := range []string{arrivalsDLQ, diffDLQ, applySmallDLQ, applyLargeDLQ} {
+		for _, dlq := range []string{arrivalsDLQ, diffDLQ, applySmallDLQ, applyLargeDLQ, analyticsDLQ, webhooksDLQ} {
 			expect("ApproximateNumberOfMessagesVisible", dlq, 1)
 		}
+		expect("ApproximateAgeOfOldestMessage", analyticsQ, oldestMessageAge["analytics"].Seconds())
+		expect("ApproximateAgeOfOldestMessage", webhooksQ, oldestMessageAge["webhooks"].Seconds())
+		expect(metrics.OutboxAgeSeconds, "", outboxAge.Seconds())
+		outbox := alarms[key{metrics.OutboxAgeSeconds, ""}]
+		equal(t, "outbox age namespace", outbox["Namespace"], metrics.DefaultNamespace)
+		equal(t, "outbox age statistic", outbox["Statistic"], "Maximum")
+		equal(t, "outbox age: no data alarms (the sweeper does not run)", outbox["TreatMissingData"], "breaching")
 		expect("ApproximateAgeOfOldestMessage", arrivals, oldestMessageAge["arrivals"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", diffJobs, oldestMessageAge["diff-jobs"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", applySmall, oldestMessageAge["apply-small"].Seconds())
@@ -610,7 +676,7 @@ func TestStack(t *testing.T) {
 		for i := range p.Shards {
 			expect("ACUUtilization", r.logicalID(t, "AWS::RDS::DBCluster", fmt.Sprintf("Shard%dCluster", i)), acuUtilizationPercent)
 		}
-		equal(t, "alarm count", len(alarms), 4+4+2*6+1+1+p.Shards)
+		equal(t, "alarm count", len(alarms), 6+6+2*10+1+1+p.Shards+1)
 		tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 
 		// Topics: change events (for the relay) and alarms, KMS-encrypted, TLS only.
@@ -637,7 +703,8 @@ func TestStack(t *testing.T) {
 	t.Run("outputs", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
 		for _, name := range []string{"ApiUrl", "BucketName", "ArrivalsQueueUrl", "DiffJobsQueueUrl", "ApplySmallQueueUrl", "ApplyLargeQueueUrl",
-			"ChangeEventsTopicArn", "AlarmTopicArn", "AdminTokenSecretArn", "ControlClusterEndpoint", "ShardClusterEndpoints", "DashboardName"} {
+			"ChangeEventsTopicArn", "AlarmTopicArn", "AdminTokenSecretArn", "ControlClusterEndpoint", "ShardClusterEndpoints", "DashboardName",
+			"AnalyticsQueueUrl", "WebhooksQueueUrl", "AnalyticsTableName", "WebhookKeysSecretArn"} {
 			tmpl.HasOutput(jsii.String(name), match(obj(map[string]any{"Value": assertions.Match_AnyValue()})))
 		}
 	})

@@ -110,6 +110,7 @@ func newStorage(scope constructs.Construct, p Params) *storage {
 				Prefix:     jsii.String(prefixReports),
 				Expiration: awscdk.Duration_Days(jsii.Number(reportDays)),
 			},
+			analyticsTieringRule(), // analytics/: the change events' Parquet files (events.go)
 			{
 				Id:                                  jsii.String("abort-incomplete-multipart"),
 				AbortIncompleteMultipartUploadAfter: awscdk.Duration_Days(jsii.Number(1)),

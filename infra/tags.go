@@ -94,9 +94,9 @@ func CostDeployment(p Params, alarms int) costs.Deployment {
 	d.InstancesPerCluster = 1 + p.ReadersPerShard
 	d.AverageACU = p.MinACU
 	d.RDSProxy = p.RDSProxy
-	d.InterfaceEndpoints, d.AZs = 2, 2
+	d.InterfaceEndpoints, d.AZs = 4, 2 // SQS, Secrets Manager, SNS, Lambda (network.go)
 	d.Alarms = alarms
-	d.Secrets = d.Clusters + 1
+	d.Secrets = d.Clusters + 2 // + the admin token and the webhook keys
 	d.KMSKeys = 1
 	d.UploadRetentionDays = p.UploadRetentionDays
 	return d

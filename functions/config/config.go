@@ -25,6 +25,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/lambdainvoke"
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
@@ -80,6 +81,7 @@ type Config struct {
 	WebhooksQueueURL    string        // CATALOG_WEBHOOKS_QUEUE_URL: the webhooks consumer's queue
 	AnalyticsDLQURL     string        // CATALOG_ANALYTICS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
 	WebhooksDLQURL      string        // CATALOG_WEBHOOKS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
+	WebhookSender       string        // CATALOG_WEBHOOK_SENDER: the webhook-sender function that makes the POSTs (AWS); empty: in process
 	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
 	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: keys sealing webhook secrets (base64, or passphrases of 40+ characters), comma-separated, the first sealing; or secret:<arn>
 	WebhookRetryWindow  time.Duration // CATALOG_WEBHOOK_RETRY_WINDOW: how long a failing webhook delivery is retried (default 24h)
@@ -118,6 +120,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		WebhooksQueueURL:    getenv("CATALOG_WEBHOOKS_QUEUE_URL"),
 		AnalyticsDLQURL:     strings.TrimSpace(getenv("CATALOG_ANALYTICS_DLQ_URL")),
 		WebhooksDLQURL:      strings.TrimSpace(getenv("CATALOG_WEBHOOKS_DLQ_URL")),
+		WebhookSender:       strings.TrimSpace(getenv("CATALOG_WEBHOOK_SENDER")),
 		WebhookKeys:         strings.TrimSpace(getenv("CATALOG_WEBHOOK_KEYS")),
 		WebhookLoopbackHTTP: getenv("CATALOG_WEBHOOK_ALLOW_LOOPBACK") == "true",
 	}
@@ -475,6 +478,20 @@ func (c *Config) WebhookSecrets(ctx context.Context) (*webhook.SecretBox, error)
 // Webhooks is the webhooks consumer's configuration.
 func (c *Config) Webhooks(box *webhook.SecretBox) webhooks.Config {
 	return webhooks.Config{QueueURL: c.WebhooksQueueURL, Retry: c.Retry(), Policy: c.WebhookPolicy(), Secrets: box}
+}
+
+// WebhookPoster is what makes the webhooks consumer's POSTs: the
+// webhook-sender function when CATALOG_WEBHOOK_SENDER names one (AWS),
+// else nil (in process).
+func (c *Config) WebhookPoster(ctx context.Context) (webhooks.Poster, error) {
+	if c.WebhookSender == "" {
+		return nil, nil
+	}
+	cfg, err := c.AWS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return lambdainvoke.NewPoster(lambdainvoke.NewClient(cfg, ""), c.WebhookSender), nil
 }
 
 // Analytics is the analytics consumer's configuration.

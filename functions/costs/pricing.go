@@ -160,12 +160,14 @@ type Deployment struct {
 }
 
 // DefaultDeployment is the stack cdk.json deploys: 2 shards + control, one
-// reader each, 0.5 ACU minimum, RDS Proxies, SQS and Secrets Manager
-// endpoints in 2 AZs, the alarms and the dashboard of infra/monitoring.go.
+// reader each, 0.5 ACU minimum, RDS Proxies, SQS, Secrets Manager, SNS and
+// Lambda endpoints in 2 AZs, the alarms and the dashboard of
+// infra/monitoring.go, a secret per cluster, the admin token's and the
+// webhook keys'.
 func DefaultDeployment() Deployment {
 	return Deployment{
 		Clusters: 3, InstancesPerCluster: 2, AverageACU: 0.5, StorageGB: 10, RDSProxy: true,
-		InterfaceEndpoints: 2, AZs: 2, Alarms: 20, Dashboards: 1, CustomMetrics: 30, Secrets: 4, KMSKeys: 1,
+		InterfaceEndpoints: 4, AZs: 2, Alarms: 20, Dashboards: 1, CustomMetrics: 30, Secrets: 5, KMSKeys: 1,
 		UploadRetentionDays: 14,
 	}
 }

@@ -252,8 +252,8 @@ func TestPricesComeFromTheTable(t *testing.T) {
 	}
 	// Fixed, by hand (cdk.json's stack): 3 clusters x 2 instances x 0.5 ACU x
 	// 24 h x $0.12 = $8.64 a day; proxies 3 x 8 ACU minimum x 24 x $0.015 =
-	// $8.64; endpoints 2 x 2 AZ x 24 x $0.01 = $0.96.
-	want := map[string]float64{ServiceAuroraCapacity: 8.64, ServiceRDSProxy: 8.64, ServiceEndpoints: 0.96}
+	// $8.64; endpoints 4 x 2 AZ x 24 x $0.01 = $1.92.
+	want := map[string]float64{ServiceAuroraCapacity: 8.64, ServiceRDSProxy: 8.64, ServiceEndpoints: 1.92}
 	for _, l := range fa {
 		if w, ok := want[l.Service]; ok && !near(l.USD, w) {
 			t.Errorf("fixed %s: %v a day, want %v", l.Service, l.USD, w)

@@ -10,15 +10,19 @@
 // POST runs in, as delivered (the consumers' version state, keyed by event
 // id), so a duplicate or a replay of a delivered event sends nothing, and
 // two deliveries of one event at once wait for each other.
+//
+// The consumer signs; a Poster makes the POST: in process locally, and on
+// AWS the webhook-sender function (functions/webhooksend), which runs
+// outside the VPC, so that no delivery can reach into it whatever a URL
+// resolves to, and no NAT gateway is needed. The consumer itself stays in
+// the VPC, next to the databases. The secret never leaves it.
 package webhooks
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -49,16 +53,36 @@ type Store interface {
 		write func(newer []bool) error) error
 }
 
+// Poster sends a signed delivery and says how it went: webhook.Sender in
+// process (the local stack), or the webhook-sender function on AWS, which
+// runs outside the VPC (lambdainvoke.Poster). An error means the delivery
+// could not be attempted; a failed attempt is a Result with Error set.
+type Poster interface {
+	Post(ctx context.Context, d webhook.Delivery) (webhook.Result, error)
+}
+
 // Config is what the webhooks function is told at start.
 type Config struct {
 	QueueURL string         // its queue, whose messages' visibility a retry changes
 	Retry    retry.Schedule // the delays between deliveries of a failed event
 	Policy   webhook.Policy // which URLs may be called
 	Secrets  *webhook.SecretBox
-	// Client sends the POSTs [Policy.Client()].
+	// Client sends the POSTs of the default Poster [Policy.Client()].
 	Client *http.Client
 	// Timeout is how long a receiver has to answer [webhook.Timeout, 10 s].
 	Timeout time.Duration
+	// Poster makes the deliveries [a webhook.Sender with Policy, Client
+	// and Timeout].
+	Poster Poster
+}
+
+// SenderPoster is a webhook.Sender as a Poster: the deliveries are made in
+// process.
+type SenderPoster webhook.Sender
+
+// Post makes the delivery.
+func (p SenderPoster) Post(ctx context.Context, d webhook.Delivery) (webhook.Result, error) {
+	return webhook.Sender(p).Send(ctx, d), nil
 }
 
 // Handler delivers lifecycle events to webhooks.
@@ -74,11 +98,8 @@ type Handler struct {
 
 // New builds the handler.
 func New(cfg Config, store Store, queue retry.Visibility, log *slog.Logger) *Handler {
-	if cfg.Client == nil {
-		cfg.Client = cfg.Policy.Client()
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = webhook.Timeout
+	if cfg.Poster == nil {
+		cfg.Poster = SenderPoster{Policy: cfg.Policy, Client: cfg.Client, Timeout: cfg.Timeout}
 	}
 	return &Handler{cfg: cfg, store: store, queue: queue, log: log}
 }
@@ -136,63 +157,42 @@ func (h *Handler) deliver(ctx context.Context, msg lambdaevents.SQSMessage) erro
 			log.InfoContext(ctx, "event delivered before; not sent again")
 			return nil
 		}
+		// The URL is checked here too: a refused one is not even handed on.
 		start := time.Now()
 		fields := metrics.Fields{RetailerID: env.RetailerID, Generation: env.Generation}
-		status, err := h.post(ctx, hook.URL, env.ID, []byte(msg.Body), secret)
-		if err != nil {
-			log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", status,
-				"elapsed_ms", time.Since(start).Milliseconds(), "err", err)
-			h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookFailures, 1).By("Reason", failureReason(status, err)))
-			return err
+		res := webhook.Result{Refused: true}
+		if _, err := h.cfg.Policy.CheckURL(ctx, hook.URL); err != nil {
+			res.Error = "the webhook URL is refused now: " + err.Error()
+		} else {
+			body := []byte(msg.Body)
+			if res, err = h.cfg.Poster.Post(ctx, webhook.Delivery{URL: hook.URL, EventID: env.ID,
+				Signature: webhook.Sign(secret, body), Body: body}); err != nil {
+				return fmt.Errorf("deliver %s: %w", env.ID, err)
+			}
 		}
-		log.InfoContext(ctx, "webhook delivered", "url", hook.URL, "attempt", attempt, "status", status,
+		if !res.Delivered() {
+			log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", res.Status,
+				"elapsed_ms", time.Since(start).Milliseconds(), "err", res.Error)
+			h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookFailures, 1).By("Reason", failureReason(res)))
+			return errors.New(res.Error)
+		}
+		log.InfoContext(ctx, "webhook delivered", "url", hook.URL, "attempt", attempt, "status", res.Status,
 			"elapsed_ms", time.Since(start).Milliseconds())
 		h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookDeliveries, 1))
 		return nil
 	})
 }
 
-// errURLRefused: the webhook's URL breaks the rules now.
-var errURLRefused = errors.New("the webhook URL is refused now")
-
-// failureReason names a failed attempt for the metric: the receiver
-// answered with a status that is not 2xx, it did not answer (or could not
-// be reached), or its URL was refused before the POST.
-func failureReason(status int, err error) string {
+// failureReason names a failed attempt for the metric: its URL was refused
+// before the POST (or the address it reached), the receiver answered with
+// a status that is not 2xx, or it did not answer (or could not be reached).
+func failureReason(r webhook.Result) string {
 	switch {
-	case errors.Is(err, errURLRefused):
+	case r.Refused:
 		return "url_refused"
-	case status > 0:
+	case r.Status > 0:
 		return "status"
 	default:
 		return "no_answer"
 	}
-}
-
-// post sends one delivery: the event as published (the raw message body),
-// signed. Anything but a 2xx within the timeout is a failure.
-func (h *Handler) post(ctx context.Context, rawURL, eventID string, body, secret []byte) (int, error) {
-	if _, err := h.cfg.Policy.CheckURL(ctx, rawURL); err != nil {
-		return 0, fmt.Errorf("%w: %w", errURLRefused, err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, rawURL, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "catalog-webhooks/1")
-	req.Header.Set(webhook.HeaderEventID, eventID)
-	req.Header.Set(webhook.HeaderSignature, webhook.Sign(secret, body))
-	resp, err := h.cfg.Client.Do(req)
-	if err != nil {
-		return 0, fmt.Errorf("post to webhook: %w", err)
-	}
-	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return resp.StatusCode, fmt.Errorf("webhook answered %s", resp.Status)
-	}
-	return resp.StatusCode, nil
 }

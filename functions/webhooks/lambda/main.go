@@ -39,7 +39,13 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h := webhooks.New(cfg.Webhooks(box), stores, vis, cfg.Logger())
+	poster, err := cfg.WebhookPoster(ctx)
+	if err != nil {
+		return err
+	}
+	wc := cfg.Webhooks(box)
+	wc.Poster = poster // nil: in process
+	h := webhooks.New(wc, stores, vis, cfg.Logger())
 	h.Metrics = cfg.Metrics("webhooks")
 	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
 	meter, err := config.Meter(os.Getenv, stores, "consumers", 512, 0, cfg.Logger())
