@@ -347,20 +347,6 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 			Resources: jsii.Strings(resources...),
 		}))
 	}
-	// ListBucket on the listed prefixes only: a missing key then answers 404
-	// instead of 403, and nothing else of the bucket can be listed.
-	list := func(role awsiam.IRole, prefixes ...string) {
-		var like []any
-		for _, p := range prefixes {
-			like = append(like, p+"*")
-		}
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:        jsii.String("ListOwnPrefixes"),
-			Actions:    jsii.Strings("s3:ListBucket"),
-			Resources:  jsii.Strings(*bucket.BucketArn()),
-			Conditions: &map[string]any{"StringLike": map[string]any{"s3:prefix": like}},
-		}))
-	}
 
 	// upload: presigns PUTs of snapshots/{retailer}/{generation}/upload (the
 	// signature binds the exact key; the role bounds it to snapshots/),
@@ -383,13 +369,13 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject"}, objects(prefixSnapshots))
 	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
 	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
-	list(f.diff.Role(), prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
+	listPrefixes(f.diff.Role(), bucket, prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)
 
 	// apply: reads chunks; consumes its queue (granted by the event source).
 	for _, fn := range []awslambda.Function{f.applySmall, f.applyLarge} {
 		s3(fn.Role(), "ReadChunks", []string{"s3:GetObject"}, objects(prefixChunks))
-		list(fn.Role(), prefixChunks, prefixChanges) // changes: the fast path of change events
+		listPrefixes(fn.Role(), bucket, prefixChunks, prefixChanges) // changes: the fast path of change events
 	}
 }
