@@ -122,15 +122,8 @@ func benchApply(ctx context.Context, args []string) error {
 		if err != nil {
 			return 0, nil, err
 		}
-		var b bytes.Buffer
-		b.WriteString(csvHeader)
-		var line []byte
-		for _, pr := range products {
-			line = appendRow(line[:0], pr)
-			b.Write(line)
-		}
 		key := events.UploadKey(benchRetailer.ID, gen)
-		blobs.Put(ctx, key, b.Bytes())
+		blobs.Put(ctx, key, snapshotCSV(products))
 		if err := dh.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: gen}); err != nil {
 			return 0, nil, err
 		}

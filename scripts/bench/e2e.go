@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -51,16 +50,6 @@ func benchE2E(ctx context.Context, args []string) error {
 
 	fmt.Fprintf(os.Stderr, "e2e: generating %d-row snapshots\n", *rows)
 	p := genPair(*rows, *seed)
-	csv := func(products []product) []byte {
-		var b bytes.Buffer
-		b.WriteString(csvHeader)
-		var line []byte
-		for _, pr := range products {
-			line = appendRow(line[:0], pr)
-			b.Write(line)
-		}
-		return b.Bytes()
-	}
 	// upload PUTs a snapshot and measures from the end of the PUT to applied.
 	upload := func(data []byte) (time.Duration, apiclient.Status, error) {
 		slot, err := api.Reserve(ctx, r.Token, benchRetailer.ID, "csv")
@@ -89,12 +78,12 @@ func benchE2E(ctx context.Context, args []string) error {
 			}
 		}
 	}
-	first, s1, err := upload(csv(p.old))
+	first, s1, err := upload(snapshotCSV(p.old))
 	if err != nil {
 		return fmt.Errorf("first snapshot: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "e2e: first snapshot applied %s after its PUT (%d chunks)\n", first.Round(time.Millisecond), s1.Chunks.Total)
-	change, s2, err := upload(csv(p.new))
+	change, s2, err := upload(snapshotCSV(p.new))
 	if err != nil {
 		return fmt.Errorf("change: %w", err)
 	}

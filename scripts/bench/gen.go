@@ -81,6 +81,18 @@ func sortByID(products []product) {
 	}
 }
 
+// snapshotCSV is a CSV snapshot of products, header first.
+func snapshotCSV(products []product) []byte {
+	var b bytes.Buffer
+	b.WriteString(csvHeader)
+	var line []byte
+	for _, pr := range products {
+		line = appendRow(line[:0], pr)
+		b.Write(line)
+	}
+	return b.Bytes()
+}
+
 // appendRow appends the CSV line of p.
 func appendRow(b []byte, p product) []byte {
 	rng := rand.New(rand.NewPCG(p.num, 0x5eed))

@@ -6,6 +6,7 @@
 //	go run ./scripts/bench apply  chunked fenced apply vs COPY
 //	go run ./scripts/bench e2e    PUT to applied on the local stack
 //	go run ./scripts/bench reconcile  reconciliation of a catalog vs a SELECT of its hashes
+//	go run ./scripts/bench events  change events: relay, Parquet and webhook lag, apply with the relay on vs off
 package main
 
 import (
@@ -22,14 +23,16 @@ import (
 // package registers its own in an init function.
 var benches = map[string]func(ctx context.Context, args []string) error{}
 
-const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile> [flags]
+const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|events> [flags]
        go run ./scripts/bench <bench> -h    that bench's flags
 
   read   storefront reads vs raw primary-key SELECTs
   diff   diff of two 1M-row snapshots vs comm -3
   apply  chunked fenced apply vs COPY
   e2e    PUT to applied on the local stack
-  reconcile  reconciliation of a 1M-product catalog vs a SELECT of its stored hashes`
+  reconcile  reconciliation of a 1M-product catalog vs a SELECT of its stored hashes
+  events  change events on the local stack: relay events/s vs bare PublishBatch,
+          commit to Parquet file and to webhook (p50/p99), apply rows/s with the relay on vs off`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

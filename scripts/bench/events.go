@@ -1,0 +1,494 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/scripts/local/apiclient"
+	"github.com/retailcatalog/catalog/scripts/local/eventsource"
+	"github.com/retailcatalog/catalog/scripts/local/stack"
+)
+
+func init() { benches["events"] = benchEvents }
+
+// eventsOptions are the events bench's parameters (flags; the smoke test
+// sets small ones).
+type eventsOptions struct {
+	rows, rounds, chunkRows int
+	seed                    uint64
+	analyticsWindow         time.Duration
+	timeout                 time.Duration
+	// postgresURL, sqsEndpoint, prefix: a running server and emulator to
+	// share (tests) instead of the stack's own.
+	postgresURL, sqsEndpoint, prefix string
+	out                              io.Writer
+}
+
+// benchEvents: on the local stack (one shard), two retailers upload the
+// same snapshots, turn about: "before" with the relay's fast path off (its
+// events wait in the outbox), "after" with it on (published right after
+// each chunk commits, to the topic, the analytics and webhooks consumers).
+// It reports apply's rows/s before and after (the relay may cost at most
+// 5%), the lag from a chunk's commit to the Parquet file holding its rows
+// and from a generation's commit to its webhook (p50/p99), and the relay's
+// throughput publishing the "before" backlog against bare PublishBatch
+// calls of the same messages to the same topic.
+func benchEvents(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	var o eventsOptions
+	fs.IntVar(&o.rows, "rows", 100_000, "products in each snapshot")
+	fs.IntVar(&o.rounds, "rounds", 4, "snapshots each retailer uploads (a first load, then changes of ~4%)")
+	fs.IntVar(&o.chunkRows, "chunk-rows", 1000, "rows per chunk (more chunks: more events)")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated data")
+	fs.DurationVar(&o.analyticsWindow, "analytics-window", 5*time.Second, "how long the analytics consumer gathers a batch (the local stack's default)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound of the whole run")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if o.rows < 10 || o.rounds < 1 || o.chunkRows < 1 {
+		return errors.New("events: --rows must be at least 10, --rounds and --chunk-rows at least 1")
+	}
+	o.out = os.Stdout
+	return runEventsBench(ctx, o)
+}
+
+// fastPathSwitch is the relay's fast path for the apply and the diff,
+// taken only for the retailers that have it on.
+type fastPathSwitch struct {
+	relay *relay.Relay
+	on    sync.Map // retailer id -> true
+}
+
+func (s *fastPathSwitch) Flush(ctx context.Context, retailerID string) {
+	if _, ok := s.on.Load(retailerID); ok {
+		s.relay.Flush(ctx, retailerID)
+	}
+}
+
+// applySpans records, per retailer and generation, when its first apply
+// invocation started and its last one ended (the fast path included: it
+// runs in the invocation, after the commit).
+type applySpans struct {
+	mu    sync.Mutex
+	spans map[string]*span // "retailer/generation"
+}
+
+type span struct {
+	start, end time.Time
+	chunks     int // chunk messages whose invocation returned
+}
+
+func (a *applySpans) wrap(next eventsource.Handler) eventsource.Handler {
+	return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
+		start := time.Now()
+		resp, err := next(ctx, ev)
+		end := time.Now()
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		for _, r := range ev.Records {
+			var m events.ChunkMessage
+			if json.Unmarshal([]byte(r.Body), &m) != nil {
+				continue
+			}
+			k := fmt.Sprintf("%s/%d", m.RetailerID, m.Generation)
+			s := a.spans[k]
+			if s == nil {
+				s = &span{start: start, end: end}
+				a.spans[k] = s
+			}
+			if start.Before(s.start) {
+				s.start = start
+			}
+			if end.After(s.end) {
+				s.end = end
+			}
+			s.chunks++
+		}
+		return resp, err
+	}
+}
+
+// duration is how long a generation's chunks took to apply, once the
+// invocations of all of them have returned (the status reads applied at
+// the last commit, before its invocation's fast path).
+func (a *applySpans) duration(retailer string, gen int64, chunks int) (time.Duration, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if s := a.spans[fmt.Sprintf("%s/%d", retailer, gen)]; s != nil && s.chunks >= chunks {
+		return s.end.Sub(s.start), true
+	}
+	return 0, false
+}
+
+// recordingPublisher notes the time (the commit) of each catalog.changes
+// event it publishes, by retailer and generation, and keeps a copy of the
+// messages while recording.
+type recordingPublisher struct {
+	next      topic.Publisher
+	recording atomic.Bool
+	mu        sync.Mutex
+	msgs      []topic.Message
+	changes   map[string]map[string]time.Time // "retailer/generation" -> event id -> time
+}
+
+func (p *recordingPublisher) Publish(ctx context.Context, msgs []topic.Message) ([]error, error) {
+	errs, err := p.next.Publish(ctx, msgs)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.recording.Load() {
+		p.msgs = append(p.msgs, msgs...)
+	}
+	for i, m := range msgs {
+		var env events.Envelope
+		if err != nil || errs[i] != nil || json.Unmarshal([]byte(m.Body), &env) != nil || env.Type != events.TypeChanges {
+			continue
+		}
+		k := fmt.Sprintf("%s/%d", env.RetailerID, env.Generation)
+		if p.changes[k] == nil {
+			p.changes[k] = map[string]time.Time{}
+		}
+		p.changes[k][env.ID] = env.Time.UTC()
+	}
+	return errs, err
+}
+
+// changeTimes are the times of the catalog.changes events of a generation
+// published so far.
+func (p *recordingPublisher) changeTimes(retailer string, gen int64) []time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ts []time.Time
+	for _, t := range p.changes[fmt.Sprintf("%s/%d", retailer, gen)] {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+// hookArrivals is a webhook receiver on 127.0.0.1 that notes when each
+// event arrived, against the envelope's time (the commit).
+type hookArrivals struct {
+	mu   sync.Mutex
+	lags map[string]time.Duration // event id -> arrival - event time
+}
+
+func (h *hookArrivals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
+	var env events.Envelope
+	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&env); err == nil {
+		h.mu.Lock()
+		if _, ok := h.lags[env.ID]; !ok {
+			h.lags[env.ID] = at.Sub(env.Time)
+		}
+		h.mu.Unlock()
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (h *hookArrivals) lag(id string) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, ok := h.lags[id]
+	return d, ok
+}
+
+// fileWatch lists a retailer's analytics files every 50 ms and notes when
+// each change event's rows (by their applied_at: the event's time, its
+// chunk's commit) first reached a file.
+type fileWatch struct {
+	mu      sync.Mutex
+	err     error
+	reached map[time.Time]time.Duration // event time -> first file seen - event time
+}
+
+func (f *fileWatch) run(ctx context.Context, st *stack.Stack, retailer string) {
+	seen := map[string]bool{}
+	poll := func() error {
+		keys, err := st.Blobs.List(ctx, analytics.RetailerPrefix(retailer))
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		for _, k := range keys {
+			if seen[k] {
+				continue
+			}
+			seen[k] = true
+			body, err := st.Blobs.Get(ctx, k)
+			if err != nil {
+				return err
+			}
+			rows, err := analytics.Decode(body)
+			if err != nil {
+				return fmt.Errorf("%s: %w", k, err)
+			}
+			f.mu.Lock()
+			for _, r := range rows {
+				t := r.AppliedAt.UTC()
+				if _, ok := f.reached[t]; !ok {
+					f.reached[t] = now.Sub(t)
+				}
+			}
+			f.mu.Unlock()
+		}
+		return nil
+	}
+	for ctx.Err() == nil {
+		if err := poll(); err != nil && ctx.Err() == nil {
+			f.mu.Lock()
+			f.err = err
+			f.mu.Unlock()
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// lags are the lags of the events at times, once every one reached a file.
+func (f *fileWatch) lags(times []time.Time) ([]time.Duration, bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]time.Duration, 0, len(times))
+	for _, t := range times {
+		d, ok := f.reached[t]
+		if !ok {
+			return nil, false, f.err
+		}
+		out = append(out, d)
+	}
+	return out, true, f.err
+}
+
+func runEventsBench(ctx context.Context, o eventsOptions) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	work, cleanup, err := workDir("", "catalog-bench-events-")
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	spans := &applySpans{spans: map[string]*span{}}
+	rec := &recordingPublisher{changes: map[string]map[string]time.Time{}}
+	st, err := stack.Start(ctx, stack.Options{DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 1,
+		PostgresURL: o.postgresURL, SQSEndpoint: o.sqsEndpoint, Prefix: o.prefix,
+		Progress: os.Stderr, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), HandlerTimeout: 60 * time.Second,
+		ChunkRows: o.chunkRows, AnalyticsWindow: o.analyticsWindow,
+		SweepEvery: 24 * time.Hour, // the "before" backlog waits for the measured relay run
+		WrapApply:  spans.wrap,
+		WrapPublisher: func(next topic.Publisher) topic.Publisher {
+			rec.next = next
+			return rec
+		}})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fast := &fastPathSwitch{relay: st.Relay}
+	st.Apply.Events, st.Diff.Events = fast, fast // before any upload
+
+	hooks := &hookArrivals{lags: map[string]time.Duration{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	hookSrv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
+	go hookSrv.Serve(ln)
+	defer hookSrv.Close()
+
+	api := apiclient.New(st.APIURL)
+	api.HTTP.Timeout = 5 * time.Minute
+	const before, after = "bench-before", "bench-after"
+	tokens := map[string]string{}
+	for _, r := range []string{before, after} {
+		ret, err := api.CreateRetailer(ctx, st.AdminToken, r)
+		if err != nil {
+			return err
+		}
+		tokens[r] = ret.Token
+		if err := api.Do(ctx, http.MethodPut, "/v1/retailers/"+r+"/webhook", ret.Token,
+			map[string]string{"url": "http://" + ln.Addr().String() + "/hook", "secret": "bench-webhook-secret-0123456789"}, nil); err != nil {
+			return fmt.Errorf("webhook of %s: %w", r, err)
+		}
+	}
+	fast.on.Store(after, true)
+
+	fmt.Fprintf(os.Stderr, "events: generating %d-row snapshots\n", o.rows)
+	p := genPair(o.rows, o.seed)
+	snapshots := [][]byte{snapshotCSV(p.old), snapshotCSV(p.new)}
+	watch := &fileWatch{reached: map[time.Time]time.Duration{}}
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go watch.run(watchCtx, st, after)
+	var applyRows [2]float64
+	var applyTime [2]time.Duration
+	var fileLags, hookLags []time.Duration
+	for round := range o.rounds {
+		data := snapshots[round%2]
+		for i, r := range []string{before, after} {
+			gen, err := api.Upload(ctx, tokens[r], r, "csv", data)
+			if err != nil {
+				return fmt.Errorf("%s: %w", r, err)
+			}
+			s, err := api.WaitApplied(ctx, tokens[r], r, gen, nil)
+			if err != nil {
+				return fmt.Errorf("%s generation %d: %w", r, gen, err)
+			}
+			changed := s.Changes.Inserted + s.Changes.Updated + s.Changes.Deleted
+			var d time.Duration
+			if err := waitFor(ctx, 5*time.Millisecond, func() (bool, error) {
+				var ok bool
+				d, ok = spans.duration(r, gen, s.Chunks.Total)
+				return ok, nil
+			}); err != nil {
+				return fmt.Errorf("apply invocations of %s generation %d: %w", r, gen, err)
+			}
+			applyRows[i] += float64(changed)
+			applyTime[i] += d
+			fmt.Fprintf(os.Stderr, "events: %s generation %d: %d rows applied in %s (%d chunks)\n", r, gen, changed, d.Round(time.Millisecond), s.Chunks.Total)
+			if r != after {
+				continue
+			}
+			// The "after" retailer's events reach its webhook and its files
+			// before the next upload starts.
+			ids := []string{events.EventID(events.TypeSnapshotApplied, r, gen, 0)}
+			if err := waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
+				_, ok := hooks.lag(ids[0])
+				return ok, nil
+			}); err != nil {
+				return fmt.Errorf("webhook of %s generation %d: %w", r, gen, err)
+			}
+			lag, _ := hooks.lag(ids[0])
+			hookLags = append(hookLags, lag)
+			// Every chunk changed something: one catalog.changes event each.
+			var times []time.Time
+			if err := waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
+				times = rec.changeTimes(r, gen)
+				return len(times) >= s.Chunks.Total, nil
+			}); err != nil {
+				return fmt.Errorf("change events of %s generation %d (%d of %d): %w", r, gen, len(times), s.Chunks.Total, err)
+			}
+			if err := waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
+				lags, ok, err := watch.lags(times)
+				if ok {
+					fileLags = append(fileLags, lags...)
+				}
+				return ok, err
+			}); err != nil {
+				return fmt.Errorf("analytics files of %s generation %d: %w", r, gen, err)
+			}
+		}
+	}
+	stopWatch()
+
+	// The relay: the "before" retailer's backlog, published as the sweeper
+	// would, against bare PublishBatch calls of the same messages.
+	pending, _, err := st.Stores.OutboxStats(ctx, 0)
+	if err != nil {
+		return err
+	}
+	rec.recording.Store(true)
+	start := time.Now()
+	stats, err := st.Relay.FlushRetailer(ctx, before)
+	relayTime := time.Since(start)
+	rec.recording.Store(false)
+	if err != nil {
+		return fmt.Errorf("relay: %w", err)
+	}
+	if stats.Published == 0 || stats.Failed > 0 {
+		return fmt.Errorf("relay published %d of %d events (%d failed)", stats.Published, pending, stats.Failed)
+	}
+	msgs := rec.msgs
+	start = time.Now()
+	for b := range slices.Chunk(msgs, topic.MaxBatch) {
+		errs, err := rec.next.Publish(ctx, b)
+		if err == nil {
+			err = errors.Join(errs...)
+		}
+		if err != nil {
+			return fmt.Errorf("reference publish: %w", err)
+		}
+	}
+	publishTime := time.Since(start)
+	fmt.Fprintf(os.Stderr, "events: relay published %d events in %s; PublishBatch of the same %d messages %s\n",
+		stats.Published, relayTime.Round(time.Millisecond), len(msgs), publishTime.Round(time.Millisecond))
+
+	beforeRate, afterRate := applyRows[0]/applyTime[0].Seconds(), applyRows[1]/applyTime[1].Seconds()
+	relayRate, publishRate := rate(float64(stats.Published), relayTime), rate(float64(len(msgs)), publishTime)
+	fp50, fp99 := percentile(fileLags, 50), percentile(fileLags, 99)
+	hp50, hp99 := percentile(hookLags, 50), percentile(hookLags, 99)
+	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+	table := []tableRow{
+		{"apply rows/s, relay fast path on (ref: off)", fmtRate(afterRate, "rows/s"), fmtRate(beforeRate, "rows/s"),
+			ratio(afterRate, beforeRate) + " (target ≥ 0.95)"},
+		{fmt.Sprintf("relay throughput (%d events of the outbox)", stats.Published), fmtRate(relayRate, "events/s"),
+			fmtRate(publishRate, "events/s") + " (PublishBatch alone)", ratio(relayRate, publishRate)},
+		{fmt.Sprintf("commit to Parquet file, p50 (%d events)", len(fileLags)), ms(fp50), "30s (DESIGN 8)", ratio(fp50.Seconds(), 30) + " of the bound"},
+		{"commit to Parquet file, p99", ms(fp99), "30s (DESIGN 8)", ratio(fp99.Seconds(), 30) + " of the bound"},
+		{fmt.Sprintf("commit to webhook, p50 (%d events)", len(hookLags)), ms(hp50), "-", "-"},
+		{"commit to webhook, p99", ms(hp99), "-", "-"},
+	}
+	printTable(o.out, fmt.Sprintf("events: the local stack (1 shard, SNS/SQS emulator, analytics window %s), %d uploads of %d rows per retailer (%d-row chunks), before (fast path off) and after (on) taking turns; load average at start %s; %s",
+		o.analyticsWindow, o.rounds, o.rows, o.chunkRows, loadAverage(), machine()), table)
+	return nil
+}
+
+// waitFor polls ok every d until it holds, fails or ctx ends.
+func waitFor(ctx context.Context, d time.Duration, ok func() (bool, error)) error {
+	for {
+		done, err := ok()
+		if err != nil || done {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// percentile is the p-th percentile of ds (nearest rank; 0 when empty).
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[max(i-1, 0)]
+}
+
+// loadAverage is the 1, 5 and 15 minute load averages ("?" off Linux).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// TestEventsSmoke runs the events bench small on the test server and
+// emulator: both retailers' uploads apply, every change event of the
+// fast-path retailer reaches a Parquet file and its webhook, the relay
+// publishes the other's backlog, and the table has every figure.
+func TestEventsSmoke(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	err := runEventsBench(context.Background(), eventsOptions{rows: 400, rounds: 2, chunkRows: 100, seed: 1,
+		analyticsWindow: 100 * time.Millisecond, timeout: 2 * time.Minute,
+		postgresURL: testenv.Postgres(t), sqsEndpoint: testenv.SQS(t), prefix: testenv.Name("b"), out: &out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := out.String()
+	t.Log(table)
+	for _, figure := range []string{"| apply rows/s, relay fast path on (ref: off) |", "| relay throughput (",
+		"| commit to Parquet file, p50 (", "| commit to Parquet file, p99 |", "| commit to webhook, p50 (2 events) |", "| commit to webhook, p99 |"} {
+		if !strings.Contains(table, figure) {
+			t.Errorf("no %q in\n%s", figure, table)
+		}
+	}
+}
