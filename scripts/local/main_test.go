@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/functions/webhook"
 )
 
 // TestHelpExitsZero: -h on the tool and on each command prints usage and
@@ -44,4 +48,39 @@ func TestDemoRefusesADirItDidNotMake(t *testing.T) {
 	require.NoFileExists(t, filepath.Join(demoDir, "old-run"))
 	require.FileExists(t, filepath.Join(demoDir, demoMarker))
 	require.NoError(t, resetDemoDir(t.TempDir()))
+}
+
+// TestDemoHookReceiver: the demo's webhook receiver records each delivery
+// with its event id, generation and state, and whether its signature is
+// the retailer's (a wrong secret, or none, is not).
+func TestDemoHookReceiver(t *testing.T) {
+	t.Parallel()
+	rc, err := startHookReceiver()
+	require.NoError(t, err)
+	t.Cleanup(rc.close)
+	body := []byte(`{"id":"acme:2:applied","type":"catalog.snapshot.applied","time":"2026-12-01T00:00:00Z","retailer_id":"acme","generation":2,"status":{"retailer_id":"acme","generation":2,"state":"applied"}}`)
+	post := func(signature string) {
+		req, err := http.NewRequest(http.MethodPost, rc.url, bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(webhook.HeaderEventID, "acme:2:applied")
+		if signature != "" {
+			req.Header.Set(webhook.HeaderSignature, signature)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	}
+	post(webhook.Sign([]byte(demoHookSecret), body))
+	post(webhook.Sign([]byte("another secret"), body))
+	post("")
+	got := rc.deliveries()
+	require.Len(t, got, 3)
+	for i, want := range []bool{true, false, false} {
+		require.Equal(t, "acme:2:applied", got[i].id)
+		require.Equal(t, int64(2), got[i].gen)
+		require.Equal(t, "applied", got[i].state)
+		require.Equal(t, want, got[i].signed, "delivery %d", i)
+	}
 }

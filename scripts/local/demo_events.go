@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"reflect"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/scripts/local/fixtures"
+	"github.com/retailcatalog/catalog/scripts/local/stack"
+)
+
+// demoHookSecret is the secret the demo's retailer signs its webhook with.
+const demoHookSecret = "acme-webhook-secret-0123456789"
+
+// hookReceiver is the demo retailer's webhook receiver, on 127.0.0.1: it
+// checks each delivery's signature and keeps what arrived.
+type hookReceiver struct {
+	srv  *http.Server
+	url  string
+	mu   sync.Mutex
+	got  []delivery
+	seen map[string]int // deliveries per event id
+}
+
+type delivery struct {
+	id, state string
+	gen       int64
+	signed    bool
+	at        time.Time
+}
+
+func startHookReceiver() (*hookReceiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	rc := &hookReceiver{url: "http://" + ln.Addr().String() + "/hooks/catalog", seen: map[string]int{}}
+	rc.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		var env events.Envelope
+		_ = json.Unmarshal(body, &env)
+		d := delivery{id: r.Header.Get(webhook.HeaderEventID), gen: env.Generation, at: time.Now(),
+			signed: webhook.Verify([]byte(demoHookSecret), body, r.Header.Get(webhook.HeaderSignature))}
+		if env.Status != nil {
+			d.state = env.Status.State
+		}
+		rc.mu.Lock()
+		rc.got = append(rc.got, d)
+		rc.seen[d.id]++
+		rc.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	})}
+	go rc.srv.Serve(ln)
+	return rc, nil
+}
+
+func (rc *hookReceiver) deliveries() []delivery {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]delivery(nil), rc.got...)
+}
+
+func (rc *hookReceiver) close() { rc.srv.Close() }
+
+// hooked are the demo's retailers with a webhook.
+var hooked = []string{"acme", "globex"}
+
+// registerWebhook saves the receiver as a retailer's webhook, as the
+// retailer would (PUT /v1/retailers/{id}/webhook).
+func (d *demoRun) registerWebhook(ctx context.Context, retailer string) error {
+	err := d.api.Do(ctx, http.MethodPut, "/v1/retailers/"+retailer+"/webhook", d.tokens[retailer],
+		map[string]string{"url": d.hooks.url, "secret": demoHookSecret}, nil)
+	if err != nil {
+		return fmt.Errorf("register %s's webhook: %w", retailer, err)
+	}
+	fmt.Printf("   %s's webhook: %s (the demo's receiver; every delivery signed with %s's secret)\n", retailer, d.hooks.url, retailer)
+	return nil
+}
+
+// changeEvents shows what left the system as events: the webhook
+// deliveries the receiver got, and the analytics files, whose
+// reconstruction must equal every catalog; then that nothing waits in the
+// outboxes.
+func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
+	d.step("change events: every upload's outcome to the retailers' webhooks, every change to the analytics files")
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	// Every outcome of the hooked retailers' uploads reaches their webhook.
+	want := map[string]bool{}
+	for _, r := range hooked {
+		items, err := d.api.List(ctx, d.tokens[r], r, 100)
+		if err != nil {
+			return err
+		}
+		for _, s := range items {
+			if s.State == "applied" || s.State == "rejected" || s.State == "held" || s.State == "superseded" {
+				want[events.EventID(events.SnapshotType(s.State), r, s.Generation, 0)] = true
+			}
+		}
+	}
+	if err := waitUntil(ctx, func() bool {
+		got := map[string]bool{}
+		for _, dl := range d.hooks.deliveries() {
+			got[dl.id] = true
+		}
+		for id := range want {
+			if !got[id] {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("the webhooks did not get every outcome (%d wanted, %d deliveries): %w", len(want), len(d.hooks.deliveries()), err)
+	}
+	for _, dl := range d.hooks.deliveries() {
+		if !dl.signed {
+			return fmt.Errorf("delivery %s: bad signature", dl.id)
+		}
+		fmt.Printf("   webhook <- %-24s %-10s X-Catalog-Signature verified\n", dl.id, dl.state)
+	}
+
+	// The analytics files reconstruct every catalog.
+	for _, r := range []string{"acme", "globex", "initech"} {
+		var files, rows int
+		var got fixtures.Catalog
+		var readErr error
+		err := waitUntil(ctx, func() bool {
+			files, rows, got, readErr = analyticsCatalog(ctx, st, r)
+			return readErr == nil && reflect.DeepEqual(got, d.expected[r])
+		})
+		if err != nil {
+			return fmt.Errorf("%s: the analytics files (%d, %d rows) reconstruct %d products, the catalog has %d (%v): %w",
+				r, files, rows, len(got), len(d.expected[r]), readErr, err)
+		}
+		fmt.Printf("   %-8s %d Parquet files, %d change rows: the latest row per product equals the catalog (%d products)\n", r, files, rows, len(got))
+	}
+	keys, err := st.Blobs.List(ctx, analytics.RetailerPrefix("acme"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i == 3 {
+			fmt.Printf("   ... (%d more)\n", len(keys)-3)
+			break
+		}
+		fmt.Printf("   s3://%s/%s\n", st.Bucket, k)
+	}
+
+	// Nothing is left waiting to be published.
+	if err := waitUntil(ctx, func() bool {
+		for _, sh := range st.Stores.Shards {
+			if n, _, err := sh.OutboxStats(ctx); err != nil || n > 0 {
+				return false
+			}
+		}
+		return true
+	}); err != nil {
+		return fmt.Errorf("events still wait in an outbox: %w", err)
+	}
+	fmt.Printf("   outboxes: empty (every committed change published; the sweeper publishes anything the fast path missed within 90 s)\n")
+	fmt.Printf("   look at them yourself: the files under %s/s3/%s/%s, or `catalogctl replay --retailer acme --since 1h`\n",
+		strings.TrimSuffix(st.Options.DataDir, "/"), st.Bucket, analytics.Prefix)
+	return nil
+}
+
+// analyticsCatalog reads a retailer's analytics files as a warehouse
+// would: per product the row of the highest generation, deletes left out.
+func analyticsCatalog(ctx context.Context, st *stack.Stack, retailer string) (files, rows int, c fixtures.Catalog, err error) {
+	keys, err := st.Blobs.List(ctx, analytics.RetailerPrefix(retailer))
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	var all []analytics.Row
+	for _, k := range keys {
+		body, err := st.Blobs.Get(ctx, k)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		r, err := analytics.Decode(body)
+		if err != nil {
+			return 0, 0, nil, fmt.Errorf("%s: %w", k, err)
+		}
+		all = append(all, r...)
+	}
+	latest, err := analytics.Latest(all)
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	raw := make(map[string][]byte, len(latest))
+	for id, attrs := range latest {
+		raw[id] = []byte(attrs)
+	}
+	c, err = fixtures.FromJSON(raw)
+	return len(keys), len(all), c, err
+}
+
+// waitUntil polls ok until it holds or ctx ends.
+func waitUntil(ctx context.Context, ok func() bool) error {
+	for !ok() {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
