@@ -15,6 +15,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -47,17 +48,7 @@ func listen(ctx context.Context, addr string, secret []byte) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "listening on http://%s/ (set it as the webhook's url with the same secret)\n", ln.Addr())
-	verified := webhookreceiver.Handler(secret, func(eventID string, body []byte) error {
-		fmt.Println(describe(eventID, body))
-		return nil
-	})
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		rec := &statusRecorder{ResponseWriter: w}
-		verified.ServeHTTP(rec, r)
-		if rec.status == http.StatusUnauthorized {
-			fmt.Fprintf(os.Stderr, "a delivery from %s did not verify (another secret?): answered 401\n", r.RemoteAddr)
-		}
-	})}
+	srv := &http.Server{Handler: printer(secret, os.Stdout, os.Stderr)}
 	go func() {
 		<-ctx.Done()
 		srv.Close()
@@ -66,6 +57,22 @@ func listen(ctx context.Context, addr string, secret []byte) error {
 		return err
 	}
 	return nil
+}
+
+// printer verifies each delivery and prints its line on out, or on errOut
+// that it did not verify.
+func printer(secret []byte, out, errOut io.Writer) http.Handler {
+	verified := webhookreceiver.Handler(secret, func(eventID string, body []byte) error {
+		fmt.Fprintln(out, describe(eventID, body))
+		return nil
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		verified.ServeHTTP(rec, r)
+		if rec.status == http.StatusUnauthorized {
+			fmt.Fprintf(errOut, "a delivery from %s did not verify (another secret?): answered 401\n", r.RemoteAddr)
+		}
+	})
 }
 
 // describe is a delivery's line: "acme:3:applied catalog.snapshot.applied acme/3 applied".
