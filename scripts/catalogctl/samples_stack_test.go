@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -68,6 +69,9 @@ func TestSamplesApplied(t *testing.T) {
 		switch {
 		case strings.HasPrefix(line, "acme/1: generation"), strings.HasPrefix(line, "uploading: 100%"), strings.HasPrefix(line, "acme/1: applied:"):
 			require.Contains(t, stderr, line+"\n", "the quick start's output vs the tool's")
+		case regexp.MustCompile(`^acme/1: [a-z_]+ \(`).MatchString(line): // a state on the way, if seen
+			state, _, _ := strings.Cut(strings.TrimPrefix(line, "acme/1: "), " ")
+			require.Equal(t, "acme/1: "+state+waiter{stored: true}.note(state), line, "the quick start's output vs the tool's")
 		case strings.HasPrefix(line, `  "state"`):
 			require.Equal(t, `  "state": "applied",`, line)
 			require.Contains(t, r.stdout, line)

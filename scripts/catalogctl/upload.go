@@ -150,7 +150,7 @@ func (u *uploadRun) run(ctx context.Context) error {
 		fmt.Fprintf(c.Stderr, "%s: not waiting; follow it with: catalogctl status %s %d --wait\n", name, u.retailer, slot.Generation)
 		return printJSON(c, raw)
 	}
-	raw, st, err := waiter{retailer: u.retailer, gen: slot.Generation, timeout: u.timeout}.wait(ctx, c)
+	raw, st, err := waiter{retailer: u.retailer, gen: slot.Generation, timeout: u.timeout, stored: true}.wait(ctx, c)
 	if err != nil {
 		return err
 	}

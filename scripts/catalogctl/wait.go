@@ -44,7 +44,7 @@ func exitCodeFor(state string) int {
 
 // stateNotes say what an upload is doing in each state that is not settled.
 var stateNotes = map[string]string{
-	"awaiting_upload": " (no file taken yet: it is picked up a moment after the PUT)",
+	"awaiting_upload": " (no file yet: it is taken up a moment after its PUT)",
 	"received":        " (the file arrived; its diff starts)",
 	"diffing":         " (reading the file whole and comparing it with the applied catalog)",
 	"applying":        " (writing the changes, chunk by chunk)",
@@ -58,6 +58,17 @@ type waiter struct {
 	timeout  time.Duration
 	// done says when to stop [settled(state)].
 	done func(apiclient.Status) bool
+	// stored: the tool has just PUT the file, so awaiting_upload means it
+	// is on its way to the catalog, not missing.
+	stored bool
+}
+
+// note is what the upload is doing in a state that is not settled.
+func (w waiter) note(state string) string {
+	if state == "awaiting_upload" && w.stored {
+		return " (the file is stored; the catalog takes it up in a moment)"
+	}
+	return stateNotes[state]
 }
 
 // wait polls the upload's status, showing each state and the apply's chunk
@@ -95,7 +106,7 @@ func (w waiter) wait(ctx context.Context, c *Call) (json.RawMessage, apiclient.S
 					chunks = nil
 				}
 				if !w.done(st) { // a settled state is told by the caller, with its details
-					fmt.Fprintf(c.Stderr, "%s: %s%s\n", name, st.State, stateNotes[st.State])
+					fmt.Fprintf(c.Stderr, "%s: %s%s\n", name, st.State, w.note(st.State))
 				}
 				lastState = st.State
 			}
