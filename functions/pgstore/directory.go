@@ -2,10 +2,13 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/events"
@@ -25,7 +28,25 @@ func (c *Control) UpdateDirectory(ctx context.Context, retailerID string, gen in
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := c.pool.Exec(ctx, q("directory_apply"), retailerID, gen, ids, deleted); err != nil {
+	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// A first load's entries are all new: they are COPYed, at the
+		// speed of COPY (an insert of a new entry changes no other; an
+		// entry that appears meanwhile fails the primary key, and the
+		// fenced upsert decides). A day's change finds an entry at once.
+		var known bool
+		if err := tx.QueryRow(ctx, q("directory_known"), retailerID, ids).Scan(&known); err != nil {
+			return err
+		}
+		if !known {
+			copied, err := copyDirectory(ctx, tx, retailerID, gen, ids, deleted)
+			if copied || err != nil {
+				return err
+			}
+		}
+		_, err := tx.Exec(ctx, q("directory_apply"), retailerID, gen, ids, deleted)
+		return err
+	})
+	if err != nil {
 		return fmt.Errorf("update product directory for %s/%d (%d products): %w", retailerID, gen, len(ids), err)
 	}
 	return nil
@@ -49,6 +70,28 @@ func directoryOps(ops []events.ChunkOp) (ids []string, deleted []bool) {
 		deleted[i] = last[id]
 	}
 	return ids, deleted
+}
+
+// copyDirectory COPYs new directory entries inside a savepoint; false
+// (and the transaction usable) when one of them exists after all.
+func copyDirectory(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids []string, deleted []bool) (bool, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	_, err = sp.CopyFrom(ctx, pgx.Identifier{"product_directory"}, []string{"product_id", "retailer_id", "generation", "deleted", "updated_at"},
+		pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
+			return []any{ids[i], retailerID, gen, deleted[i], now}, nil
+		}))
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		return false, sp.Rollback(ctx)
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, sp.Commit(ctx)
 }
 
 // DirectoryRetailers returns, in order, the retailers (at most limit) whose

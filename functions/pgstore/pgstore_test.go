@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
@@ -324,4 +325,72 @@ func changeEvent(t *testing.T, sh *pgstore.Shard, gen int64, seq int) (changed i
 	require.NoError(t, sh.Pool().QueryRow(context.Background(), `SELECT changed, ARRAY(SELECT unnest(unchanged_ids) ORDER BY 1)
 		FROM outbox WHERE event_type = 'catalog.changes' AND generation = $1 AND seq = $2`, gen, seq).Scan(&changed, &unchanged))
 	return changed, unchanged
+}
+
+// startGenerationCounted is startGenerationOf with the diff's counts: a
+// generation that updates or deletes takes the staged path from its first
+// chunk on.
+func startGenerationCounted(t *testing.T, sh *pgstore.Shard, chunks int, c catalog.Counts) int64 {
+	t.Helper()
+	ctx := context.Background()
+	gen, err := sh.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour), 0)
+	require.NoError(t, err)
+	d, err := sh.BeginDiff(ctx, "r1", gen, "")
+	require.NoError(t, err)
+	require.True(t, d.Proceed, d.Reason)
+	_, err = sh.TakeOver(ctx, "r1", gen)
+	require.NoError(t, err)
+	require.NoError(t, sh.StartApplying(ctx, "r1", gen, c, chunks))
+	return gen
+}
+
+// The staged path on one session, chunk after chunk: the session's staging
+// table holds only the chunk being applied (emptied at every commit, and by
+// a rollback), so a chunk never writes another's rows; a generation that
+// only inserts COPYs, and falls back to the staged path when an id exists.
+func TestStagedChunksOnOneSession(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStores(t)
+	cfg := s.Shards[0].Pool().Config().Copy()
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	sh := pgstore.NewShard(pool)
+
+	// Inserts only: COPY; the second chunk's "a" exists: staged, a fenced.
+	g1 := startGenerationCounted(t, sh, 2, catalog.Counts{Inserted: 3})
+	res, err := sh.ApplyChunk(ctx, chunkOf("r1", g1, 0), []events.ChunkOp{upsert("a", `{"v": "1"}`), upsert("b", `{"v": "1"}`)})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Written)
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", g1, 1), []events.ChunkOp{upsert("c", `{"v": "1"}`), upsert("a", `{"v": "again"}`)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Written, "c inserted; a is this generation's already")
+	_, unchanged := changeEvent(t, sh, g1, 1)
+	require.Equal(t, []string{"a"}, unchanged)
+
+	// Updates and deletes: staged from the first chunk.
+	g2 := startGenerationCounted(t, sh, 3, catalog.Counts{Updated: 1, Deleted: 1, Inserted: 1})
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", g2, 0), []events.ChunkOp{upsert("b", `{"v": "2"}`), del("c"), upsert("d", `{"v": "2"}`), del("gone")})
+	require.NoError(t, err)
+	require.EqualValues(t, 3, res.Written)
+	_, unchanged = changeEvent(t, sh, g2, 0)
+	require.Equal(t, []string{"gone"}, unchanged)
+
+	// A chunk whose transaction rolls back (its generation stopped applying
+	// while it wrote) leaves nothing staged for the next one.
+	_, err = sh.Pool().Exec(ctx, `UPDATE generations SET state = 'rejected' WHERE retailer_id = 'r1' AND generation = $1`, g2)
+	require.NoError(t, err)
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", g2, 1), []events.ChunkOp{upsert("e", `{"v": "2"}`), del("a")})
+	require.NoError(t, err)
+	require.Equal(t, catalog.ChunkSuperseded, res.Outcome)
+	g3 := startGenerationCounted(t, sh, 1, catalog.Counts{Updated: 1})
+	res, err = sh.ApplyChunk(ctx, chunkOf("r1", g3, 0), []events.ChunkOp{upsert("b", `{"v": "3"}`)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.Written)
+	_, unchanged = changeEvent(t, sh, g3, 0)
+	require.Empty(t, unchanged)
+	require.Equal(t, map[string]string{"a": `{"v": "1"}`, "b": `{"v": "3"}`, "d": `{"v": "2"}`}, catalogOf(t, sh),
+		"e and the delete of a rolled back with their chunk")
 }

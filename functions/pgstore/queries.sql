@@ -189,44 +189,89 @@ WHERE retailer_id = $1 AND generation = $2 AND state = 'held';
 INSERT INTO applied_chunks (retailer_id, generation, seq) VALUES ($1, $2, $3)
 ON CONFLICT DO NOTHING;
 
--- name: select_existing_products
--- The ids of a chunk's upserts that the shard holds already (live rows and
--- tombstones): they take the fenced upsert; the others are new and COPYed.
-SELECT product_id FROM products WHERE retailer_id = $1 AND product_id = ANY($2::text[]);
+-- name: lock_state_for_chunk
+-- An apply transaction's fence (as lock_state_for_apply), and whether gen's
+-- diff found nothing to update or delete (its chunks only insert: their
+-- rows are COPYed straight into products, see chunkwrite.go).
+SELECT s.latest_generation, coalesce(g.updated = 0 AND g.deleted = 0, false)
+FROM retailer_state s
+LEFT JOIN generations g ON g.retailer_id = s.retailer_id AND g.generation = $2
+WHERE s.retailer_id = $1
+FOR KEY SHARE OF s;
 
--- name: upsert_products
--- Fenced upsert (I2, I3): a row stamped with this generation or a newer one is
--- never touched, a tombstone of a newer generation stays dead, and a row whose
--- content is already equal is not rewritten (I6). Returns how many rows were
--- written and the ids that were not (the chunk's change event leaves them out).
-WITH input AS (
-    SELECT u.product_id, u.attributes::jsonb AS attributes, u.content_hash
-    FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(product_id, attributes, content_hash)
-), up AS (
+-- name: create_apply_stage
+-- The session's staging table of a chunk's ops (chunkwrite.go): COPYed
+-- into, read by the statements below, emptied at commit. Temporary: no WAL,
+-- private to the session, made once per session.
+CREATE TEMP TABLE IF NOT EXISTS apply_stage (
+    product_id   text COLLATE "C" NOT NULL,
+    attributes   jsonb,
+    content_hash bytea,
+    del          boolean NOT NULL
+) ON COMMIT DELETE ROWS;
+
+-- name: stage_plans
+-- The staged statements are key lookups by design: one probe of the
+-- primary key a staged op. The staging table has no statistics, and a
+-- hash or merge join would read the whole catalog; the transaction's
+-- statements join by nested loops only.
+SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
+
+-- name: stage_write
+-- Writes a staged chunk ($3 ops) of generation $2 in one statement, one set-based
+-- write for each kind of op, and returns how many product rows it changed
+-- and the ids of the ops that changed nothing (the chunk's change event
+-- leaves them out):
+--   up:  the upserts of products that exist, fenced (I2, I3): a row stamped
+--        with this generation or a newer one is never touched (a newer
+--        tombstone stays dead), and a row whose content is already equal is
+--        not written (I6; not even locked);
+--   ins: the upserts of products the shard does not hold (live or
+--        tombstone); one inserted meanwhile by another transaction meets the
+--        same fence through ON CONFLICT;
+--   del: the deletes, fenced: the row becomes a tombstone stamped with this
+--        generation (I3), unless a newer generation owns it or it is gone.
+WITH up AS (
+    UPDATE products AS p
+    SET attributes = s.attributes, content_hash = s.content_hash, generation = $2,
+        deleted = false, updated_at = now()
+    FROM apply_stage AS s
+    WHERE NOT s.del AND p.retailer_id = $1 AND p.product_id = s.product_id
+      AND p.generation < $2
+      AND (p.deleted OR p.content_hash IS DISTINCT FROM s.content_hash)
+    RETURNING p.product_id
+), ins AS (
     INSERT INTO products AS p (retailer_id, product_id, attributes, content_hash, generation, deleted, updated_at)
-    SELECT $1, product_id, attributes, content_hash, $2, false, now() FROM input
+    SELECT $1, s.product_id, s.attributes, s.content_hash, $2, false, now()
+    FROM apply_stage AS s
+    WHERE NOT s.del
+      AND s.product_id NOT IN (SELECT product_id FROM up)
+      AND NOT EXISTS (SELECT 1 FROM products AS x WHERE x.retailer_id = $1 AND x.product_id = s.product_id)
     ON CONFLICT (retailer_id, product_id) DO UPDATE
     SET attributes = EXCLUDED.attributes, content_hash = EXCLUDED.content_hash,
         generation = EXCLUDED.generation, deleted = false, updated_at = EXCLUDED.updated_at
     WHERE p.generation < EXCLUDED.generation
       AND (p.deleted OR p.content_hash IS DISTINCT FROM EXCLUDED.content_hash)
     RETURNING p.product_id
+), del AS (
+    UPDATE products AS p
+    SET deleted = true, attributes = NULL, content_hash = NULL, generation = $2, updated_at = now()
+    FROM apply_stage AS s
+    WHERE s.del AND p.retailer_id = $1 AND p.product_id = s.product_id
+      AND p.generation < $2 AND NOT p.deleted
+    RETURNING p.product_id
+), written AS (
+    SELECT product_id FROM up UNION ALL SELECT product_id FROM ins UNION ALL SELECT product_id FROM del
+), n AS (
+    SELECT count(*) AS written FROM written
 )
-SELECT (SELECT count(*) FROM up),
-       ARRAY(SELECT product_id COLLATE "C" FROM input EXCEPT SELECT product_id FROM up);
-
--- name: delete_products
--- Fenced delete: the row becomes a tombstone stamped with this generation,
--- unless a newer generation owns it or it is gone already. Returns how many
--- rows were deleted and the ids that were not.
-WITH del AS (
-    UPDATE products SET deleted = true, attributes = NULL, content_hash = NULL,
-           generation = $2, updated_at = now()
-    WHERE retailer_id = $1 AND product_id = ANY($3::text[]) AND generation < $2 AND NOT deleted
-    RETURNING product_id
-)
-SELECT (SELECT count(*) FROM del),
-       ARRAY(SELECT u COLLATE "C" FROM unnest($3::text[]) AS u EXCEPT SELECT product_id FROM del);
+-- $3 is the number of staged ops: the unchanged ids are only looked for
+-- when some op wrote nothing.
+SELECT n.written,
+       CASE WHEN n.written < $3
+            THEN ARRAY(SELECT product_id FROM apply_stage EXCEPT SELECT product_id FROM written)
+            ELSE '{}' END
+FROM n;
 
 -- name: insert_change_event
 -- The chunk's change event (DESIGN 8), in the chunk's transaction: a claim
@@ -285,12 +330,19 @@ WHERE retailer_id = $1 AND generation = $2 AND state IN ('awaiting_upload', 'rec
 -- an entry stamped with this generation or a newer one is never changed, so
 -- re-applying a chunk writes nothing, and a delete stays as a tombstone
 -- stamped with its generation so that a late older upsert cannot revive it.
+-- (An UPDATE ... FROM the ids plus an INSERT of the rest was measured: no
+-- faster, and a join the planner may turn into a scan of the directory.)
 INSERT INTO product_directory AS d (product_id, retailer_id, generation, deleted)
 SELECT u.product_id, $1, $2, u.deleted
 FROM unnest($3::text[], $4::boolean[]) AS u(product_id, deleted)
 ON CONFLICT (product_id, retailer_id) DO UPDATE
 SET generation = EXCLUDED.generation, deleted = EXCLUDED.deleted, updated_at = now()
 WHERE d.generation < EXCLUDED.generation;
+
+-- name: directory_known
+-- Whether the directory holds an entry of the retailer for any of the ids
+-- $2 (by the primary key; a day's change stops at the first).
+SELECT EXISTS (SELECT 1 FROM product_directory WHERE product_id = ANY($2::text[]) AND retailer_id = $1);
 
 -- name: directory_lookup
 -- Retailers whose catalog holds a live product with this id, at most $2.

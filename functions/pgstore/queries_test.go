@@ -51,6 +51,12 @@ func TestEveryNamedQueryPrepares(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if db == "shard" {
+				// The apply's statements read the session's staging table.
+				if _, err := conn.Exec(ctx, q("create_apply_stage")); err != nil {
+					t.Fatal(err)
+				}
+			}
 			_, err = conn.Conn().Prepare(ctx, "", sql)
 			conn.Release()
 			if err == nil {

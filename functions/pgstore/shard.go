@@ -540,14 +540,15 @@ func (s *Shard) IsLatest(ctx context.Context, retailerID string, gen int64) (boo
 func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp) (catalog.ApplyResult, error) {
 	retailerID, gen, seq := m.RetailerID, m.Generation, m.Seq
 	var res catalog.ApplyResult
-	ids, attrs, hashes, deletes, err := splitOps(ops)
+	staged, err := stageOps(ops)
 	if err != nil {
 		return res, fmt.Errorf("apply chunk %d of %s/%d: %w", seq, retailerID, gen, err)
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = catalog.ApplyResult{}
 		var latest int64
-		err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest)
+		var insertsOnly bool
+		err := tx.QueryRow(ctx, q("lock_state_for_chunk"), retailerID, gen).Scan(&latest, &insertsOnly)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && latest > gen) {
 			res.Outcome = catalog.ChunkSuperseded
 			return nil
@@ -563,25 +564,13 @@ func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 			res.Outcome = catalog.ChunkDuplicate
 			return nil
 		}
-		unchanged := []string{}
-		if len(ids) > 0 {
-			n, skipped, err := upsertProducts(ctx, tx, retailerID, gen, ids, attrs, hashes)
-			if err != nil {
-				return fmt.Errorf("upsert: %w", err)
-			}
-			res.Written += n
-			unchanged = append(unchanged, skipped...)
+		written, unchanged, err := writeChunk(ctx, tx, retailerID, gen, staged, insertsOnly)
+		if err != nil {
+			return err
 		}
-		if len(deletes) > 0 {
-			var n int64
-			var skipped []string
-			if err := tx.QueryRow(ctx, q("delete_products"), retailerID, gen, deletes).Scan(&n, &skipped); err != nil {
-				return fmt.Errorf("delete: %w", err)
-			}
-			res.Written += n
-			unchanged = append(unchanged, skipped...)
-		}
-		// Written even when nothing changed (no event is published then): the
+		res.Written = written
+		// The chunk's change event (DESIGN 8): its outbox row, in this
+		// transaction. Written even when nothing changed (no event is published then): the
 		// relay leaves an empty change object, so a replay knows.
 		if _, err := tx.Exec(ctx, q("insert_change_event"), retailerID, gen, seq, m.Key, m.SHA256, res.Written, unchanged); err != nil {
 			return fmt.Errorf("change event: %w", err)
@@ -618,95 +607,8 @@ func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 
 var errRollbackSuperseded = errors.New("generation not applying")
 
-// upsertProducts writes a chunk's upserts and returns how many rows it wrote
-// and the ids it did not write (their content was equal, or a newer
-// generation owns them). Ids the shard has never seen (a first load, new
-// products) are bulk-loaded with COPY: a plain insert cannot change or
-// remove any row, so the fence needs nothing more, and a row that appears
-// meanwhile makes the COPY fail on the primary key, in which case the chunk
-// falls back to the fenced upsert. Every id that exists (live or tombstone)
-// goes through the fenced upsert of queries.sql (I2, I3, I6).
-func upsertProducts(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, []string, error) {
-	rows, err := tx.Query(ctx, q("select_existing_products"), retailerID, ids)
-	if err != nil {
-		return 0, nil, err
-	}
-	existing, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, nil, err
-	}
-	if len(existing) == len(ids) {
-		return fencedUpsert(ctx, tx, retailerID, gen, ids, attrs, hashes)
-	}
-	seen := make(map[string]struct{}, len(existing))
-	for _, id := range existing {
-		seen[id] = struct{}{}
-	}
-	var fresh, old []int
-	for i, id := range ids {
-		if _, ok := seen[id]; ok {
-			old = append(old, i)
-		} else {
-			fresh = append(fresh, i)
-		}
-	}
-	written, err := copyNew(ctx, tx, retailerID, gen, fresh, ids, attrs, hashes)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		// Inserted meanwhile: the fenced upsert decides for every row.
-		return fencedUpsert(ctx, tx, retailerID, gen, ids, attrs, hashes)
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	var unchanged []string
-	if len(old) > 0 {
-		n, skipped, err := fencedUpsert(ctx, tx, retailerID, gen, pick(ids, old), pick(attrs, old), pick(hashes, old))
-		if err != nil {
-			return 0, nil, err
-		}
-		written += n
-		unchanged = skipped
-	}
-	return written, unchanged, nil
-}
-
-// copyNew COPYs new products inside a savepoint, so that a unique violation
-// leaves the transaction usable.
-func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, fresh []int, ids, attrs []string, hashes [][]byte) (int64, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	now := time.Now()
-	n, err := sp.CopyFrom(ctx, pgx.Identifier{"products"},
-		[]string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"},
-		pgx.CopyFromSlice(len(fresh), func(k int) ([]any, error) {
-			i := fresh[k]
-			return []any{retailerID, ids[i], attrs[i], hashes[i], gen, false, now}, nil
-		}))
-	if err != nil {
-		sp.Rollback(ctx)
-		return 0, err
-	}
-	return n, sp.Commit(ctx)
-}
-
-func fencedUpsert(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids, attrs []string, hashes [][]byte) (int64, []string, error) {
-	var n int64
-	var unchanged []string
-	err := tx.QueryRow(ctx, q("upsert_products"), retailerID, gen, ids, attrs, hashes).Scan(&n, &unchanged)
-	return n, unchanged, err
-}
-
-func pick[T any](all []T, at []int) []T {
-	out := make([]T, len(at))
-	for k, i := range at {
-		out[k] = all[i]
-	}
-	return out
-}
-
+// splitOps splits ops into the upserts' columns and the deleted ids (the
+// reconciliation's repairs write them with arrays).
 func splitOps(ops []events.ChunkOp) (ids, attrs []string, hashes [][]byte, deletes []string, err error) {
 	ids, attrs, hashes = make([]string, 0, len(ops)), make([]string, 0, len(ops)), make([][]byte, 0, len(ops))
 	for _, op := range ops {

@@ -10,8 +10,6 @@ import (
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
-
 // TestEventsSmoke runs the events bench small on the test server and
 // emulator: both retailers' uploads apply, every change event of the
 // fast-path retailer reaches a Parquet file and its webhook, the relay

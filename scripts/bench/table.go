@@ -18,11 +18,20 @@ type tableRow struct {
 
 // printTable prints rows as a Markdown table, ready for the README.
 func printTable(w io.Writer, title string, rows []tableRow) {
+	cells := make([][]string, len(rows))
+	for i, r := range rows {
+		cells[i] = []string{r.figure, r.ours, r.ref, r.ratio}
+	}
+	printColumns(w, title, []string{"figure", "ours", "reference", "ratio"}, cells)
+}
+
+// printColumns prints a Markdown table with the given header, the first
+// column left-aligned, the others right-aligned.
+func printColumns(w io.Writer, title string, header []string, rows [][]string) {
 	fmt.Fprintf(w, "\n%s\n\n", title)
-	fmt.Fprintln(w, "| figure | ours | reference | ratio |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|")
+	fmt.Fprintf(w, "| %s |\n|---%s|\n", strings.Join(header, " | "), strings.Repeat("|---:", len(header)-1))
 	for _, r := range rows {
-		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.figure, r.ours, r.ref, r.ratio)
+		fmt.Fprintf(w, "| %s |\n", strings.Join(r, " | "))
 	}
 }
 
@@ -43,7 +52,7 @@ func machine() string {
 		fmt.Sscanf(strings.TrimPrefix(strings.Split(string(b), "\n")[0], "MemTotal:"), "%d", &kb)
 		mem = fmt.Sprintf(", %.0f GiB", float64(kb)/(1<<20))
 	}
-	return fmt.Sprintf("%s, %d cores%s, %s, %s", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), mem, model, runtime.Version())
+	return fmt.Sprintf("%s, %d cores%s, %s, %s, %s", time.Now().UTC().Format("2006-01-02"), runtime.NumCPU(), mem, model, runtime.Version(), "load average at the end "+loadAverage())
 }
 
 func ratio(ours, ref float64) string {

@@ -91,6 +91,11 @@ var baseSettings = []string{
 	"max_wal_senders=10",
 	"max_replication_slots=10",
 	"wal_keep_size=256MB",
+	// Full-page images (the first change of a page after a checkpoint)
+	// are most of the WAL of a day's scattered updates; lz4 shrinks them
+	// several times for little CPU (docs/PERFORMANCE.md, "Apply"). Aurora
+	// writes no full-page images at all.
+	"wal_compression=lz4",
 	"hot_standby=on",
 	"logging_collector=off",
 	"log_line_prefix=%m [%p] %q%u@%d ",

@@ -1,0 +1,132 @@
+package pgstore
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/retailcatalog/catalog/events"
+)
+
+// A chunk's rows are written set-based (docs/PERFORMANCE.md, "Apply"): the
+// chunk is COPYed (binary) into a temporary staging table of the session,
+// then one statement (stage_write in queries.sql) makes one fenced UPDATE
+// ... FROM of the products that exist, one INSERT ... SELECT ... ON CONFLICT
+// of the new ones and one tombstone UPDATE ... FROM for the deletes, each
+// for the whole chunk, the fences (I2, I3, I6) in their WHERE clauses. A generation that only inserts
+// (a first load, a day that only adds products) COPYs its rows straight into
+// products instead, at the speed of COPY: an insert of an id that does not
+// exist cannot change or remove any row, and an id that exists makes the COPY
+// fail on the primary key, after which the chunk takes the staged path.
+
+// stagedChunk is a chunk's ops as the staging table's rows.
+type stagedChunk struct {
+	ids     []string
+	attrs   [][]byte // nil for a delete
+	hashes  [][]byte // nil for a delete
+	upserts int
+	deletes int
+}
+
+func (c *stagedChunk) len() int { return len(c.ids) }
+
+// Len, Less and Swap sort the ops by product id (sort.Interface).
+func (c *stagedChunk) Len() int           { return len(c.ids) }
+func (c *stagedChunk) Less(i, j int) bool { return c.ids[i] < c.ids[j] }
+func (c *stagedChunk) Swap(i, j int) {
+	c.ids[i], c.ids[j] = c.ids[j], c.ids[i]
+	c.attrs[i], c.attrs[j] = c.attrs[j], c.attrs[i]
+	c.hashes[i], c.hashes[j] = c.hashes[j], c.hashes[i]
+}
+
+// stageOps checks a chunk's ops (their hashes must be hex) and lays them out
+// for COPY; the attributes are not copied.
+func stageOps(ops []events.ChunkOp) (*stagedChunk, error) {
+	c := &stagedChunk{ids: make([]string, len(ops)), attrs: make([][]byte, len(ops)), hashes: make([][]byte, len(ops))}
+	hashes := make([]byte, 0, 16*len(ops))
+	for i, op := range ops {
+		c.ids[i] = op.ProductID
+		switch op.Op {
+		case events.OpUpsert:
+			start := len(hashes)
+			var err error
+			if hashes, err = hex.AppendDecode(hashes, []byte(op.Hash)); err != nil {
+				return nil, fmt.Errorf("product %q: content hash %q is not hex", op.ProductID, op.Hash)
+			}
+			c.attrs[i], c.hashes[i] = op.Attributes, hashes[start:len(hashes):len(hashes)]
+			c.upserts++
+		case events.OpDelete:
+			c.deletes++
+		default:
+			return nil, fmt.Errorf("product %q: unknown op %q", op.ProductID, op.Op)
+		}
+	}
+	return c, nil
+}
+
+// writeChunk writes a staged chunk of gen in tx and returns how many
+// product rows it changed and the ids of the ops that changed nothing (their
+// content was equal, a newer generation owns the row, or a delete found no
+// live row). insertsOnly says the generation's diff found nothing to update
+// or delete: its upserts are tried as a plain COPY first.
+func writeChunk(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, c *stagedChunk, insertsOnly bool) (int64, []string, error) {
+	if insertsOnly && c.deletes == 0 && c.upserts > 0 {
+		n, err := copyNew(ctx, tx, retailerID, gen, c)
+		var pgErr *pgconn.PgError
+		switch {
+		case err == nil:
+			return n, []string{}, nil
+		case errors.As(err, &pgErr) && pgErr.Code == "23505":
+			// Some ids exist after all: the staged path decides for every row.
+		default:
+			return 0, nil, fmt.Errorf("copy new products: %w", err)
+		}
+	}
+	// Staged in id order: the statements then walk the primary key in
+	// order, page after page, whatever the file's order.
+	sort.Sort(c)
+	if _, err := tx.Exec(ctx, q("create_apply_stage")); err != nil {
+		return 0, nil, fmt.Errorf("staging table: %w", err)
+	}
+	if _, err := tx.Exec(ctx, q("stage_plans")); err != nil {
+		return 0, nil, fmt.Errorf("staging plans: %w", err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"apply_stage"}, []string{"product_id", "attributes", "content_hash", "del"},
+		pgx.CopyFromSlice(c.len(), func(i int) ([]any, error) {
+			return []any{c.ids[i], c.attrs[i], c.hashes[i], c.attrs[i] == nil}, nil
+		})); err != nil {
+		return 0, nil, fmt.Errorf("stage the chunk: %w", err)
+	}
+	var written int64
+	unchanged := []string{}
+	if err := tx.QueryRow(ctx, q("stage_write"), retailerID, gen, c.len()).Scan(&written, &unchanged); err != nil {
+		return 0, nil, fmt.Errorf("write products: %w", err)
+	}
+	return written, unchanged, nil
+}
+
+// copyNew COPYs a chunk's upserts into products inside a savepoint, so that
+// a unique violation (an id that exists) leaves the transaction usable.
+func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, c *stagedChunk) (int64, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	now := time.Now()
+	n, err := sp.CopyFrom(ctx, pgx.Identifier{"products"},
+		[]string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"},
+		pgx.CopyFromSlice(c.len(), func(i int) ([]any, error) {
+			return []any{retailerID, c.ids[i], c.attrs[i], c.hashes[i], gen, false, now}, nil
+		}))
+	if err != nil {
+		sp.Rollback(ctx)
+		return 0, err
+	}
+	return n, sp.Commit(ctx)
+}
