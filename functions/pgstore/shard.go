@@ -570,8 +570,9 @@ func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 		}
 		res.Written = written
 		// The chunk's change event (DESIGN 8): its outbox row, in this
-		// transaction. Written even when nothing changed (no event is published then): the
-		// relay leaves an empty change object, so a replay knows.
+		// transaction. Written even when nothing changed (no event is
+		// published then): the relay leaves an empty change object, so a
+		// replay knows.
 		if _, err := tx.Exec(ctx, q("insert_change_event"), retailerID, gen, seq, m.Key, m.SHA256, res.Written, unchanged); err != nil {
 			return fmt.Errorf("change event: %w", err)
 		}
