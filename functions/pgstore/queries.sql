@@ -212,10 +212,14 @@ CREATE TEMP TABLE IF NOT EXISTS apply_stage (
 
 -- name: stage_plans
 -- The staged statements are key lookups by design: one probe of the
--- primary key a staged op. The staging table has no statistics, and a
--- hash or merge join would read the whole catalog; the transaction's
--- statements join by nested loops only.
-SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true);
+-- primary key for each staged op. The staging table has no statistics and
+-- a freshly loaded catalog none either (a first load's COPY leaves the
+-- planner thinking a retailer has a few dozen rows): a hash or merge join,
+-- or a nested loop over the retailer's rows read once and kept (bitmap
+-- scan, materialized), would read the whole catalog once or once per op.
+-- The transaction's plans are nested loops of primary-key probes only.
+SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+       set_config('enable_material', 'off', true), set_config('enable_bitmapscan', 'off', true);
 
 -- name: stage_write
 -- Writes a staged chunk ($3 ops) of generation $2 in one statement, one set-based

@@ -186,6 +186,7 @@ func (tl timeline) total() time.Duration { return tl.applied.Sub(tl.putEnd) }
 // notes when the diff planned and finished sending each generation, and
 // when its first and last chunks were applied.
 type stageLog struct {
+	echo  slog.Handler // BENCH_LOG set: every line to stderr too
 	mu    *sync.Mutex
 	at    map[stageKey][2]time.Time // first and last time of a message
 	attrs []slog.Attr
@@ -197,12 +198,19 @@ type stageKey struct {
 }
 
 func newStageLog() *stageLog {
-	return &stageLog{mu: &sync.Mutex{}, at: map[stageKey][2]time.Time{}}
+	h := &stageLog{mu: &sync.Mutex{}, at: map[stageKey][2]time.Time{}}
+	if os.Getenv("BENCH_LOG") != "" {
+		h.echo = slog.NewJSONHandler(os.Stderr, nil)
+	}
+	return h
 }
 
 func (h *stageLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
 
-func (h *stageLog) Handle(_ context.Context, r slog.Record) error {
+func (h *stageLog) Handle(ctx context.Context, r slog.Record) error {
+	if h.echo != nil {
+		h.echo.WithAttrs(h.attrs).Handle(ctx, r)
+	}
 	switch r.Message {
 	case "diff planned", "diff done", "chunk applied":
 	default:
