@@ -15,15 +15,17 @@ import (
 )
 
 // A chunk's rows are written set-based (docs/PERFORMANCE.md, "Apply"): the
-// chunk is COPYed (binary) into a temporary staging table of the session,
-// then one statement (stage_write in queries.sql) makes one fenced UPDATE
-// ... FROM of the products that exist, one INSERT ... SELECT ... ON CONFLICT
-// of the new ones and one tombstone UPDATE ... FROM for the deletes, each
-// for the whole chunk, the fences (I2, I3, I6) in their WHERE clauses. A generation that only inserts
-// (a first load, a day that only adds products) COPYs its rows straight into
-// products instead, at the speed of COPY: an insert of an id that does not
-// exist cannot change or remove any row, and an id that exists makes the COPY
-// fail on the primary key, after which the chunk takes the staged path.
+// chunk is COPYed (binary, in id order) into a temporary staging table of
+// the session, then one statement (stage_write in queries.sql) makes one
+// fenced UPDATE of the products that exist, one INSERT ... SELECT ... ON
+// CONFLICT of the new ones and one tombstone UPDATE for the deletes, each
+// for the whole chunk, the fences (I2, I3, I6) in their WHERE clauses and
+// every row found by its primary key (stage_plans). A generation that only
+// inserts (a first load, a day that only adds products) COPYs its rows
+// straight into products instead, at the speed of COPY: an insert of an id
+// that does not exist cannot change or remove any row, and an id that
+// exists makes the COPY fail on the primary key, after which the chunk
+// takes the staged path.
 
 // stagedChunk is a chunk's ops as the staging table's rows.
 type stagedChunk struct {
@@ -43,6 +45,27 @@ func (c *stagedChunk) Swap(i, j int) {
 	c.ids[i], c.ids[j] = c.ids[j], c.ids[i]
 	c.attrs[i], c.attrs[j] = c.attrs[j], c.attrs[i]
 	c.hashes[i], c.hashes[j] = c.hashes[j], c.hashes[i]
+}
+
+// dedupe drops the repeats of a delete from ops sorted by id (the staging
+// table is keyed by product id); any other op twice on one product is an
+// error, as it was for the fenced upsert (a row is written once a
+// statement).
+func (c *stagedChunk) dedupe() error {
+	n := 0
+	for i := range c.ids {
+		if n > 0 && c.ids[i] == c.ids[n-1] {
+			if c.attrs[i] == nil && c.attrs[n-1] == nil {
+				c.deletes--
+				continue
+			}
+			return fmt.Errorf("product %q: more than one op in the chunk", c.ids[i])
+		}
+		c.ids[n], c.attrs[n], c.hashes[n] = c.ids[i], c.attrs[i], c.hashes[i]
+		n++
+	}
+	c.ids, c.attrs, c.hashes = c.ids[:n], c.attrs[:n], c.hashes[:n]
+	return nil
 }
 
 // stageOps checks a chunk's ops (their hashes must be hex) and lays them out
@@ -90,7 +113,10 @@ func writeChunk(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, c 
 	}
 	// Staged in id order: the statements then walk the primary key in
 	// order, page after page, whatever the file's order.
-	sort.Sort(c)
+	sort.Stable(c)
+	if err := c.dedupe(); err != nil {
+		return 0, nil, err
+	}
 	if _, err := tx.Exec(ctx, q("create_apply_stage")); err != nil {
 		return 0, nil, fmt.Errorf("staging table: %w", err)
 	}

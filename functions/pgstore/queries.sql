@@ -201,31 +201,39 @@ FOR KEY SHARE OF s;
 
 -- name: create_apply_stage
 -- The session's staging table of a chunk's ops (chunkwrite.go): COPYed
--- into, read by the statements below, emptied at commit. Temporary: no WAL,
--- private to the session, made once per session.
+-- into (in id order), read by stage_write, emptied at commit. Temporary: no
+-- WAL, private to the session, made once per session. Its primary key is
+-- how stage_write reads an op's values for a product row.
 CREATE TEMP TABLE IF NOT EXISTS apply_stage (
-    product_id   text COLLATE "C" NOT NULL,
+    product_id   text COLLATE "C" PRIMARY KEY,
     attributes   jsonb,
     content_hash bytea,
     del          boolean NOT NULL
 ) ON COMMIT DELETE ROWS;
 
 -- name: stage_plans
--- The staged statements are key lookups by design: one probe of the
--- primary key for each staged op. The staging table has no statistics and
--- a freshly loaded catalog none either (a first load's COPY leaves the
--- planner thinking a retailer has a few dozen rows): a hash or merge join,
--- or a nested loop over the retailer's rows read once and kept (bitmap
--- scan, materialized), would read the whole catalog once or once per op.
--- The transaction's plans are nested loops of primary-key probes only.
-SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
-       set_config('enable_material', 'off', true), set_config('enable_bitmapscan', 'off', true);
+-- stage_write is key lookups by design: one probe of the products primary
+-- key for each staged op, whatever the statistics say. They say little:
+-- the staging table has none, and a catalog just loaded by COPY none
+-- either (the planner may think the retailer has one row, and would then
+-- scan the retailer's whole catalog once per op in a nested loop: 52 s for
+-- a 5,000-op chunk of a 20,000-row catalog, measured). stage_write is
+-- written without a join the planner could turn around (single-table
+-- updates on `product_id = ANY(...)`, the op's values read from the stage
+-- by its key, the inserts' anti join driven by the stage), and for this
+-- transaction no sequential or bitmap scan, hash, merge or materialized
+-- join is planned: every scan of products is a primary-key probe. (A scan
+-- turned off still costs 10^10 in the plan, which would make PostgreSQL
+-- JIT-compile the statement, ~0.7 s: no JIT either.)
+SELECT set_config('jit', 'off', true), set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+       set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true),
+       set_config('enable_material', 'off', true);
 
 -- name: stage_write
--- Writes a staged chunk ($3 ops) of generation $2 in one statement, one set-based
--- write for each kind of op, and returns how many product rows it changed
--- and the ids of the ops that changed nothing (the chunk's change event
--- leaves them out):
+-- Writes a staged chunk ($3 ops) of generation $2 in one statement, one
+-- set-based write for each kind of op, and returns how many product rows it
+-- changed and the ids of the ops that changed nothing (the chunk's change
+-- event leaves them out):
 --   up:  the upserts of products that exist, fenced (I2, I3): a row stamped
 --        with this generation or a newer one is never touched (a newer
 --        tombstone stays dead), and a row whose content is already equal is
@@ -235,21 +243,21 @@ SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin'
 --        same fence through ON CONFLICT;
 --   del: the deletes, fenced: the row becomes a tombstone stamped with this
 --        generation (I3), unless a newer generation owns it or it is gone.
+-- All three see the same snapshot: a row up updates exists for ins.
 WITH up AS (
     UPDATE products AS p
-    SET attributes = s.attributes, content_hash = s.content_hash, generation = $2,
-        deleted = false, updated_at = now()
-    FROM apply_stage AS s
-    WHERE NOT s.del AND p.retailer_id = $1 AND p.product_id = s.product_id
+    SET (attributes, content_hash) = (SELECT s.attributes, s.content_hash FROM apply_stage AS s WHERE s.product_id = p.product_id),
+        generation = $2, deleted = false, updated_at = now()
+    WHERE p.retailer_id = $1
+      AND p.product_id = ANY (ARRAY(SELECT product_id FROM apply_stage WHERE NOT del))
       AND p.generation < $2
-      AND (p.deleted OR p.content_hash IS DISTINCT FROM s.content_hash)
+      AND (p.deleted OR p.content_hash IS DISTINCT FROM (SELECT s.content_hash FROM apply_stage AS s WHERE s.product_id = p.product_id))
     RETURNING p.product_id
 ), ins AS (
     INSERT INTO products AS p (retailer_id, product_id, attributes, content_hash, generation, deleted, updated_at)
     SELECT $1, s.product_id, s.attributes, s.content_hash, $2, false, now()
     FROM apply_stage AS s
     WHERE NOT s.del
-      AND s.product_id NOT IN (SELECT product_id FROM up)
       AND NOT EXISTS (SELECT 1 FROM products AS x WHERE x.retailer_id = $1 AND x.product_id = s.product_id)
     ON CONFLICT (retailer_id, product_id) DO UPDATE
     SET attributes = EXCLUDED.attributes, content_hash = EXCLUDED.content_hash,
@@ -260,8 +268,8 @@ WITH up AS (
 ), del AS (
     UPDATE products AS p
     SET deleted = true, attributes = NULL, content_hash = NULL, generation = $2, updated_at = now()
-    FROM apply_stage AS s
-    WHERE s.del AND p.retailer_id = $1 AND p.product_id = s.product_id
+    WHERE p.retailer_id = $1
+      AND p.product_id = ANY (ARRAY(SELECT product_id FROM apply_stage WHERE del))
       AND p.generation < $2 AND NOT p.deleted
     RETURNING p.product_id
 ), written AS (
