@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
@@ -27,12 +25,7 @@ import (
 func TestStagedWritePlansKeyProbesOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	dsn, err := pgserver.CreateDatabase(ctx, testenv.Postgres(t), testenv.Name("stageplan"))
-	require.NoError(t, err)
-	pool, err := pgxpool.New(ctx, dsn)
-	require.NoError(t, err)
-	t.Cleanup(pool.Close)
-	require.NoError(t, Migrate(ctx, pool, catalogsql.Shard))
+	pool := migratedDatabase(t, testenv.Name("stageplan"), catalogsql.Shard)
 
 	load := func(retailerID string, n int) {
 		_, err := pool.CopyFrom(ctx, pgx.Identifier{"products"},
@@ -43,7 +36,7 @@ func TestStagedWritePlansKeyProbesOnly(t *testing.T) {
 		require.NoError(t, err)
 	}
 	load("other", 500)
-	_, err = pool.Exec(ctx, "ANALYZE products")
+	_, err := pool.Exec(ctx, "ANALYZE products")
 	require.NoError(t, err)
 	load("r1", 3000)
 

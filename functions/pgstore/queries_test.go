@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"testing"
 
@@ -18,26 +19,10 @@ import (
 func TestEveryNamedQueryPrepares(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	server := testenv.Postgres(t)
 	prefix := testenv.Name("queries")
-	pools := map[string]*pgxpool.Pool{}
-	for _, db := range []string{"control", "shard"} {
-		dsn, err := pgserver.CreateDatabase(ctx, server, prefix+db)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool, err := pgxpool.New(ctx, dsn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		pools[db] = pool
-	}
-	if err := Migrate(ctx, pools["control"], catalogsql.Control); err != nil {
-		t.Fatal(err)
-	}
-	if err := Migrate(ctx, pools["shard"], catalogsql.Shard); err != nil {
-		t.Fatal(err)
+	pools := map[string]*pgxpool.Pool{
+		"control": migratedDatabase(t, prefix+"control", catalogsql.Control),
+		"shard":   migratedDatabase(t, prefix+"shard", catalogsql.Shard),
 	}
 	if len(queries) < 30 {
 		t.Fatalf("only %d named queries parsed from queries.sql", len(queries))
@@ -75,4 +60,24 @@ func TestEveryNamedQueryPrepares(t *testing.T) {
 		}
 	}()
 	q("no such query")
+}
+
+// migratedDatabase is a new database of the test server with migrations
+// applied, and a pool on it.
+func migratedDatabase(t *testing.T, name string, migrations fs.FS) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	dsn, err := pgserver.CreateDatabase(ctx, testenv.Postgres(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := Migrate(ctx, pool, migrations); err != nil {
+		t.Fatal(err)
+	}
+	return pool
 }
