@@ -22,6 +22,7 @@ import (
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/topic"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
@@ -56,32 +57,36 @@ type eventsOptions struct {
 func benchEvents(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	var o eventsOptions
-	fs.IntVar(&o.rows, "rows", 100_000, "products in each snapshot")
-	fs.IntVar(&o.rounds, "rounds", 4, "snapshots each retailer uploads (a first load, then changes of ~4%)")
-	fs.IntVar(&o.chunkRows, "chunk-rows", 1000, "rows per chunk (more chunks: more events)")
+	fs.IntVar(&o.rows, "rows", 200_000, "products in each snapshot")
+	fs.IntVar(&o.rounds, "rounds", 7, "snapshots each retailer uploads (a first load, then changes of ~4%)")
+	fs.IntVar(&o.chunkRows, "chunk-rows", 0, "rows per chunk (0: the stack's, catalog.MaxChunkRows; fewer: more events)")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the generated data")
 	fs.DurationVar(&o.analyticsWindow, "analytics-window", 5*time.Second, "how long the analytics consumer gathers a batch (the local stack's default)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Minute, "bound of the whole run")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if o.rows < 10 || o.rounds < 1 || o.chunkRows < 1 {
-		return errors.New("events: --rows must be at least 10, --rounds and --chunk-rows at least 1")
+	if o.rows < 10 || o.rounds < 2 || o.chunkRows < 0 {
+		return errors.New("events: --rows must be at least 10, --rounds at least 2, --chunk-rows 0 or more")
 	}
 	o.out = os.Stdout
 	return runEventsBench(ctx, o)
 }
 
-// fastPathSwitch is the relay's fast path for the apply and the diff,
-// taken only for the retailers that have it on.
+// fastPathSwitch is the relay's fast path for the apply or the diff,
+// taken only for the retailers that have it on; it adds up the time its
+// flushes took.
 type fastPathSwitch struct {
 	relay *relay.Relay
-	on    sync.Map // retailer id -> true
+	on    *sync.Map // retailer id -> true
+	spent atomic.Int64
 }
 
 func (s *fastPathSwitch) Flush(ctx context.Context, retailerID string) {
 	if _, ok := s.on.Load(retailerID); ok {
+		start := time.Now()
 		s.relay.Flush(ctx, retailerID)
+		s.spent.Add(int64(time.Since(start)))
 	}
 }
 
@@ -305,8 +310,9 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 		return err
 	}
 	defer st.Close()
-	fast := &fastPathSwitch{relay: st.Relay}
-	st.Apply.Events, st.Diff.Events = fast, fast // before any upload
+	var fastOn sync.Map
+	applyFast, diffFast := &fastPathSwitch{relay: st.Relay, on: &fastOn}, &fastPathSwitch{relay: st.Relay, on: &fastOn}
+	st.Apply.Events, st.Diff.Events = applyFast, diffFast // before any upload
 
 	hooks := &hookArrivals{lags: map[string]time.Duration{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -332,8 +338,9 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 			return fmt.Errorf("webhook of %s: %w", r, err)
 		}
 	}
-	fast.on.Store(after, true)
+	fastOn.Store(after, true)
 
+	loadStart := loadAverage()
 	fmt.Fprintf(os.Stderr, "events: generating %d-row snapshots\n", o.rows)
 	p := genPair(o.rows, o.seed)
 	snapshots := [][]byte{snapshotCSV(p.old), snapshotCSV(p.new)}
@@ -341,12 +348,21 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
 	go watch.run(watchCtx, st, after)
-	var applyRows [2]float64
-	var applyTime [2]time.Duration
+	// [first load, changes][off, on]
+	var applyRows [2][2]float64
+	var applyTime [2][2]time.Duration
 	var fileLags, hookLags []time.Duration
 	for round := range o.rounds {
 		data := snapshots[round%2]
-		for i, r := range []string{before, after} {
+		order := []string{before, after}
+		if round%2 == 1 {
+			order = []string{after, before} // neither side always goes first
+		}
+		for _, r := range order {
+			i, kind := 0, min(round, 1)
+			if r == after {
+				i = 1
+			}
 			gen, err := api.Upload(ctx, tokens[r], r, "csv", data)
 			if err != nil {
 				return fmt.Errorf("%s: %w", r, err)
@@ -364,8 +380,8 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 			}); err != nil {
 				return fmt.Errorf("apply invocations of %s generation %d: %w", r, gen, err)
 			}
-			applyRows[i] += float64(changed)
-			applyTime[i] += d
+			applyRows[kind][i] += float64(changed)
+			applyTime[kind][i] += d
 			fmt.Fprintf(os.Stderr, "events: %s generation %d: %d rows applied in %s (%d chunks)\n", r, gen, changed, d.Round(time.Millisecond), s.Chunks.Total)
 			if r != after {
 				continue
@@ -434,14 +450,19 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 	fmt.Fprintf(os.Stderr, "events: relay published %d events in %s; PublishBatch of the same %d messages %s\n",
 		stats.Published, relayTime.Round(time.Millisecond), len(msgs), publishTime.Round(time.Millisecond))
 
-	beforeRate, afterRate := applyRows[0]/applyTime[0].Seconds(), applyRows[1]/applyTime[1].Seconds()
+	applyRate := func(kind, i int) float64 { return applyRows[kind][i] / applyTime[kind][i].Seconds() }
+	flushShare := float64(applyFast.spent.Load()) / float64(applyTime[0][1]+applyTime[1][1])
 	relayRate, publishRate := rate(float64(stats.Published), relayTime), rate(float64(len(msgs)), publishTime)
 	fp50, fp99 := percentile(fileLags, 50), percentile(fileLags, 99)
 	hp50, hp99 := percentile(hookLags, 50), percentile(hookLags, 99)
 	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
 	table := []tableRow{
-		{"apply rows/s, relay fast path on (ref: off)", fmtRate(afterRate, "rows/s"), fmtRate(beforeRate, "rows/s"),
-			ratio(afterRate, beforeRate) + " (target ≥ 0.95)"},
+		{"first load: apply rows/s, relay fast path on (ref: off)", fmtRate(applyRate(0, 1), "rows/s"), fmtRate(applyRate(0, 0), "rows/s"),
+			ratio(applyRate(0, 1), applyRate(0, 0)) + " (target ≥ 0.95)"},
+		{fmt.Sprintf("%d changes: apply rows/s, fast path on (ref: off)", o.rounds-1), fmtRate(applyRate(1, 1), "rows/s"), fmtRate(applyRate(1, 0), "rows/s"),
+			ratio(applyRate(1, 1), applyRate(1, 0)) + " (target ≥ 0.95)"},
+		{"the fast path's share of the apply invocations' time (fast path on)", fmt.Sprintf("%.1f%%", 100*flushShare), "-",
+			fmt.Sprintf("%.2f of apply's rows/s at most (target ≥ 0.95)", 1-flushShare)},
 		{fmt.Sprintf("relay throughput (%d events of the outbox)", stats.Published), fmtRate(relayRate, "events/s"),
 			fmtRate(publishRate, "events/s") + " (PublishBatch alone)", ratio(relayRate, publishRate)},
 		{fmt.Sprintf("commit to Parquet file, p50 (%d events)", len(fileLags)), ms(fp50), "30s (DESIGN 8)", ratio(fp50.Seconds(), 30) + " of the bound"},
@@ -449,8 +470,12 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 		{fmt.Sprintf("commit to webhook, p50 (%d events)", len(hookLags)), ms(hp50), "-", "-"},
 		{"commit to webhook, p99", ms(hp99), "-", "-"},
 	}
-	printTable(o.out, fmt.Sprintf("events: the local stack (1 shard, SNS/SQS emulator, analytics window %s), %d uploads of %d rows per retailer (%d-row chunks), before (fast path off) and after (on) taking turns; load average at start %s; %s",
-		o.analyticsWindow, o.rounds, o.rows, o.chunkRows, loadAverage(), machine()), table)
+	chunkRows := o.chunkRows
+	if chunkRows == 0 {
+		chunkRows = catalog.MaxChunkRows
+	}
+	printTable(o.out, fmt.Sprintf("events: the local stack (1 shard, SNS/SQS emulator, analytics window %s), %d uploads of %d rows per retailer (%d-row chunks), before (fast path off) and after (on) taking turns; load average at start %s, at the end %s; %s",
+		o.analyticsWindow, o.rounds, o.rows, chunkRows, loadStart, loadAverage(), machine()), table)
 	return nil
 }
 

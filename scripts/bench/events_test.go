@@ -25,7 +25,7 @@ func TestEventsSmoke(t *testing.T) {
 	}
 	table := out.String()
 	t.Log(table)
-	for _, figure := range []string{"| apply rows/s, relay fast path on (ref: off) |", "| relay throughput (",
+	for _, figure := range []string{"| first load: apply rows/s, relay fast path on (ref: off) |", "| 1 changes: apply rows/s, fast path on (ref: off) |", "| relay throughput (",
 		"| commit to Parquet file, p50 (", "| commit to Parquet file, p99 |", "| commit to webhook, p50 (2 events) |", "| commit to webhook, p99 |"} {
 		if !strings.Contains(table, figure) {
 			t.Errorf("no %q in\n%s", figure, table)
