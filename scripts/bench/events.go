@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -474,8 +473,8 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 	if chunkRows == 0 {
 		chunkRows = catalog.MaxChunkRows
 	}
-	printTable(o.out, fmt.Sprintf("events: the local stack (1 shard, SNS/SQS emulator, analytics window %s), %d uploads of %d rows per retailer (%d-row chunks), before (fast path off) and after (on) taking turns; load average at start %s, at the end %s; %s",
-		o.analyticsWindow, o.rounds, o.rows, chunkRows, loadStart, loadAverage(), machine()), table)
+	printTable(o.out, fmt.Sprintf("events: the local stack (1 shard, SNS/SQS emulator, analytics window %s), %d uploads of %d rows per retailer (%d-row chunks), before (fast path off) and after (on) taking turns; load average at the start %s; %s",
+		o.analyticsWindow, o.rounds, o.rows, chunkRows, loadStart, machine()), table)
 	return nil
 }
 
@@ -503,17 +502,4 @@ func percentile(ds []time.Duration, p int) time.Duration {
 	slices.Sort(s)
 	i := (len(s)*p + 99) / 100
 	return s[max(i-1, 0)]
-}
-
-// loadAverage is the 1, 5 and 15 minute load averages ("?" off Linux).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
 }

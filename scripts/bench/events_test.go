@@ -15,6 +15,9 @@ import (
 // fast-path retailer reaches a Parquet file and its webhook, the relay
 // publishes the other's backlog, and the table has every figure.
 func TestEventsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the local stack")
+	}
 	t.Parallel()
 	var out bytes.Buffer
 	err := runEventsBench(context.Background(), eventsOptions{rows: 400, rounds: 2, chunkRows: 100, seed: 1,

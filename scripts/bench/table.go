@@ -151,3 +151,16 @@ func readHWM(path string) int64 {
 
 // selfHWM is this process's peak RSS so far, in bytes.
 func selfHWM() int64 { return readHWM("/proc/self/status") }
+
+// loadAverage is the 1, 5 and 15 minute load averages ("?" off Linux).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
