@@ -170,7 +170,7 @@ func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
 		return fmt.Errorf("events still wait in an outbox: %w", err)
 	}
 	fmt.Printf("   outboxes: empty (every committed change published; the sweeper publishes anything the fast path missed within 90 s)\n")
-	fmt.Printf("   look at them yourself: the files under %s/s3/%s/%s, or `catalogctl replay --retailer acme --since 1h`\n",
+	fmt.Printf("   the files stay under %s/s3/%s/%s (Parquet: any reader, or Athena on AWS)\n",
 		strings.TrimSuffix(st.Options.DataDir, "/"), st.Bucket, analytics.Prefix)
 	return nil
 }
