@@ -17,7 +17,7 @@ type Route struct {
 	// Path is the API Gateway path; {product_id+} is greedy because a
 	// product_id may contain an encoded '/'.
 	Path string
-	// Function is "upload" or "read".
+	// Function is "upload", "read" or "ops".
 	Function string
 	// RateLimit and BurstLimit, when set, override the stage throttling for
 	// this route (requests per second).
@@ -46,6 +46,15 @@ var Routes = []Route{
 	{Method: "GET", Path: "/v1/retailers/{retailer_id}/products", Function: "read"},
 	{Method: "GET", Path: "/v1/products/{product_id+}", Function: "read"},
 	{Method: "GET", Path: "/healthz", Function: "read"},
+	{Method: "GET", Path: "/v1/admin/costs", Function: "upload", RateLimit: 5, BurstLimit: 10},
+	// Operations (DESIGN 9 and 8), served by the ops function.
+	{Method: "GET", Path: "/v1/admin/retailers/{retailer_id}/why", Function: "ops", RateLimit: 20, BurstLimit: 40},
+	{Method: "POST", Path: "/v1/admin/reconcile", Function: "ops", RateLimit: 1, BurstLimit: 5},
+	{Method: "GET", Path: "/v1/admin/reconcile/{run_id}", Function: "ops", RateLimit: 20, BurstLimit: 40},
+	{Method: "GET", Path: "/v1/admin/dlq", Function: "ops", RateLimit: 5, BurstLimit: 10},
+	{Method: "GET", Path: "/v1/admin/dlq/{queue}", Function: "ops", RateLimit: 5, BurstLimit: 10},
+	{Method: "POST", Path: "/v1/admin/dlq/{queue}/redrive", Function: "ops", RateLimit: 5, BurstLimit: 10},
+	{Method: "POST", Path: "/v1/admin/retailers/{retailer_id}/replay", Function: "ops", RateLimit: 1, BurstLimit: 5},
 }
 
 // accessLogFormat is one JSON line per request with the fields needed to
@@ -71,7 +80,7 @@ func newAPI(scope constructs.Construct, p Params, fns *catalogFunctions) *api {
 		CreateDefaultStage: jsii.Bool(false),
 	})
 	integrations := map[string]awsapigatewayv2integrations.HttpLambdaIntegration{}
-	for name, fn := range map[string]awslambda.Function{"upload": fns.upload, "read": fns.read} {
+	for name, fn := range map[string]awslambda.Function{"upload": fns.upload, "read": fns.read, "ops": fns.ops} {
 		integrations[name] = awsapigatewayv2integrations.NewHttpLambdaIntegration(jsii.String(name+"Integration"), fn,
 			&awsapigatewayv2integrations.HttpLambdaIntegrationProps{
 				PayloadFormatVersion: awsapigatewayv2.PayloadFormatVersion_VERSION_2_0(),

@@ -66,6 +66,7 @@ func TestDatabaseAccess(t *testing.T) {
 				"relay":       {catalogsql.RoleRelay, false},
 				"analytics":   {catalogsql.RoleConsumers, false},
 				"webhooks":    {catalogsql.RoleConsumers, false},
+				"ops":         {catalogsql.RoleOps, false},
 			} {
 				fn := r.function(t, name)
 				fnRoles[r.roleOf(t, fn)] = true

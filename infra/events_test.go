@@ -65,16 +65,20 @@ func TestChangeEvents(t *testing.T) {
 	// The sweeper: EventBridge Scheduler, every minute, on the relay, with a
 	// role of its own.
 	relay := r.function(t, "relay")
-	schedules := r.resources("AWS::Scheduler::Schedule")
-	equal(t, "schedules", len(schedules), 1)
-	for _, s := range schedules {
+	schedules := 0
+	for _, s := range r.resources("AWS::Scheduler::Schedule") {
 		p := s["Properties"].(map[string]any)
+		if render(p["Target"].(map[string]any)["Arn"]) != "${"+relay+".Arn}" {
+			continue // the ops function's (ops_test.go)
+		}
+		schedules++
 		equal(t, "sweep every", p["ScheduleExpression"], "rate(1 minute)")
 		target := p["Target"].(map[string]any)
 		equal(t, "sweep target", render(target["Arn"]), "${"+relay+".Arn}")
 		equal(t, "sweep role", render(target["RoleArn"]), "${"+r.logicalID(t, "AWS::IAM::Role", "RelaySweepSchedulerRole")+".Arn}")
 		equal(t, "sweep retries", render(target["RetryPolicy"]), `{"MaximumEventAgeInSeconds":60,"MaximumRetryAttempts":0}`)
 	}
+	equal(t, "relay schedules", schedules, 1)
 
 	// The Glue table: the consumer's columns, partitioned as the keys are.
 	tables := r.resources("AWS::Glue::Table")

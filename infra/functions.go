@@ -25,7 +25,7 @@ import (
 // functions/<name>/lambda or infra/<name>/lambda directory) the stack
 // deploys. apply is one asset deployed as two functions; migrate is the
 // deploy-time schema custom resource.
-var CodeAssets = []string{"upload", "read", "arrival", "diff", "apply", "migrate", "relay", "analytics", "webhooks", "webhooksend"}
+var CodeAssets = []string{"upload", "read", "arrival", "diff", "apply", "migrate", "relay", "analytics", "webhooks", "webhooksend", "ops"}
 
 // Function settings that are not parameters.
 const (
@@ -83,6 +83,8 @@ type catalogFunctions struct {
 	// The change events' (events.go), and the role that starts the sweeper.
 	relay, analytics, webhooks, webhookSender awslambda.Function
 	relaySchedulerRole                        awsiam.Role
+	// ops: the admin routes of DESIGN 9 and the scheduled tasks (ops.go).
+	ops awslambda.Function
 	// migrate runs only during deployments (Custom::CatalogSchema).
 	migrate awslambda.Function
 }
@@ -93,6 +95,7 @@ func (f *catalogFunctions) byName() map[string]awslambda.Function {
 		"upload": f.upload, "read": f.read, "arrival": f.arrival, "diff": f.diff,
 		"apply-small": f.applySmall, "apply-large": f.applyLarge,
 		"relay": f.relay, "analytics": f.analytics, "webhooks": f.webhooks, "webhook-sender": f.webhookSender,
+		"ops": f.ops,
 	}
 }
 

@@ -34,13 +34,16 @@ var (
 		// is worth a look (catalogctl dlq list webhooks shows nothing yet;
 		// the function's logs name the retailer and the URL).
 		"webhooks": 6 * time.Hour,
+		// The daily reconciliation queues a job per retailer: 100,000
+		// retailers take hours at its concurrency (infra/ops.go).
+		"reconcile-jobs": 6 * time.Hour,
 	}
 	// functionErrorThreshold is the Errors sum per 5 minutes per function.
 	// The pipeline functions report item failures themselves: an
 	// invocation error there means a crash or a timeout.
 	functionErrorThreshold = map[string]float64{
 		"upload": 5, "read": 10, "arrival": 1, "diff": 1, "apply-small": 1, "apply-large": 1,
-		"relay": 1, "analytics": 1, "webhooks": 1,
+		"relay": 1, "analytics": 1, "webhooks": 1, "webhook-sender": 1, "ops": 1,
 	}
 	// outboxAge is the OutboxAgeSeconds threshold: the sweeper publishes
 	// every event within 90 s of its commit (30 s old, every minute), so
@@ -58,7 +61,9 @@ const alarmPeriod = 5 * time.Minute
 
 // monitoring is every alarm and the dashboard.
 type monitoring struct {
-	alarms    []awscloudwatch.Alarm
+	alarms []awscloudwatch.Alarm
+	// opsAlarms are the operations alarms of ops.go (also in alarms).
+	opsAlarms []awscloudwatch.Alarm
 	dashboard awscloudwatch.Dashboard
 }
 

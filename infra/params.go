@@ -271,8 +271,8 @@ func (p Params) Validate() error {
 	if len(errs) == 0 {
 		need, budget := p.WriterConnections(), p.WriterConnectionBudget()
 		check(need <= budget,
-			"apply-small (%d) + apply-large (%d) + diff (%d) + change events (%d) environments x %d connections = %d connections per shard writer, over the budget of %d (estimated max_connections %d at maxAcu %v/minAcu %v, less the RDS Proxy share and %d reserved): lower the concurrency or raise %s",
-			p.ApplySmallConcurrency, p.ApplyLargeConcurrency, p.DiffMaxConcurrency, eventConcurrency, dbConnsPerEnvironment, need, budget,
+			"apply-small (%d) + apply-large (%d) + diff (%d) + change events (%d) + ops (%d) environments x %d connections = %d connections per shard writer, over the budget of %d (estimated max_connections %d at maxAcu %v/minAcu %v, less the RDS Proxy share and %d reserved): lower the concurrency or raise %s",
+			p.ApplySmallConcurrency, p.ApplyLargeConcurrency, p.DiffMaxConcurrency, eventConcurrency, opsConcurrency, dbConnsPerEnvironment, need, budget,
 			EstimatedMaxConnections(p.MinACU, p.MaxACU), p.MaxACU, p.MinACU, reservedDBConnections, CtxMaxACU)
 	}
 	return errors.Join(errs...)
@@ -294,10 +294,10 @@ func EstimatedMaxConnections(minACU, maxACU float64) int {
 
 // WriterConnections is the number of connections the bounded pipeline
 // consumers (apply-small, apply-large, diff) and the change-event
-// functions (relay, analytics, webhooks: their reserved concurrency) may
-// hold on one shard writer.
+// functions (relay, analytics, webhooks: their reserved concurrency) and
+// the ops function (its reserved concurrency) may hold on one shard writer.
 func (p Params) WriterConnections() int {
-	return (p.ApplySmallConcurrency + p.ApplyLargeConcurrency + p.DiffMaxConcurrency + eventConcurrency) * dbConnsPerEnvironment
+	return (p.ApplySmallConcurrency + p.ApplyLargeConcurrency + p.DiffMaxConcurrency + eventConcurrency + opsConcurrency) * dbConnsPerEnvironment
 }
 
 // eventConcurrency is the change-event functions' environments that

@@ -107,7 +107,7 @@ func TestConnectionBudget(t *testing.T) {
 		}
 	}
 	p := DefaultParams()
-	if need, budget := p.WriterConnections(), p.WriterConnectionBudget(); need > budget || need != 120 {
+	if need, budget := p.WriterConnections(), p.WriterConnectionBudget(); need > budget || need != 132 {
 		t.Errorf("defaults: %d connections against a budget of %d", need, budget)
 	}
 }

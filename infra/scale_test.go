@@ -25,9 +25,10 @@ func TestStackFollowsParameters(t *testing.T) {
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBInstance"), jsii.Number(4*3))
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBProxy"), jsii.Number(0))
 	tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::RotationSchedule"), jsii.Number(4))
-	// DLQ depth and oldest message of 6 queues, errors and throttles of 10
-	// functions, API 5xx, capacity of 4 clusters, outbox age.
-	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(6+6+2*10+1+4+1))
+	// DLQ depth and oldest message of 7 queues, errors and throttles of 11
+	// functions, API 5xx, capacity of 4 clusters, outbox age, and the 4
+	// operations alarms (ops.go).
+	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(7+7+2*11+1+4+1+4))
 
 	for name, want := range map[string]float64{"apply-small": 30, "apply-large": 12} {
 		fn := r.function(t, name)
@@ -42,7 +43,7 @@ func TestStackFollowsParameters(t *testing.T) {
 		conc = append(conc, render(p["ScalingConfig"]))
 	}
 	equalLines(t, "event source maximum concurrency", sortedCopy(conc), []string{
-		`{"MaximumConcurrency":10}`, `{"MaximumConcurrency":12}`, `{"MaximumConcurrency":30}`, `{"MaximumConcurrency":4}`,
+		`{"MaximumConcurrency":10}`, `{"MaximumConcurrency":12}`, `{"MaximumConcurrency":30}`, `{"MaximumConcurrency":3}`, `{"MaximumConcurrency":4}`,
 		`{"MaximumConcurrency":4}`, `{"MaximumConcurrency":5}`})
 
 	var dbs, readers []string
@@ -118,6 +119,14 @@ func (r *synthResult) estimateLen(t *testing.T, v any) int {
 			return n
 		}
 		var id, attr string
+		switch x["Ref"] {
+		case "AWS::Region":
+			return len("ap-southeast-2")
+		case "AWS::AccountId":
+			return 12
+		case "AWS::URLSuffix":
+			return len("amazonaws.com.cn")
+		}
 		if ref, ok := x["Ref"].(string); ok {
 			id = ref
 		} else if att, ok := x["Fn::GetAtt"].([]any); ok {

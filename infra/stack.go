@@ -89,10 +89,12 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 		adminSecret: admin, changeTopic: tp.changes, events: eq, webhookKeys: webhookKeys,
 	}
 	fns := newFunctions(stack, deps)
+	ops := newOps(stack, deps, fns) // the admin routes of DESIGN 9 and the scheduled tasks (ops.go)
 	fns.migrate, _ = newSchema(stack, deps)
 	glueDB, glueTable := newAnalyticsTable(stack, name, store.bucket)
 	httpAPI := newAPI(stack, p, fns)
 	mon := newMonitoring(stack, name, q, fns, httpAPI, dbs, tp.alarms)
+	addOpsMonitoring(stack, name, mon, q, fns, tp.alarms, ops)
 	// The cost report's fixed costs, once every alarm exists (DESIGN 10).
 	fns.upload.AddEnvironment(jsii.String(EnvCostDeployment), jsii.String(CostDeployment(p, len(mon.alarms)).String()), nil)
 
@@ -121,6 +123,7 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	}
 	out("ShardClusterEndpoints", strings.Join(shardEndpoints, ","), "Shard cluster writer endpoints, shard 0 first")
 	out("DashboardName", *mon.dashboard.DashboardName(), "CloudWatch dashboard")
+	out("ReconcileJobsQueueUrl", *ops.reconcileJobs.QueueUrl(), "reconcile-jobs queue (a job per retailer of a reconciliation; its DLQ is reconcile-jobs-dlq)")
 
 	addCostTags(stack)
 	addNagSuppressions(nagRefs{
@@ -131,5 +134,6 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 		adminSecret: admin,
 		webhookKeys: webhookKeys,
 	})
+	addOpsNagSuppressions(stack, *stack.GetLogicalId(store.bucket.Node().DefaultChild().(awscdk.CfnElement)), ops)
 	return stack
 }

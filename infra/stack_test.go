@@ -40,11 +40,13 @@ func TestStack(t *testing.T) {
 	analyticsDLQ := r.logicalID(t, "AWS::SQS::Queue", "AnalyticsDLQ")
 	webhooksQ := r.logicalID(t, "AWS::SQS::Queue", "WebhooksQueue")
 	webhooksDLQ := r.logicalID(t, "AWS::SQS::Queue", "WebhooksDLQ")
+	reconcileJobs := r.logicalID(t, "AWS::SQS::Queue", "ReconcileJobsQueue")
+	reconcileJobsDLQ := r.logicalID(t, "AWS::SQS::Queue", "ReconcileJobsDLQ")
 	topicsKey := r.logicalID(t, "AWS::KMS::Key", "TopicsKey")
 	changeTopic := r.logicalID(t, "AWS::SNS::Topic", "ChangeEventsTopic")
 	webhookKeys := "${" + r.logicalID(t, "AWS::SecretsManager::Secret", "WebhookKeysSecret") + "}"
 	fns := map[string]string{}
-	for _, name := range []string{"upload", "read", "arrival", "diff", "apply-small", "apply-large", "relay", "analytics", "webhooks", "webhook-sender"} {
+	for _, name := range []string{"upload", "read", "arrival", "diff", "apply-small", "apply-large", "relay", "analytics", "webhooks", "webhook-sender", "ops"} {
 		fns[name] = r.function(t, name)
 	}
 
@@ -95,7 +97,7 @@ func TestStack(t *testing.T) {
 
 	t.Run("queues", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(12))
+		tmpl.ResourceCountIs(jsii.String("AWS::SQS::Queue"), jsii.Number(14))
 		for _, q := range []struct {
 			id, dlq, name string
 			maxReceive    float64
@@ -107,6 +109,7 @@ func TestStack(t *testing.T) {
 			{arrivals, arrivalsDLQ, "arrivals", arrivalMaxReceiveCount, false},
 			{analyticsQ, analyticsDLQ, "analytics", analyticsMaxReceiveCount, false},
 			{webhooksQ, webhooksDLQ, "webhooks", float64(webhooksMaxReceiveCount), false},
+			{reconcileJobs, reconcileJobsDLQ, "reconcile-jobs", reconcileJobsMaxReceiveCount, false},
 		} {
 			props, dlqProps := r.props(t, q.id), r.props(t, q.dlq)
 			equal(t, q.name+" redrive", render(props["RedrivePolicy"]),
@@ -168,6 +171,7 @@ func TestStack(t *testing.T) {
 			"analytics":      {analyticsMemoryMB, analyticsTimeout.Seconds(), analyticsConcurrency, "analytics"},
 			"webhooks":       {webhooksMemoryMB, webhooksTimeout.Seconds(), webhooksConcurrency, "webhooks"},
 			"webhook-sender": {senderMemoryMB, senderTimeout.Seconds(), senderConcurrency, "webhooksend"},
+			"ops":            {opsMemoryMB, opsTimeout.Seconds(), opsConcurrency, "ops"},
 		}
 		codeKeys := map[string]string{}
 		for name, w := range want {
@@ -201,8 +205,8 @@ func TestStack(t *testing.T) {
 			}
 			codeKeys[w.asset] = key
 		}
-		if len(codeKeys) != 9 {
-			t.Errorf("want 9 distinct code assets (apply shared by two functions), got %v", codeKeys)
+		if len(codeKeys) != 10 {
+			t.Errorf("want 10 distinct code assets (apply shared by two functions), got %v", codeKeys)
 		}
 		equal(t, "diff ephemeral storage", r.props(t, fns["diff"])["EphemeralStorage"], map[string]any{"Size": float64(diffEphemeralMB)})
 		// Function log groups have a retention.
@@ -293,7 +297,7 @@ func TestStack(t *testing.T) {
 
 	t.Run("event sources", func(t *testing.T) {
 		defer failOnAssertionPanic(t)
-		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(6))
+		tmpl.ResourceCountIs(jsii.String("AWS::Lambda::EventSourceMapping"), jsii.Number(7))
 		for _, es := range []struct {
 			fn, queue      string
 			batch, maxConc float64
@@ -304,6 +308,7 @@ func TestStack(t *testing.T) {
 			{"apply-large", applyLarge, applyBatchSize, float64(p.ApplyLargeConcurrency)},
 			{"analytics", analyticsQ, analyticsBatchSize, analyticsConcurrency},
 			{"webhooks", webhooksQ, webhooksBatchSize, webhooksConcurrency},
+			{"ops", reconcileJobs, 1, opsReconcileConcurrency},
 		} {
 			tmpl.HasResourceProperties(jsii.String("AWS::Lambda::EventSourceMapping"), obj(map[string]any{
 				"FunctionName":          map[string]any{"Ref": fns[es.fn]},
@@ -444,6 +449,18 @@ func TestStack(t *testing.T) {
 			"webhooks": cat([]string{"Allow lambda:InvokeFunction " + arn(fns["webhook-sender"])}, consume(webhooksQ), readSecrets(webhookKeys),
 				connect(catalogsql.RoleConsumers, false)),
 			"webhook-sender": nil, // its logs only: no database, no secret, no AWS API
+			// ops: reads uploads and indexes (why, reconcile), re-sends chunks
+			// and writes repairs' change objects; sends to every work queue
+			// (re-drives, redrives, reconcile jobs), reads and empties every
+			// dead-letter queue (dlq list|redrive), consumes reconcile-jobs.
+			"ops": dedupe(sortedCopy(cat([]string{
+				"Allow s3:GetObject " + obj(prefixSnapshots), "Allow s3:GetObject " + obj(prefixIndexes),
+				"Allow s3:GetObject " + obj(prefixChunks), "Allow s3:PutObject " + obj(prefixChunks),
+				list(prefixSnapshots, prefixIndexes, prefixChunks),
+			}, send(arrivals), send(diffJobs), send(applySmall), send(applyLarge), send(analyticsQ), send(webhooksQ), send(reconcileJobs),
+				consume(arrivalsDLQ), consume(diffDLQ), consume(applySmallDLQ), consume(applyLargeDLQ), consume(analyticsDLQ),
+				consume(webhooksDLQ), consume(reconcileJobsDLQ), consume(reconcileJobs),
+				readSecrets(admin), connect(catalogsql.RoleOps, false)))),
 		}
 		want["migrate"] = readSecrets(dbSecrets...)
 		withMigrate := map[string]string{"migrate": r.function(t, "migrate")}
@@ -597,9 +614,7 @@ func TestStack(t *testing.T) {
 			want[route.Key()] = fns[route.Function]
 		}
 		equal(t, "routes", got, want)
-		if len(Routes) != 17 {
-			t.Errorf("DESIGN 5 has 17 routes (with GET settings and the webhook's three), Routes has %d", len(Routes))
-		}
+		// Routes are exactly docs/openapi.yaml's: TestRoutesAreTheDocumentedOnes.
 
 		stage := r.props(t, r.logicalID(t, "AWS::ApiGatewayV2::Stage", "DefaultStage"))
 		equal(t, "stage name", stage["StageName"], "$default")
@@ -632,8 +647,12 @@ func TestStack(t *testing.T) {
 			props := a["Properties"].(map[string]any)
 			equal(t, id+" actions", props["AlarmActions"], []any{map[string]any{"Ref": alarmTopic}})
 			dims := asList(props["Dimensions"])
-			if props["MetricName"] == metrics.OutboxAgeSeconds {
-				alarms[key{metrics.OutboxAgeSeconds, ""}] = props
+			if props["Namespace"] == metrics.DefaultNamespace {
+				// The functions' own metrics: no dimension (DESIGN 9).
+				if len(dims) != 0 {
+					t.Errorf("%s: a business metric alarm with dimensions %v", id, dims)
+				}
+				alarms[key{fmt.Sprint(props["MetricName"]), ""}] = props
 				continue
 			}
 			if len(dims) != 1 {
@@ -653,7 +672,7 @@ func TestStack(t *testing.T) {
 			}
 			equal(t, metric+" on "+dim+" threshold", a["Threshold"], threshold)
 		}
-		for _, dlq := range []string{arrivalsDLQ, diffDLQ, applySmallDLQ, applyLargeDLQ, analyticsDLQ, webhooksDLQ} {
+		for _, dlq := range []string{arrivalsDLQ, diffDLQ, applySmallDLQ, applyLargeDLQ, analyticsDLQ, webhooksDLQ, reconcileJobsDLQ} {
 			expect("ApproximateNumberOfMessagesVisible", dlq, 1)
 		}
 		expect("ApproximateAgeOfOldestMessage", analyticsQ, oldestMessageAge["analytics"].Seconds())
@@ -667,6 +686,7 @@ func TestStack(t *testing.T) {
 		expect("ApproximateAgeOfOldestMessage", diffJobs, oldestMessageAge["diff-jobs"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", applySmall, oldestMessageAge["apply-small"].Seconds())
 		expect("ApproximateAgeOfOldestMessage", applyLarge, oldestMessageAge["apply-large"].Seconds())
+		expect("ApproximateAgeOfOldestMessage", reconcileJobs, oldestMessageAge["reconcile-jobs"].Seconds())
 		for name, id := range fns {
 			expect("Errors", id, functionErrorThreshold[name])
 			expect("Throttles", id, 1)
@@ -676,7 +696,16 @@ func TestStack(t *testing.T) {
 		for i := range p.Shards {
 			expect("ACUUtilization", r.logicalID(t, "AWS::RDS::DBCluster", fmt.Sprintf("Shard%dCluster", i)), acuUtilizationPercent)
 		}
-		equal(t, "alarm count", len(alarms), 6+6+2*10+1+1+p.Shards+1)
+		// DLQ depth and oldest message of 7 queues, errors and throttles of
+		// 11 functions, API 5xx, capacity of each cluster, outbox age, the
+		// 4 operations alarms (ops_test.go checks those).
+		equal(t, "alarm count", len(alarms), 7+7+2*11+1+1+p.Shards+1+4)
+		for id, a := range r.resources("AWS::CloudWatch::Alarm") {
+			// A threshold of 0 with >= would alarm on every datapoint.
+			if th := num(t, a["Properties"].(map[string]any)["Threshold"]); th <= 0 {
+				t.Errorf("%s: threshold %v", id, th)
+			}
+		}
 		tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Dashboard"), jsii.Number(1))
 
 		// Topics: change events (for the relay) and alarms, KMS-encrypted, TLS only.

@@ -212,6 +212,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	if c.Operations, err = operationsFromEnv(getenv); err != nil {
 		return c, err
 	}
+	c.deriveQueueURLs(strings.TrimSpace(getenv("CATALOG_QUEUE_URL_BASE")))
 	if c.ControlDB == "" || len(c.ShardDBs) == 0 {
 		return c, fmt.Errorf("CATALOG_CONTROL_DB and CATALOG_SHARD_DBS are required")
 	}

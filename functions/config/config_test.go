@@ -157,3 +157,32 @@ func TestHandlersAndEndpointsFromEnv(t *testing.T) {
 	require.Equal(t, upload.DefaultUploadTTL, u.UploadTTL)
 	require.Equal(t, "diff", u.DiffQueueURL)
 }
+
+// With CATALOG_QUEUE_URL_BASE, the ops function's queues not given one by
+// one are the base and their names (a dead-letter queue: "-dlq" before
+// ".fifo"); a URL given wins.
+func TestQueueURLBase(t *testing.T) {
+	t.Parallel()
+	base := "https://sqs.us-east-1.amazonaws.com/123456789012/Catalog-"
+	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://s/0",
+		"CATALOG_QUEUE_URL_BASE": base, "CATALOG_WEBHOOKS_DLQ_URL": "given"}
+	c, err := FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	q := c.Ops().Queues
+	require.Equal(t, base+"arrivals", q.Arrivals)
+	require.Equal(t, base+"arrivals-dlq", q.ArrivalsDLQ)
+	require.Equal(t, base+"diff-jobs-dlq.fifo", q.DiffJobsDLQ)
+	require.Equal(t, base+"apply-small-dlq.fifo", q.ApplySmallDLQ)
+	require.Equal(t, base+"apply-large-dlq.fifo", q.ApplyLargeDLQ)
+	require.Equal(t, base+"reconcile-jobs", q.Reconcile)
+	require.Equal(t, base+"reconcile-jobs-dlq", q.ReconcileDLQ)
+	require.Equal(t, base+"analytics", q.Analytics)
+	require.Equal(t, base+"analytics-dlq", q.AnalyticsDLQ)
+	require.Equal(t, base+"webhooks", q.Webhooks)
+	require.Equal(t, "given", q.WebhooksDLQ)
+
+	delete(env, "CATALOG_QUEUE_URL_BASE")
+	c, err = FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Empty(t, c.Ops().Queues.Arrivals, "no base: only the URLs given")
+}

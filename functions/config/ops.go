@@ -23,6 +23,53 @@ type Operations struct {
 	StuckMaxRedrives  int           // CATALOG_STUCK_MAX_REDRIVES: re-drives of a stuck generation before it is left to an operator [3]
 }
 
+// Queue names under CATALOG_QUEUE_URL_BASE (the stack's, and the local
+// stack's): a work queue's dead-letter queue is its name with "-dlq"
+// (before ".fifo").
+const (
+	queueArrivals      = "arrivals"
+	queueReconcileJobs = "reconcile-jobs"
+	queueAnalytics     = "analytics"
+	queueWebhooks      = "webhooks"
+	queueDiffJobs      = "diff-jobs.fifo"
+	queueApplySmall    = "apply-small.fifo"
+	queueApplyLarge    = "apply-large.fifo"
+)
+
+// DeadLetterQueueName is the name of a queue's dead-letter queue.
+func DeadLetterQueueName(queue string) string {
+	if name, ok := strings.CutSuffix(queue, ".fifo"); ok {
+		return name + "-dlq.fifo"
+	}
+	return queue + "-dlq"
+}
+
+// deriveQueueURLs fills the operations' queue URLs that were not given
+// from base, the URL of the queues' names without the name
+// (CATALOG_QUEUE_URL_BASE, "https://sqs.<region>.amazonaws.com/<account>/<stack>-"):
+// the ops function reads every queue, and one base keeps its environment
+// within Lambda's 4 KB at the most shards.
+func (c *Config) deriveQueueURLs(base string) {
+	if base == "" {
+		return
+	}
+	for _, q := range []struct {
+		url  *string
+		name string
+	}{
+		{&c.ArrivalsQueueURL, queueArrivals}, {&c.ArrivalsDLQURL, DeadLetterQueueName(queueArrivals)},
+		{&c.DiffDLQURL, DeadLetterQueueName(queueDiffJobs)},
+		{&c.ApplySmallDLQURL, DeadLetterQueueName(queueApplySmall)}, {&c.ApplyLargeDLQURL, DeadLetterQueueName(queueApplyLarge)},
+		{&c.ReconcileQueueURL, queueReconcileJobs}, {&c.ReconcileDLQURL, DeadLetterQueueName(queueReconcileJobs)},
+		{&c.AnalyticsQueueURL, queueAnalytics}, {&c.AnalyticsDLQURL, DeadLetterQueueName(queueAnalytics)},
+		{&c.WebhooksQueueURL, queueWebhooks}, {&c.WebhooksDLQURL, DeadLetterQueueName(queueWebhooks)},
+	} {
+		if *q.url == "" {
+			*q.url = base + q.name
+		}
+	}
+}
+
 func operationsFromEnv(getenv func(string) string) (Operations, error) {
 	o := Operations{
 		ArrivalsQueueURL:  strings.TrimSpace(getenv("CATALOG_ARRIVALS_QUEUE_URL")),
