@@ -230,7 +230,7 @@ func TestPropertyLatestWins(t *testing.T) {
 	if t.Failed() {
 		return
 	}
-	e.WaitOutboxEmpty(time.Minute)
+	e.WaitOutboxEmpty(3 * time.Minute)
 	t.Logf("outboxes empty after %s", time.Since(start).Round(time.Millisecond))
 	ids := make(chan string)
 	for range parallel {
@@ -238,7 +238,7 @@ func TestPropertyLatestWins(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for id := range ids {
-				t.Run("analytics "+id, func(t *testing.T) { e.For(t).RequireAnalytics(id, finals[id], time.Minute) })
+				t.Run("analytics "+id, func(t *testing.T) { e.For(t).RequireAnalytics(id, finals[id], 3*time.Minute) })
 			}
 		}()
 	}
