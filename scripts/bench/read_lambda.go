@@ -41,11 +41,12 @@ type lambdaOptions struct {
 	colds, warm int // environments started; single requests in each after the first
 }
 
-// lambdaSample is one invocation: the client's latency and what the
-// emulator's REPORT line says.
+// lambdaSample is one invocation: the client's latency and the REPORT
+// line's Duration (its Init Duration is not an init time: see
+// benchReadLambda).
 type lambdaSample struct {
-	latency, duration, init time.Duration
-	status                  int
+	latency, duration time.Duration
+	status            int
 }
 
 // benchReadLambda measures the storefront the way it runs in production:
@@ -116,12 +117,17 @@ func benchReadLambda(ctx context.Context, st *stack.Stack, dir string, retailers
 	}
 	q := func(d []time.Duration, p float64) time.Duration { return d[min(len(d)-1, int(p*float64(len(d))))] }
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-	inits := field(colds, func(s lambdaSample) time.Duration { return s.init })
 	firsts := field(colds, func(s lambdaSample) time.Duration { return s.latency })
 	warmLat := field(warms, func(s lambdaSample) time.Duration { return s.latency })
+	// The emulator's "Init Duration" is not the init: it times the hand-off
+	// of the init to its sandbox, which starts the bootstrap in the
+	// background (0.03-0.07 ms, measured). The init is what a fresh
+	// environment's first request takes more than a warm one: the process
+	// start, the function's init (config, pools), the first connection.
+	inits := field(colds, func(s lambdaSample) time.Duration { return max(0, s.latency-q(warmLat, 0.5)) })
 	warmDur := field(warms, func(s lambdaSample) time.Duration { return s.duration })
 	rows := [][]string{
-		{fmt.Sprintf("init duration (REPORT), %d cold starts", len(colds)), ms(q(inits, 0.5)), ms(q(inits, 0.9)), ms(inits[len(inits)-1]), "-"},
+		{fmt.Sprintf("init: a fresh environment's first request less a warm p50 (%d cold starts)", len(colds)), ms(q(inits, 0.5)), ms(q(inits, 0.9)), ms(inits[len(inits)-1]), "-"},
 		{"first request of an environment (init + request), at the client", ms(q(firsts, 0.5)), ms(q(firsts, 0.9)), ms(firsts[len(firsts)-1]), "-"},
 		{fmt.Sprintf("single request, warm, at the client (%d)", len(warms)), ms(q(warmLat, 0.5)), ms(q(warmLat, 0.99)), ms(warmLat[len(warmLat)-1]), ratio(q(warmLat, 0.5).Seconds(), q(ref, 0.5).Seconds())},
 		{"single request, warm, in the function (REPORT Duration)", ms(q(warmDur, 0.5)), ms(q(warmDur, 0.99)), ms(warmDur[len(warmDur)-1]), ratio(q(warmDur, 0.5).Seconds(), q(ref, 0.5).Seconds())},
@@ -233,7 +239,7 @@ func runLambdaEnvironment(ctx context.Context, bin string, env []string, path fu
 		s := lambdaSample{latency: latency, status: r.StatusCode}
 		select {
 		case rep := <-reports:
-			s.init, s.duration = rep[0], rep[1]
+			s.duration = rep[1]
 		case <-time.After(5 * time.Second):
 			return s, errors.New("no REPORT line from the emulator")
 		}
