@@ -36,8 +36,6 @@ type stagedChunk struct {
 	deletes int
 }
 
-func (c *stagedChunk) len() int { return len(c.ids) }
-
 // Len, Less and Swap sort the ops by product id (sort.Interface).
 func (c *stagedChunk) Len() int           { return len(c.ids) }
 func (c *stagedChunk) Less(i, j int) bool { return c.ids[i] < c.ids[j] }
@@ -100,16 +98,19 @@ func stageOps(ops []events.ChunkOp) (*stagedChunk, error) {
 // or delete: its upserts are tried as a plain COPY first.
 func writeChunk(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, c *stagedChunk, insertsOnly bool) (int64, []string, error) {
 	if insertsOnly && c.deletes == 0 && c.upserts > 0 {
-		n, err := copyNew(ctx, tx, retailerID, gen, c)
-		var pgErr *pgconn.PgError
-		switch {
-		case err == nil:
-			return n, []string{}, nil
-		case errors.As(err, &pgErr) && pgErr.Code == "23505":
-			// Some ids exist after all: the staged path decides for every row.
-		default:
+		now := time.Now()
+		n, exists, err := copyNewRows(ctx, tx, "products",
+			[]string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"},
+			c.Len(), func(i int) ([]any, error) {
+				return []any{retailerID, c.ids[i], c.attrs[i], c.hashes[i], gen, false, now}, nil
+			})
+		if err != nil {
 			return 0, nil, fmt.Errorf("copy new products: %w", err)
 		}
+		if !exists {
+			return n, []string{}, nil
+		}
+		// Some ids exist after all: the staged path decides for every row.
 	}
 	// Staged in id order: the statements then walk the primary key in
 	// order, page after page, whatever the file's order.
@@ -124,35 +125,36 @@ func writeChunk(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, c 
 		return 0, nil, fmt.Errorf("staging plans: %w", err)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"apply_stage"}, []string{"product_id", "attributes", "content_hash", "del"},
-		pgx.CopyFromSlice(c.len(), func(i int) ([]any, error) {
+		pgx.CopyFromSlice(c.Len(), func(i int) ([]any, error) {
 			return []any{c.ids[i], c.attrs[i], c.hashes[i], c.attrs[i] == nil}, nil
 		})); err != nil {
 		return 0, nil, fmt.Errorf("stage the chunk: %w", err)
 	}
 	var written int64
 	unchanged := []string{}
-	if err := tx.QueryRow(ctx, q("stage_write"), retailerID, gen, c.len()).Scan(&written, &unchanged); err != nil {
+	if err := tx.QueryRow(ctx, q("stage_write"), retailerID, gen, c.Len()).Scan(&written, &unchanged); err != nil {
 		return 0, nil, fmt.Errorf("write products: %w", err)
 	}
 	return written, unchanged, nil
 }
 
-// copyNew COPYs a chunk's upserts into products inside a savepoint, so that
-// a unique violation (an id that exists) leaves the transaction usable.
-func copyNew(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, c *stagedChunk) (int64, error) {
+// copyNewRows COPYs n rows into table inside a savepoint of tx. When one of
+// them exists already (a unique violation) the savepoint is rolled back,
+// the transaction stays usable and exists is true: the caller then takes
+// its fenced path for every row.
+func copyNewRows(ctx context.Context, tx pgx.Tx, table string, columns []string, n int, row func(i int) ([]any, error)) (copied int64, exists bool, err error) {
 	sp, err := tx.Begin(ctx)
 	if err != nil {
-		return 0, err
+		return 0, false, err
 	}
-	now := time.Now()
-	n, err := sp.CopyFrom(ctx, pgx.Identifier{"products"},
-		[]string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"},
-		pgx.CopyFromSlice(c.len(), func(i int) ([]any, error) {
-			return []any{retailerID, c.ids[i], c.attrs[i], c.hashes[i], gen, false, now}, nil
-		}))
+	copied, err = sp.CopyFrom(ctx, pgx.Identifier{table}, columns, pgx.CopyFromSlice(n, row))
 	if err != nil {
-		sp.Rollback(ctx)
-		return 0, err
+		rollbackErr := sp.Rollback(ctx)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return 0, true, rollbackErr
+		}
+		return 0, false, err
 	}
-	return n, sp.Commit(ctx)
+	return copied, false, sp.Commit(ctx)
 }

@@ -64,11 +64,11 @@ func TestStagedWritePlansKeyProbesOnly(t *testing.T) {
 	_, err = tx.Exec(ctx, q("stage_plans"))
 	require.NoError(t, err)
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{"apply_stage"}, []string{"product_id", "attributes", "content_hash", "del"},
-		pgx.CopyFromSlice(staged.len(), func(i int) ([]any, error) {
+		pgx.CopyFromSlice(staged.Len(), func(i int) ([]any, error) {
 			return []any{staged.ids[i], staged.attrs[i], staged.hashes[i], staged.attrs[i] == nil}, nil
 		}))
 	require.NoError(t, err)
-	rows, err := tx.Query(ctx, "EXPLAIN "+q("stage_write"), "r1", int64(2), staged.len())
+	rows, err := tx.Query(ctx, "EXPLAIN "+q("stage_write"), "r1", int64(2), staged.Len())
 	require.NoError(t, err)
 	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestStagedWritePlansKeyProbesOnly(t *testing.T) {
 
 	var written int64
 	var unchanged []string
-	require.NoError(t, tx.QueryRow(ctx, q("stage_write"), "r1", int64(2), staged.len()).Scan(&written, &unchanged))
+	require.NoError(t, tx.QueryRow(ctx, q("stage_write"), "r1", int64(2), staged.Len()).Scan(&written, &unchanged))
 	require.EqualValues(t, 2500, written)
 	require.Empty(t, unchanged)
 	var live, dead int

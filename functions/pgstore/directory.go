@@ -2,13 +2,11 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/events"
@@ -38,8 +36,12 @@ func (c *Control) UpdateDirectory(ctx context.Context, retailerID string, gen in
 			return err
 		}
 		if !known {
-			copied, err := copyDirectory(ctx, tx, retailerID, gen, ids, deleted)
-			if copied || err != nil {
+			now := time.Now()
+			_, exists, err := copyNewRows(ctx, tx, "product_directory", []string{"product_id", "retailer_id", "generation", "deleted", "updated_at"},
+				len(ids), func(i int) ([]any, error) {
+					return []any{ids[i], retailerID, gen, deleted[i], now}, nil
+				})
+			if err != nil || !exists {
 				return err
 			}
 		}
@@ -70,28 +72,6 @@ func directoryOps(ops []events.ChunkOp) (ids []string, deleted []bool) {
 		deleted[i] = last[id]
 	}
 	return ids, deleted
-}
-
-// copyDirectory COPYs new directory entries inside a savepoint; false
-// (and the transaction usable) when one of them exists after all.
-func copyDirectory(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, ids []string, deleted []bool) (bool, error) {
-	sp, err := tx.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	now := time.Now()
-	_, err = sp.CopyFrom(ctx, pgx.Identifier{"product_directory"}, []string{"product_id", "retailer_id", "generation", "deleted", "updated_at"},
-		pgx.CopyFromSlice(len(ids), func(i int) ([]any, error) {
-			return []any{ids[i], retailerID, gen, deleted[i], now}, nil
-		}))
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-		return false, sp.Rollback(ctx)
-	}
-	if err != nil {
-		return false, err
-	}
-	return true, sp.Commit(ctx)
 }
 
 // DirectoryRetailers returns, in order, the retailers (at most limit) whose
