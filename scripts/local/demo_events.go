@@ -26,18 +26,16 @@ const demoHookSecret = "acme-webhook-secret-0123456789"
 // hookReceiver is the demo retailer's webhook receiver, on 127.0.0.1: it
 // checks each delivery's signature and keeps what arrived.
 type hookReceiver struct {
-	srv  *http.Server
-	url  string
-	mu   sync.Mutex
-	got  []delivery
-	seen map[string]int // deliveries per event id
+	srv *http.Server
+	url string
+	mu  sync.Mutex
+	got []delivery
 }
 
 type delivery struct {
 	id, state string
 	gen       int64
 	signed    bool
-	at        time.Time
 }
 
 func startHookReceiver() (*hookReceiver, error) {
@@ -45,19 +43,18 @@ func startHookReceiver() (*hookReceiver, error) {
 	if err != nil {
 		return nil, err
 	}
-	rc := &hookReceiver{url: "http://" + ln.Addr().String() + "/hooks/catalog", seen: map[string]int{}}
+	rc := &hookReceiver{url: "http://" + ln.Addr().String() + "/hooks/catalog"}
 	rc.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		var env events.Envelope
 		_ = json.Unmarshal(body, &env)
-		d := delivery{id: r.Header.Get(webhook.HeaderEventID), gen: env.Generation, at: time.Now(),
+		d := delivery{id: r.Header.Get(webhook.HeaderEventID), gen: env.Generation,
 			signed: webhook.Verify([]byte(demoHookSecret), body, r.Header.Get(webhook.HeaderSignature))}
 		if env.Status != nil {
 			d.state = env.Status.State
 		}
 		rc.mu.Lock()
 		rc.got = append(rc.got, d)
-		rc.seen[d.id]++
 		rc.mu.Unlock()
 		w.WriteHeader(http.StatusNoContent)
 	})}
