@@ -101,8 +101,8 @@ func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
 			return err
 		}
 		for _, s := range items {
-			if s.State == "applied" || s.State == "rejected" || s.State == "held" || s.State == "superseded" {
-				want[events.EventID(events.SnapshotType(s.State), r, s.Generation, 0)] = true
+			if typ := events.SnapshotType(s.State); typ != "" { // a state with an outcome event
+				want[events.EventID(typ, r, s.Generation, 0)] = true
 			}
 		}
 	}
