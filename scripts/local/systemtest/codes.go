@@ -13,9 +13,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
 // codeSources are the directories (of the repository) whose code answers HTTP requests or
@@ -159,13 +156,4 @@ func sortedKeys(m map[string]bool) []string {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// StatusErrorCodes are the codes of an upload's error (status.error.code)
-// as the code lists them: the reader's problems, the holds, and an upload
-// that can no longer be read.
-func StatusErrorCodes() []string {
-	codes := slices.Concat(snapshot.Codes, catalog.HoldCodes, catalog.UploadCodes)
-	slices.Sort(codes)
-	return slices.Compact(codes)
 }
