@@ -169,7 +169,7 @@ func lambdaEnv(st *stack.Stack) []string {
 }
 
 // reportLine is the emulator's REPORT line of an invocation.
-var reportLine = regexp.MustCompile(`^REPORT RequestId: \S+\s+(?:Init Duration: ([0-9.]+) ms\s+)?Duration: ([0-9.]+) ms`)
+var reportLine = regexp.MustCompile(`^REPORT RequestId: \S+\s+(?:Init Duration: [0-9.]+ ms\s+)?Duration: ([0-9.]+) ms`)
 
 // runLambdaEnvironment starts one environment (the emulator and, at the
 // first invocation, the bootstrap), invokes it 1+warm times one after the
@@ -201,14 +201,13 @@ func runLambdaEnvironment(ctx context.Context, bin string, env []string, path fu
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
 	}()
-	reports := make(chan [2]time.Duration, warm+1)
+	reports := make(chan time.Duration, warm+1) // the REPORT lines' Durations
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
 			if m := reportLine.FindStringSubmatch(sc.Text()); m != nil {
-				initMS, _ := strconv.ParseFloat(m[1], 64)
-				durMS, _ := strconv.ParseFloat(m[2], 64)
-				reports <- [2]time.Duration{time.Duration(initMS * float64(time.Millisecond)), time.Duration(durMS * float64(time.Millisecond))}
+				durMS, _ := strconv.ParseFloat(m[1], 64)
+				reports <- time.Duration(durMS * float64(time.Millisecond))
 			}
 		}
 	}()
@@ -238,8 +237,7 @@ func runLambdaEnvironment(ctx context.Context, bin string, env []string, path fu
 		}
 		s := lambdaSample{latency: latency, status: r.StatusCode}
 		select {
-		case rep := <-reports:
-			s.duration = rep[1]
+		case s.duration = <-reports:
 		case <-time.After(5 * time.Second):
 			return s, errors.New("no REPORT line from the emulator")
 		}
