@@ -77,6 +77,11 @@ type readOptions struct {
 	lambdaRuns                            lambdaOptions
 }
 
+// lambdaOptions are the --lambda run's settings.
+type lambdaOptions struct {
+	colds, warm int // environments started; single requests in each after the first
+}
+
 func benchRead(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("read", flag.ContinueOnError)
 	var o readOptions

@@ -36,11 +36,6 @@ import (
 // front of the real read function's bootstrap.
 const riePackage = "github.com/aws/aws-lambda-runtime-interface-emulator/cmd/aws-lambda-rie@v0.0.0-20261030222936-bef5c4ba774d"
 
-// lambdaOptions are the --lambda run's settings.
-type lambdaOptions struct {
-	colds, warm int // environments started; single requests in each after the first
-}
-
 // lambdaSample is one invocation: the client's latency and the REPORT
 // line's Duration (its Init Duration is not an init time: see
 // benchReadLambda).

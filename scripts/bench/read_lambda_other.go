@@ -9,8 +9,6 @@ import (
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
 
-type lambdaOptions struct{ colds, warm int }
-
 func benchReadLambda(context.Context, *stack.Stack, string, []readRetailer, lambdaOptions) error {
 	return errors.New("read --lambda: Linux only (the emulator runs Lambda's Linux runtime API)")
 }
