@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -264,18 +265,12 @@ func benchApply(ctx context.Context, args []string) error {
 		fmt.Fprintf(os.Stderr, "apply: %d row updates on products, %.0f%% of them heap-only (HOT)\n", upd, 100*float64(hot)/float64(upd))
 	}
 	// The run of the median ratio.
-	mid := 0
-	for i := range ratios {
-		below := 0
-		for j := range ratios {
-			if ratios[j] < ratios[i] {
-				below++
-			}
-		}
-		if below == len(ratios)/2 {
-			mid = i
-		}
+	byRatio := make([]int, len(ratios))
+	for i := range byRatio {
+		byRatio[i] = i
 	}
+	slices.SortFunc(byRatio, func(a, b int) int { return cmp.Compare(ratios[a], ratios[b]) })
+	mid := byRatio[len(byRatio)/2]
 	change, copy2 := changeRuns[mid], changeRefs[mid]
 	var all []string
 	for _, r := range ratios {
