@@ -186,7 +186,7 @@ func (tl timeline) total() time.Duration { return tl.applied.Sub(tl.putEnd) }
 // notes when the diff planned and finished sending each generation, and
 // when its first and last chunks were applied.
 type stageLog struct {
-	echo  slog.Handler // BENCH_LOG set: every line to stderr too
+	echo  slog.Handler // BENCH_LOG set: every line to stderr too (with attrs)
 	mu    *sync.Mutex
 	at    map[stageKey][2]time.Time // first and last time of a message
 	attrs []slog.Attr
@@ -209,7 +209,7 @@ func (h *stageLog) Enabled(_ context.Context, l slog.Level) bool { return l >= s
 
 func (h *stageLog) Handle(ctx context.Context, r slog.Record) error {
 	if h.echo != nil {
-		h.echo.WithAttrs(h.attrs).Handle(ctx, r)
+		h.echo.Handle(ctx, r)
 	}
 	switch r.Message {
 	case "diff planned", "diff done", "chunk applied":
@@ -244,6 +244,9 @@ func (h *stageLog) Handle(ctx context.Context, r slog.Record) error {
 func (h *stageLog) WithAttrs(attrs []slog.Attr) slog.Handler {
 	c := *h
 	c.attrs = append(append([]slog.Attr(nil), h.attrs...), attrs...)
+	if h.echo != nil {
+		c.echo = h.echo.WithAttrs(attrs)
+	}
 	return &c
 }
 
