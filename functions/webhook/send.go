@@ -37,7 +37,7 @@ type Result struct {
 // Delivered reports whether the receiver took the event.
 func (r Result) Delivered() bool { return r.Error == "" }
 
-// Sender POSTs deliveries under a Policy: the URL is checked first, the
+// Sender POSTs deliveries under a Policy: Send checks the URL first; the
 // client checks each connection's address, follows no redirect and waits
 // at most Timeout for the whole exchange; anything but a 2xx is a failure.
 type Sender struct {
@@ -48,11 +48,26 @@ type Sender struct {
 	Timeout time.Duration
 }
 
-// Send makes one delivery.
-func (s Sender) Send(ctx context.Context, d Delivery) Result {
-	if _, err := s.Policy.CheckURL(ctx, d.URL); err != nil {
-		return Result{Refused: true, Error: "the webhook URL is refused now: " + err.Error()}
+// Refusal is the Result of a delivery to rawURL when the Policy refuses
+// the URL now (refused); the receiver is not to be called.
+func (p Policy) Refusal(ctx context.Context, rawURL string) (res Result, refused bool) {
+	if _, err := p.CheckURL(ctx, rawURL); err != nil {
+		return Result{Refused: true, Error: "the webhook URL is refused now: " + err.Error()}, true
 	}
+	return Result{}, false
+}
+
+// Send makes one delivery, its URL checked first (Refusal).
+func (s Sender) Send(ctx context.Context, d Delivery) Result {
+	if res, refused := s.Policy.Refusal(ctx, d.URL); refused {
+		return res
+	}
+	return s.Post(ctx, d)
+}
+
+// Post makes one delivery whose URL the caller has checked (Send,
+// Refusal); the address each connection reaches is still checked.
+func (s Sender) Post(ctx context.Context, d Delivery) Result {
 	client, timeout := s.Client, s.Timeout
 	if client == nil {
 		client = s.Policy.Client()

@@ -77,12 +77,12 @@ type Config struct {
 }
 
 // SenderPoster is a webhook.Sender as a Poster: the deliveries are made in
-// process.
+// process, on URLs the consumer has checked already.
 type SenderPoster webhook.Sender
 
 // Post makes the delivery.
 func (p SenderPoster) Post(ctx context.Context, d webhook.Delivery) (webhook.Result, error) {
-	return webhook.Sender(p).Send(ctx, d), nil
+	return webhook.Sender(p).Post(ctx, d), nil
 }
 
 // Handler delivers lifecycle events to webhooks.
@@ -157,13 +157,12 @@ func (h *Handler) deliver(ctx context.Context, msg lambdaevents.SQSMessage) erro
 			log.InfoContext(ctx, "event delivered before; not sent again")
 			return nil
 		}
-		// The URL is checked here too: a refused one is not even handed on.
+		// The URL is checked here: a refused one is not even handed on (the
+		// webhook-sender function checks it again; in process it is not).
 		start := time.Now()
 		fields := metrics.Fields{RetailerID: env.RetailerID, Generation: env.Generation}
-		res := webhook.Result{Refused: true}
-		if _, err := h.cfg.Policy.CheckURL(ctx, hook.URL); err != nil {
-			res.Error = "the webhook URL is refused now: " + err.Error()
-		} else {
+		res, refused := h.cfg.Policy.Refusal(ctx, hook.URL)
+		if !refused {
 			body := []byte(msg.Body)
 			if res, err = h.cfg.Poster.Post(ctx, webhook.Delivery{URL: hook.URL, EventID: env.ID,
 				Signature: webhook.Sign(secret, body), Body: body}); err != nil {
