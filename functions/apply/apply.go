@@ -95,7 +95,6 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 			continue
 		}
 		m, err := h.handleMessage(ctx, msg)
-		retailerID := m.RetailerID
 		if err != nil {
 			h.log.ErrorContext(ctx, "apply failed", "retailer_id", m.RetailerID, "generation", m.Generation, "seq", m.Seq,
 				"message_id", msg.MessageId, "message_group_id", group, "err", err)
@@ -106,8 +105,8 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 			failedGroups[group] = true
 			continue
 		}
-		if !slices.Contains(retailers, retailerID) {
-			retailers = append(retailers, retailerID)
+		if !slices.Contains(retailers, m.RetailerID) {
+			retailers = append(retailers, m.RetailerID)
 		}
 	}
 	if h.Events != nil {
