@@ -97,28 +97,12 @@ type eventQueues struct {
 // type, and the queue's DLQ as the subscription's too (a message SNS
 // cannot deliver is parked where the operator looks: catalogctl dlq list).
 func newEventQueues(scope constructs.Construct, stackName string, q *queues, changes awssns.ITopic) *eventQueues {
-	standard := func(id, name string, visibility time.Duration, dlq *awssqs.DeadLetterQueue) awssqs.Queue {
-		props := &awssqs.QueueProps{
-			QueueName:       jsii.String(stackName + "-" + name),
-			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-			EnforceSSL:      jsii.Bool(true),
-			RetentionPeriod: dur(queueRetention),
-			DeadLetterQueue: dlq,
-		}
-		if dlq == nil {
-			props.RetentionPeriod = dur(dlqRetention)
-		}
-		if visibility > 0 {
-			props.VisibilityTimeout = dur(visibility)
-		}
-		return awssqs.NewQueue(scope, jsii.String(id), props)
-	}
 	e := &eventQueues{}
-	e.analyticsDLQ = standard("AnalyticsDLQ", "analytics-dlq", 0, nil)
-	e.analytics = standard("AnalyticsQueue", "analytics", visibilityFactor*analyticsTimeout,
+	e.analyticsDLQ = standardQueue(scope, stackName, "AnalyticsDLQ", "analytics-dlq", 0, dlqRetention, nil)
+	e.analytics = standardQueue(scope, stackName, "AnalyticsQueue", "analytics", visibilityFactor*analyticsTimeout, queueRetention,
 		&awssqs.DeadLetterQueue{Queue: e.analyticsDLQ, MaxReceiveCount: jsii.Number(analyticsMaxReceiveCount)})
-	e.webhooksDLQ = standard("WebhooksDLQ", "webhooks-dlq", 0, nil)
-	e.webhooks = standard("WebhooksQueue", "webhooks", visibilityFactor*webhooksTimeout,
+	e.webhooksDLQ = standardQueue(scope, stackName, "WebhooksDLQ", "webhooks-dlq", 0, dlqRetention, nil)
+	e.webhooks = standardQueue(scope, stackName, "WebhooksQueue", "webhooks", visibilityFactor*webhooksTimeout, queueRetention,
 		&awssqs.DeadLetterQueue{Queue: e.webhooksDLQ, MaxReceiveCount: jsii.Number(float64(webhooksMaxReceiveCount))})
 
 	// The filters of the local stack (stack.AnalyticsFilter, WebhooksFilter).

@@ -100,20 +100,10 @@ type opsResources struct {
 func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *opsResources {
 	o := &opsResources{}
 	q := d.queues
-	o.jobsDLQ = awssqs.NewQueue(scope, jsii.String("ReconcileJobsDLQ"), &awssqs.QueueProps{
-		QueueName:       jsii.String(*awscdk.Stack_Of(scope).StackName() + "-reconcile-jobs-dlq"),
-		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:      jsii.Bool(true),
-		RetentionPeriod: dur(dlqRetention),
-	})
-	o.reconcileJobs = awssqs.NewQueue(scope, jsii.String("ReconcileJobsQueue"), &awssqs.QueueProps{
-		QueueName:         jsii.String(*awscdk.Stack_Of(scope).StackName() + "-reconcile-jobs"),
-		Encryption:        awssqs.QueueEncryption_SQS_MANAGED,
-		EnforceSSL:        jsii.Bool(true),
-		RetentionPeriod:   dur(queueRetention),
-		VisibilityTimeout: dur(visibilityFactor * opsTimeout),
-		DeadLetterQueue:   &awssqs.DeadLetterQueue{Queue: o.jobsDLQ, MaxReceiveCount: jsii.Number(reconcileJobsMaxReceiveCount)},
-	})
+	stackName := *awscdk.Stack_Of(scope).StackName()
+	o.jobsDLQ = standardQueue(scope, stackName, "ReconcileJobsDLQ", "reconcile-jobs-dlq", 0, dlqRetention, nil)
+	o.reconcileJobs = standardQueue(scope, stackName, "ReconcileJobsQueue", "reconcile-jobs", visibilityFactor*opsTimeout, queueRetention,
+		&awssqs.DeadLetterQueue{Queue: o.jobsDLQ, MaxReceiveCount: jsii.Number(reconcileJobsMaxReceiveCount)})
 	q.dlqs["reconcile-jobs"] = o.jobsDLQ
 	q.work["reconcile-jobs"] = o.reconcileJobs
 

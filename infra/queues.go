@@ -53,24 +53,28 @@ func dur(d time.Duration) awscdk.Duration {
 	return awscdk.Duration_Seconds(jsii.Number(d.Seconds()))
 }
 
+// standardQueue makes the standard (not FIFO) queue <stackName>-<name>,
+// SSE-SQS encrypted and TLS only; visibility 0 keeps the SQS default, a nil
+// dlq makes none.
+func standardQueue(scope constructs.Construct, stackName, id, name string, visibility, retention time.Duration, dlq *awssqs.DeadLetterQueue) awssqs.Queue {
+	props := &awssqs.QueueProps{
+		QueueName:       jsii.String(stackName + "-" + name),
+		Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
+		EnforceSSL:      jsii.Bool(true),
+		RetentionPeriod: dur(retention),
+		DeadLetterQueue: dlq,
+	}
+	if visibility > 0 {
+		props.VisibilityTimeout = dur(visibility)
+	}
+	return awssqs.NewQueue(scope, jsii.String(id), props)
+}
+
 func newQueues(scope constructs.Construct, stackName string, bucket awss3.Bucket) *queues {
 	q := &queues{
 		arrivalVisibility: visibilityFactor * arrivalTimeout,
 		diffVisibility:    visibilityFactor * diffTimeout,
 		applyVisibility:   visibilityFactor * applyTimeout,
-	}
-	standard := func(id, name string, visibility, retention time.Duration, dlq *awssqs.DeadLetterQueue) awssqs.Queue {
-		props := &awssqs.QueueProps{
-			QueueName:       jsii.String(stackName + "-" + name),
-			Encryption:      awssqs.QueueEncryption_SQS_MANAGED,
-			EnforceSSL:      jsii.Bool(true),
-			RetentionPeriod: dur(retention),
-			DeadLetterQueue: dlq,
-		}
-		if visibility > 0 {
-			props.VisibilityTimeout = dur(visibility)
-		}
-		return awssqs.NewQueue(scope, jsii.String(id), props)
 	}
 	fifo := func(id, name string, visibility, retention time.Duration, dlq *awssqs.DeadLetterQueue) awssqs.Queue {
 		props := &awssqs.QueueProps{
@@ -93,8 +97,8 @@ func newQueues(scope constructs.Construct, stackName string, bucket awss3.Bucket
 		return awssqs.NewQueue(scope, jsii.String(id), props)
 	}
 
-	q.arrivalsDLQ = standard("ArrivalsDLQ", "arrivals-dlq", 0, dlqRetention, nil)
-	q.arrivals = standard("ArrivalsQueue", "arrivals", q.arrivalVisibility, queueRetention,
+	q.arrivalsDLQ = standardQueue(scope, stackName, "ArrivalsDLQ", "arrivals-dlq", 0, dlqRetention, nil)
+	q.arrivals = standardQueue(scope, stackName, "ArrivalsQueue", "arrivals", q.arrivalVisibility, queueRetention,
 		&awssqs.DeadLetterQueue{Queue: q.arrivalsDLQ, MaxReceiveCount: jsii.Number(arrivalMaxReceiveCount)})
 
 	// One message group per retailer (events.DiffJobGroupID): SQS hands out
