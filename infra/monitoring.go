@@ -65,25 +65,33 @@ type monitoring struct {
 	// opsAlarms are the operations alarms of ops.go (also in alarms).
 	opsAlarms []awscloudwatch.Alarm
 	dashboard awscloudwatch.Dashboard
+	// action notifies the alarm topic; every alarm has it on ALARM and OK.
+	action awscloudwatch.IAlarmAction
+}
+
+// addAlarm makes an alarm on metric at threshold or above for periods
+// periods running (no data as missing says), notifying the alarm topic on
+// ALARM and on OK, and adds it to m.alarms.
+func (m *monitoring) addAlarm(scope constructs.Construct, id, description string, metric awscloudwatch.IMetric, threshold float64, periods int, missing awscloudwatch.TreatMissingData) awscloudwatch.Alarm {
+	alarm := awscloudwatch.NewAlarm(scope, jsii.String(id), &awscloudwatch.AlarmProps{
+		Metric:             metric,
+		Threshold:          jsii.Number(threshold),
+		EvaluationPeriods:  jsii.Number(float64(periods)),
+		DatapointsToAlarm:  jsii.Number(float64(periods)),
+		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+		TreatMissingData:   missing,
+		AlarmDescription:   jsii.String(description),
+	})
+	alarm.AddAlarmAction(m.action)
+	alarm.AddOkAction(m.action)
+	m.alarms = append(m.alarms, alarm)
+	return alarm
 }
 
 func newMonitoring(scope constructs.Construct, stackName string, q *queues, fns *catalogFunctions, a *api, dbs *databases, topic awssns.ITopic) *monitoring {
-	m := &monitoring{}
-	action := awscloudwatchactions.NewSnsAction(topic)
+	m := &monitoring{action: awscloudwatchactions.NewSnsAction(topic)}
 	add := func(id, description string, metric awscloudwatch.IMetric, threshold float64, periods int) awscloudwatch.Alarm {
-		alarm := awscloudwatch.NewAlarm(scope, jsii.String(id), &awscloudwatch.AlarmProps{
-			Metric:             metric,
-			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(float64(periods)),
-			DatapointsToAlarm:  jsii.Number(float64(periods)),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   awscloudwatch.TreatMissingData_NOT_BREACHING,
-			AlarmDescription:   jsii.String(description),
-		})
-		alarm.AddAlarmAction(action)
-		alarm.AddOkAction(action)
-		m.alarms = append(m.alarms, alarm)
-		return alarm
+		return m.addAlarm(scope, id, description, metric, threshold, periods, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	}
 	period := func(stat string) *awscloudwatch.MetricOptions {
 		return &awscloudwatch.MetricOptions{Period: dur(alarmPeriod), Statistic: jsii.String(stat)}
@@ -112,22 +120,14 @@ func newMonitoring(scope constructs.Construct, stackName string, q *queues, fns 
 	}
 	// The outbox (DESIGN 8): the relay's sweeper records, each minute, how
 	// long the oldest change event still waiting has waited.
-	outbox := awscloudwatch.NewAlarm(scope, jsii.String("OutboxAgeAlarm"), &awscloudwatch.AlarmProps{
-		Metric: awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
+	m.addAlarm(scope, "OutboxAgeAlarm",
+		fmt.Sprintf("%s: a change event has waited in an outbox over %s: the relay cannot publish "+
+			"(its logs say why; SNS, S3 or a shard), or its sweeper does not run", stackName, outboxAge),
+		awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(metrics.DefaultNamespace), MetricName: jsii.String(metrics.OutboxAgeSeconds),
 			Period: dur(alarmPeriod), Statistic: jsii.String("Maximum"),
 		}),
-		Threshold:          jsii.Number(outboxAge.Seconds()),
-		EvaluationPeriods:  jsii.Number(1),
-		DatapointsToAlarm:  jsii.Number(1),
-		ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-		TreatMissingData:   awscloudwatch.TreatMissingData_BREACHING, // no data: the sweeper does not run
-		AlarmDescription: jsii.String(fmt.Sprintf("%s: a change event has waited in an outbox over %s: the relay cannot publish "+
-			"(its logs say why; SNS, S3 or a shard), or its sweeper does not run", stackName, outboxAge)),
-	})
-	outbox.AddAlarmAction(action)
-	outbox.AddOkAction(action)
-	m.alarms = append(m.alarms, outbox)
+		outboxAge.Seconds(), 1, awscloudwatch.TreatMissingData_BREACHING) // no data: the sweeper does not run
 	add("Api5xxAlarm", stackName+": HTTP API 5xx responses",
 		a.httpAPI.MetricServerError(period("Sum")), apiServerErrorThreshold, 1)
 	for i, c := range dbs.all() {

@@ -8,14 +8,12 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatch"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awscloudwatchactions"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslambdaeventsources"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awslogs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsscheduler"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsschedulertargets"
-	"github.com/aws/aws-cdk-go/awscdk/v2/awssns"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awssqs"
 	"github.com/aws/aws-cdk-go/awscdk/v2/interfaces/interfacesawscloudwatch"
 	"github.com/aws/constructs-go/constructs/v10"
@@ -205,8 +203,7 @@ func grantOps(d functionDeps, o *opsResources) {
 // sweeper not running), the dashboard rows of issue 12 (ingestion funnel,
 // PUT-to-applied p50/p99, DLQ depths, divergence, stuck) and the saved
 // CloudWatch Logs Insights queries the runbook uses.
-func addOpsMonitoring(scope constructs.Construct, stackName string, m *monitoring, q *queues, fns *catalogFunctions, topic awssns.ITopic, o *opsResources) {
-	action := awscloudwatchactions.NewSnsAction(topic)
+func addOpsMonitoring(scope constructs.Construct, stackName string, m *monitoring, q *queues, fns *catalogFunctions, o *opsResources) {
 	metric := func(name, stat string, period time.Duration) awscloudwatch.Metric {
 		return awscloudwatch.NewMetric(&awscloudwatch.MetricProps{
 			Namespace: jsii.String(metrics.DefaultNamespace), MetricName: jsii.String(name),
@@ -214,19 +211,7 @@ func addOpsMonitoring(scope constructs.Construct, stackName string, m *monitorin
 		})
 	}
 	add := func(id, description string, mt awscloudwatch.IMetric, threshold float64, periods int, missing awscloudwatch.TreatMissingData) {
-		alarm := awscloudwatch.NewAlarm(scope, jsii.String(id), &awscloudwatch.AlarmProps{
-			Metric:             mt,
-			Threshold:          jsii.Number(threshold),
-			EvaluationPeriods:  jsii.Number(float64(periods)),
-			DatapointsToAlarm:  jsii.Number(float64(periods)),
-			ComparisonOperator: awscloudwatch.ComparisonOperator_GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-			TreatMissingData:   missing,
-			AlarmDescription:   jsii.String(stackName + ": " + description),
-		})
-		alarm.AddAlarmAction(action)
-		alarm.AddOkAction(action)
-		m.alarms = append(m.alarms, alarm)
-		m.opsAlarms = append(m.opsAlarms, alarm)
+		m.opsAlarms = append(m.opsAlarms, m.addAlarm(scope, id, stackName+": "+description, mt, threshold, periods, missing))
 	}
 	// The sweeper records GenerationsStuck on every run, zero included: no
 	// data for three of its periods means it does not run.

@@ -94,7 +94,7 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	glueDB, glueTable := newAnalyticsTable(stack, name, store.bucket)
 	httpAPI := newAPI(stack, p, fns)
 	mon := newMonitoring(stack, name, q, fns, httpAPI, dbs, tp.alarms)
-	addOpsMonitoring(stack, name, mon, q, fns, tp.alarms, ops)
+	addOpsMonitoring(stack, name, mon, q, fns, ops)
 	// The cost report's fixed costs, once every alarm exists (DESIGN 10).
 	fns.upload.AddEnvironment(jsii.String(EnvCostDeployment), jsii.String(CostDeployment(p, len(mon.alarms)).String()), nil)
 
