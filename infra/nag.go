@@ -5,6 +5,7 @@ import (
 
 	"github.com/aws/aws-cdk-go/awscdk/v2"
 	"github.com/aws/aws-cdk-go/awscdk/v2/awsiam"
+	"github.com/aws/aws-cdk-go/awscdk/v2/awslambda"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
@@ -29,6 +30,21 @@ type nagRefs struct {
 	webhookKeys constructs.IConstruct
 }
 
+// objects is the appliesTo of a finding on the catalog bucket's objects
+// under prefix.
+func (r nagRefs) objects(prefix string) string {
+	return "Resource::<" + r.bucketID + ".Arn>/" + prefix + "*"
+}
+
+// grantInvokeSuppression accepts the wildcard grantInvoke adds for the
+// versions and aliases of fn to a role that may invoke fn only; invokesOnly
+// says which.
+func (r nagRefs) grantInvokeSuppression(fn awslambda.IFunction, invokesOnly string) *cdknag.NagPackSuppression {
+	return suppress("AwsSolutions-IAM5", "aws-cdk-lib's grantInvoke on a function grants lambda:InvokeFunction on the function "+
+		"and on its versions and aliases (<arn>:*); "+invokesOnly,
+		"Resource::<"+*r.stack.GetLogicalId(fn.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*")
+}
+
 func suppress(id, reason string, appliesTo ...string) *cdknag.NagPackSuppression {
 	s := &cdknag.NagPackSuppression{Id: jsii.String(id), Reason: jsii.String(reason)}
 	if len(appliesTo) > 0 {
@@ -49,7 +65,7 @@ func addNagSuppressions(r nagRefs) {
 		"DescribeSubnets, DeleteNetworkInterface, Assign/UnassignPrivateIpAddresses; the Describe actions support no " +
 		"resource-level permissions, and Lambda validates the role against them before the function's ENIs exist. " +
 		"This statement replaces the broader AWS managed AWSLambdaVPCAccessExecutionRole."
-	objects := func(prefix string) string { return "Resource::<" + r.bucketID + ".Arn>/" + prefix + "*" }
+	objects := r.objects
 	role := func(fn interface{ Role() awsiam.IRole }) constructs.IConstruct { return fn.Role() }
 
 	perRole := []struct {
@@ -145,9 +161,7 @@ func addNagSuppressions(r nagRefs) {
 	}, jsii.Bool(false))
 
 	cdknag.NagSuppressions_AddResourceSuppressions(r.fns.relaySchedulerRole, &[]*cdknag.NagPackSuppression{
-		suppress("AwsSolutions-IAM5", "aws-cdk-lib's grantInvoke on a function grants lambda:InvokeFunction on the function "+
-			"and on its versions and aliases (<arn>:*); the schedule invokes the relay function only.",
-			"Resource::<"+*r.stack.GetLogicalId(r.fns.relay.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"),
+		r.grantInvokeSuppression(r.fns.relay, "the schedule invokes the relay function only."),
 	}, jsii.Bool(true))
 
 	cdknag.NagSuppressions_AddResourceSuppressions(r.webhookKeys, &[]*cdknag.NagPackSuppression{

@@ -360,8 +360,8 @@ func newOpsQueries(scope constructs.Construct, stackName string, fns *catalogFun
 
 // addOpsNagSuppressions records why the ops function's and its schedules'
 // findings are accepted, each naming the exact finding.
-func addOpsNagSuppressions(stack awscdk.Stack, bucketID string, o *opsResources) {
-	objects := func(prefix string) string { return "Resource::<" + bucketID + ".Arn>/" + prefix + "*" }
+func addOpsNagSuppressions(r nagRefs, o *opsResources) {
+	objects := r.objects
 	cdknag.NagSuppressions_AddResourceSuppressions(o.fn.Role(), &[]*cdknag.NagPackSuppression{
 		suppress("AwsSolutions-IAM5", "Lambda functions in a VPC need ec2:CreateNetworkInterface, DescribeNetworkInterfaces, "+
 			"DescribeSubnets, DeleteNetworkInterface, Assign/UnassignPrivateIpAddresses; the Describe actions support no "+
@@ -374,8 +374,6 @@ func addOpsNagSuppressions(stack awscdk.Stack, bucketID string, o *opsResources)
 			"GetObject and PutObject only, under chunks/.", objects(prefixChunks)),
 	}, jsii.Bool(true))
 	cdknag.NagSuppressions_AddResourceSuppressions(o.schedulerRole, &[]*cdknag.NagPackSuppression{
-		suppress("AwsSolutions-IAM5", "aws-cdk-lib's grantInvoke on a function grants lambda:InvokeFunction on the function "+
-			"and on its versions and aliases (<arn>:*); the schedules invoke the ops function only.",
-			"Resource::<"+*stack.GetLogicalId(o.fn.Node().DefaultChild().(awscdk.CfnElement))+".Arn>:*"),
+		r.grantInvokeSuppression(o.fn, "the schedules invoke the ops function only."),
 	}, jsii.Bool(true))
 }

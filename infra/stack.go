@@ -126,14 +126,15 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	out("ReconcileJobsQueueUrl", *ops.reconcileJobs.QueueUrl(), "reconcile-jobs queue (a job per retailer of a reconciliation; its DLQ is reconcile-jobs-dlq)")
 
 	addCostTags(stack)
-	addNagSuppressions(nagRefs{
+	nag := nagRefs{
 		stack:       stack,
 		bucketID:    *stack.GetLogicalId(store.bucket.Node().DefaultChild().(awscdk.CfnElement)),
 		fns:         fns,
 		api:         httpAPI,
 		adminSecret: admin,
 		webhookKeys: webhookKeys,
-	})
-	addOpsNagSuppressions(stack, *stack.GetLogicalId(store.bucket.Node().DefaultChild().(awscdk.CfnElement)), ops)
+	}
+	addNagSuppressions(nag)
+	addOpsNagSuppressions(nag, ops)
 	return stack
 }
