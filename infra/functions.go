@@ -344,11 +344,7 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	bucket := d.store.bucket
 	objects := func(prefix string) string { return *bucket.ArnForObjects(jsii.String(prefix + "*")) }
 	s3 := func(role awsiam.IRole, sid string, actions []string, resources ...string) {
-		role.AddToPrincipalPolicy(awsiam.NewPolicyStatement(&awsiam.PolicyStatementProps{
-			Sid:       jsii.String(sid),
-			Actions:   jsii.Strings(actions...),
-			Resources: jsii.Strings(resources...),
-		}))
+		role.AddToPrincipalPolicy(newStatement(sid, actions, resources))
 	}
 
 	// upload: presigns PUTs of snapshots/{retailer}/{generation}/upload (the
