@@ -133,7 +133,7 @@ func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
 		var got fixtures.Catalog
 		var readErr error
 		err := waitUntil(ctx, func() bool {
-			files, rows, got, readErr = analyticsCatalog(ctx, st, r)
+			got, files, rows, readErr = st.AnalyticsCatalog(ctx, r)
 			return readErr == nil && reflect.DeepEqual(got, d.expected[r])
 		})
 		if err != nil {
@@ -157,12 +157,8 @@ func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
 
 	// Nothing is left waiting to be published.
 	if err := waitUntil(ctx, func() bool {
-		for _, sh := range st.Stores.Shards {
-			if n, _, err := sh.OutboxStats(ctx); err != nil || n > 0 {
-				return false
-			}
-		}
-		return true
+		empty, err := st.OutboxEmpty(ctx)
+		return err == nil && empty
 	}); err != nil {
 		return fmt.Errorf("events still wait in an outbox: %w", err)
 	}
@@ -170,37 +166,6 @@ func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
 	fmt.Printf("   the files stay under %s/s3/%s/%s (Parquet: any reader, or Athena on AWS)\n",
 		strings.TrimSuffix(st.Options.DataDir, "/"), st.Bucket, analytics.Prefix)
 	return nil
-}
-
-// analyticsCatalog reads a retailer's analytics files as a warehouse
-// would: per product the row of the highest generation, deletes left out.
-func analyticsCatalog(ctx context.Context, st *stack.Stack, retailer string) (files, rows int, c fixtures.Catalog, err error) {
-	keys, err := st.Blobs.List(ctx, analytics.RetailerPrefix(retailer))
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	var all []analytics.Row
-	for _, k := range keys {
-		body, err := st.Blobs.Get(ctx, k)
-		if err != nil {
-			return 0, 0, nil, err
-		}
-		r, err := analytics.Decode(body)
-		if err != nil {
-			return 0, 0, nil, fmt.Errorf("%s: %w", k, err)
-		}
-		all = append(all, r...)
-	}
-	latest, err := analytics.Latest(all)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	raw := make(map[string][]byte, len(latest))
-	for id, attrs := range latest {
-		raw[id] = []byte(attrs)
-	}
-	c, err = fixtures.FromJSON(raw)
-	return len(keys), len(all), c, err
 }
 
 // waitUntil polls ok until it holds or ctx ends.

@@ -3,7 +3,6 @@ package systemtest
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"reflect"
 	"slices"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
 )
@@ -103,46 +101,16 @@ func ByID(envs []events.Envelope) map[string][]events.Envelope {
 func (e *Env) WaitOutboxEmpty(d time.Duration) {
 	e.T.Helper()
 	require.Eventually(e.T, func() bool {
-		for _, sh := range e.Stack.Stores.Shards {
-			n, _, err := sh.OutboxStats(context.Background())
-			if err != nil || n > 0 {
-				return false
-			}
-		}
-		return true
+		empty, err := e.Stack.OutboxEmpty(context.Background())
+		return err == nil && empty
 	}, d, 50*time.Millisecond, "the outboxes empty")
 }
 
 // AnalyticsCatalog reconstructs a retailer's catalog from the analytics
-// consumer's Parquet files, as a warehouse query would: per product, the
-// row of the highest generation, deletes left out.
+// consumer's Parquet files (stack.Stack.AnalyticsCatalog).
 func (e *Env) AnalyticsCatalog(retailer string) (fixtures.Catalog, error) {
-	ctx := context.Background()
-	keys, err := e.Stack.Blobs.List(ctx, analytics.RetailerPrefix(retailer))
-	if err != nil {
-		return nil, err
-	}
-	var rows []analytics.Row
-	for _, k := range keys {
-		body, err := e.Stack.Blobs.Get(ctx, k)
-		if err != nil {
-			return nil, err
-		}
-		r, err := analytics.Decode(body)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", k, err)
-		}
-		rows = append(rows, r...)
-	}
-	latest, err := analytics.Latest(rows)
-	if err != nil {
-		return nil, err
-	}
-	raw := make(map[string][]byte, len(latest))
-	for id, attrs := range latest {
-		raw[id] = []byte(attrs)
-	}
-	return fixtures.FromJSON(raw)
+	c, _, _, err := e.Stack.AnalyticsCatalog(context.Background(), retailer)
+	return c, err
 }
 
 // RequireAnalytics waits until the analytics files of a retailer
