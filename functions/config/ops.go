@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/queue"
 )
 
 // Operations is what the ops function is told beyond the pipeline's
@@ -36,14 +37,6 @@ const (
 	queueApplyLarge    = "apply-large.fifo"
 )
 
-// DeadLetterQueueName is the name of a queue's dead-letter queue.
-func DeadLetterQueueName(queue string) string {
-	if name, ok := strings.CutSuffix(queue, ".fifo"); ok {
-		return name + "-dlq.fifo"
-	}
-	return queue + "-dlq"
-}
-
 // deriveQueueURLs fills the operations' queue URLs that were not given
 // from base, the URL of the queues' names without the name
 // (CATALOG_QUEUE_URL_BASE, "https://sqs.<region>.amazonaws.com/<account>/<stack>-"):
@@ -57,12 +50,12 @@ func (c *Config) deriveQueueURLs(base string) {
 		url  *string
 		name string
 	}{
-		{&c.ArrivalsQueueURL, queueArrivals}, {&c.ArrivalsDLQURL, DeadLetterQueueName(queueArrivals)},
-		{&c.DiffDLQURL, DeadLetterQueueName(queueDiffJobs)},
-		{&c.ApplySmallDLQURL, DeadLetterQueueName(queueApplySmall)}, {&c.ApplyLargeDLQURL, DeadLetterQueueName(queueApplyLarge)},
-		{&c.ReconcileQueueURL, queueReconcileJobs}, {&c.ReconcileDLQURL, DeadLetterQueueName(queueReconcileJobs)},
-		{&c.AnalyticsQueueURL, queueAnalytics}, {&c.AnalyticsDLQURL, DeadLetterQueueName(queueAnalytics)},
-		{&c.WebhooksQueueURL, queueWebhooks}, {&c.WebhooksDLQURL, DeadLetterQueueName(queueWebhooks)},
+		{&c.ArrivalsQueueURL, queueArrivals}, {&c.ArrivalsDLQURL, queue.DeadLetterQueueName(queueArrivals)},
+		{&c.DiffDLQURL, queue.DeadLetterQueueName(queueDiffJobs)},
+		{&c.ApplySmallDLQURL, queue.DeadLetterQueueName(queueApplySmall)}, {&c.ApplyLargeDLQURL, queue.DeadLetterQueueName(queueApplyLarge)},
+		{&c.ReconcileQueueURL, queueReconcileJobs}, {&c.ReconcileDLQURL, queue.DeadLetterQueueName(queueReconcileJobs)},
+		{&c.AnalyticsQueueURL, queueAnalytics}, {&c.AnalyticsDLQURL, queue.DeadLetterQueueName(queueAnalytics)},
+		{&c.WebhooksQueueURL, queueWebhooks}, {&c.WebhooksDLQURL, queue.DeadLetterQueueName(queueWebhooks)},
 	} {
 		if *q.url == "" {
 			*q.url = base + q.name

@@ -6,8 +6,19 @@ package queue
 
 import (
 	"context"
+	"strings"
 	"time"
 )
+
+// DeadLetterQueueName is the name of a queue's dead-letter queue, on AWS and
+// in the local stack: the queue's name with "-dlq", before ".fifo" for a
+// FIFO queue (whose dead-letter queue must be FIFO too).
+func DeadLetterQueueName(queue string) string {
+	if name, ok := strings.CutSuffix(queue, ".fifo"); ok {
+		return name + "-dlq.fifo"
+	}
+	return queue + "-dlq"
+}
 
 // Sender sends messages to queues.
 type Sender interface {

@@ -37,6 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
+	"github.com/retailcatalog/catalog/functions/queue"
 )
 
 // Region is the AWS region used by the emulator's clients, ARNs and URLs.
@@ -288,10 +289,7 @@ func EnsureQueue(ctx context.Context, client *sqs.Client, name string, visibilit
 		return "", "", fmt.Errorf("sqsemulator: maxReceives %d for %s out of range 1-1000", maxReceives, name)
 	}
 	fifo := strings.HasSuffix(name, ".fifo")
-	dlqName := name + "-dlq"
-	if fifo {
-		dlqName = strings.TrimSuffix(name, ".fifo") + "-dlq.fifo"
-	}
+	dlqName := queue.DeadLetterQueueName(name)
 
 	dlqAttrs := map[string]string{"MessageRetentionPeriod": "1209600"}
 	if fifo {
