@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -65,9 +64,10 @@ type Handler struct {
 	// Observe, when set, is called around each chunk's apply (tests count
 	// chunks in flight with it); it is nil in production.
 	Observe func(msg events.ChunkMessage, start bool)
-	// Events, when set, publishes the change events a batch committed
-	// right after the batch (one call per retailer); nil leaves them to
-	// the sweeper.
+	// Events, when set, publishes the change events of each chunk right
+	// after it commits, in the background of the invocation while its next
+	// message applies (coalesced per retailer); the invocation waits for
+	// it before it returns. Nil leaves them to the sweeper.
 	Events Flusher
 	// Metrics records chunks applied, rows written, fenced writes refused
 	// and each generation's PUT-to-applied time (nil: none).
@@ -83,10 +83,17 @@ func New(store Store, blobs Blobs, log *slog.Logger) *Handler {
 // that fails is reported, and so is every later message of the batch in the
 // same FIFO group (MessageGroupId), unread, so that order within a group
 // holds; the other groups of the batch (other retailers, or other groups
-// of the same retailer) go on, and what succeeded is not redone.
+// of the same retailer) go on, and what succeeded is not redone. The
+// events of each chunk are published (Events) while the next one applies;
+// HandleSQS returns once they are, or flushMargin before ctx's deadline,
+// with nothing left running.
 func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	var resp lambdaevents.SQSEventResponse
-	var retailers []string // of the chunks applied, for the fast path
+	var flush *backgroundFlush // the fast path, right after each chunk commits
+	if h.Events != nil {
+		flush = newBackgroundFlush(ctx, h.Events)
+		defer flush.wait(ctx)
+	}
 	var failedGroups map[string]bool
 	for _, msg := range ev.Records {
 		group := msg.Attributes["MessageGroupId"] // "" without one: one group
@@ -105,13 +112,8 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 			failedGroups[group] = true
 			continue
 		}
-		if !slices.Contains(retailers, m.RetailerID) {
-			retailers = append(retailers, m.RetailerID)
-		}
-	}
-	if h.Events != nil {
-		for _, r := range retailers {
-			h.Events.Flush(ctx, r)
+		if flush != nil {
+			flush.add(m.RetailerID)
 		}
 	}
 	return resp, nil

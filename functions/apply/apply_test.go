@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +22,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/topic"
 )
 
 // fixture is the apply handler on the in-memory stand-ins, retailer r1
@@ -261,4 +265,110 @@ func bytesOf(t *testing.T, f *fixture, key string) *bytes.Reader {
 	b, err := f.blobs.Get(context.Background(), key)
 	require.NoError(t, err)
 	return bytes.NewReader(b)
+}
+
+// countingFlusher passes flushes to next, counting those running, and
+// notes any that starts after the invocation returned.
+type countingFlusher struct {
+	next     apply.Flusher
+	started  chan string // each flush's retailer, as it starts
+	mu       sync.Mutex
+	active   int
+	returned bool
+	late     int // flushes started after returned
+}
+
+func (c *countingFlusher) Flush(ctx context.Context, retailerID string) {
+	c.mu.Lock()
+	c.active++
+	if c.returned {
+		c.late++
+	}
+	c.mu.Unlock()
+	select {
+	case c.started <- retailerID:
+	default:
+	}
+	c.next.Flush(ctx, retailerID)
+	c.mu.Lock()
+	c.active--
+	c.mu.Unlock()
+}
+
+func (c *countingFlusher) markReturned() (active int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.returned = true
+	return c.active
+}
+
+// The fast path publishes each chunk's events right after it commits,
+// while the next message of the batch applies, and every event of the
+// batch is published, with no flush left running, when HandleSQS returns.
+func TestEventsPublishedWhileTheNextChunkApplies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	sns := inmem.NewTopic()
+	flusher := &countingFlusher{started: make(chan string, 1),
+		next: relay.New(relay.Config{}, f.store, f.blobs, sns, slog.New(slog.DiscardHandler))}
+	f.h.Events = flusher
+	gen := f.start(3)
+	m0 := f.chunk(gen, 0, 3, storetest.Upsert("a", `{}`))
+	m1 := f.chunk(gen, 1, 3, storetest.Upsert("b", `{}`))
+	m2 := f.chunk(gen, 2, 3, storetest.Upsert("c", `{}`))
+	var overlapped bool
+	f.h.Observe = func(m events.ChunkMessage, start bool) {
+		if start && m.Seq == 1 {
+			select { // the flush of chunk 0 starts before chunk 1 applies
+			case <-flusher.started:
+				overlapped = true
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1, m2))
+	require.Zero(t, flusher.markReturned(), "no flush running after the return")
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures)
+	require.True(t, overlapped, "chunk 0's events are published while chunk 1 applies")
+	var types []string
+	for _, m := range sns.Take() {
+		types = append(types, m.Attributes[events.AttrType])
+	}
+	require.ElementsMatch(t, []string{events.TypeChanges, events.TypeChanges, events.TypeChanges, events.TypeSnapshotApplied}, types)
+	require.Empty(t, f.store.Outbox())
+	flusher.mu.Lock()
+	defer flusher.mu.Unlock()
+	require.Zero(t, flusher.late)
+}
+
+// A topic that refuses everything fails no message: the events stay in
+// the outbox for the sweeper, which publishes them once the topic is back.
+func TestFailingTopicLeavesEventsToTheSweeper(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	f.store.Now = func() time.Time { return now }
+	sns := inmem.NewTopic()
+	down := errors.New("topic down")
+	sns.Fail = func(topic.Message) error { return down }
+	r := relay.New(relay.Config{SweepAge: 30 * time.Second}, f.store, f.blobs, sns, slog.New(slog.DiscardHandler))
+	flusher := &countingFlusher{next: r}
+	f.h.Events = flusher
+	gen := f.start(2)
+	m0 := f.chunk(gen, 0, 2, storetest.Upsert("a", `{}`))
+	m1 := f.chunk(gen, 1, 2, storetest.Upsert("b", `{}`))
+	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1))
+	require.Zero(t, flusher.markReturned())
+	require.NoError(t, err)
+	require.Empty(t, resp.BatchItemFailures, "a failed publish fails no chunk")
+	require.Len(t, f.store.Outbox(), 3, "two chunks' events and the applied event wait")
+	require.Zero(t, sns.Published())
+
+	sns.Fail = nil
+	now = now.Add(31 * time.Second)
+	st, err := r.Sweep(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, 3, st.Published)
+	require.Empty(t, f.store.Outbox())
 }

@@ -16,24 +16,30 @@ import (
 // published; those are deleted. All of it is one transaction holding the
 // events' rows locked (FOR UPDATE SKIP LOCKED), so concurrent relays take
 // different events; if the process dies before the commit, the events stay
-// and are published again (at least once). It returns how many events it
-// took.
+// and are published again (at least once). The commit does not wait for
+// the disk (synchronous_commit off): a delete lost with the server is the
+// same at-least-once case. It returns how many events it took.
 func (s *Shard) DrainOutbox(ctx context.Context, f catalog.OutboxFilter, limit int,
 	publish func(context.Context, []catalog.OutboxEntry) ([]bool, error)) (int, error) {
 	var taken int
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var rows pgx.Rows
-		var err error
+		// One round trip: the commit that need not wait for the disk, and
+		// the take.
+		b := &pgx.Batch{}
+		b.Queue(q("outbox_drain_unsynced"))
+		var take *pgx.QueuedQuery
 		if f.RetailerID != "" {
-			rows, err = tx.Query(ctx, q("outbox_take_retailer"), f.RetailerID, limit)
+			take = b.Queue(q("outbox_take_retailer"), f.RetailerID, limit)
 		} else {
-			rows, err = tx.Query(ctx, q("outbox_take_old"), f.OlderThan.Seconds(), limit)
+			take = b.Queue(q("outbox_take_old"), f.OlderThan.Seconds(), limit)
 		}
-		if err != nil {
+		var entries []catalog.OutboxEntry
+		take.Query(func(rows pgx.Rows) error {
+			var err error
+			entries, err = pgx.CollectRows(rows, scanOutboxEntry)
 			return err
-		}
-		entries, err := pgx.CollectRows(rows, scanOutboxEntry)
-		if err != nil {
+		})
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return err
 		}
 		taken = len(entries)

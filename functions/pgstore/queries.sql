@@ -402,6 +402,14 @@ SELECT product_id, attributes, generation, updated_at
 FROM products WHERE retailer_id = $1 AND product_id > $2 AND NOT deleted
 ORDER BY product_id LIMIT $3;
 
+-- name: outbox_drain_unsynced
+-- The relay's drain transaction commits without waiting for its WAL to
+-- reach disk: it only deletes published events, and a delete lost in a
+-- crash of the server publishes them again (at least once, same ids),
+-- while the fsync would keep the apply that calls the fast path waiting
+-- behind the other commits of the shard.
+SET LOCAL synchronous_commit = off;
+
 -- name: outbox_take_retailer
 -- The relay's fast path: a retailer's pending events, oldest first, locked
 -- so that a concurrent relay (the sweeper) skips them.
