@@ -22,7 +22,7 @@ func TestEventsSmoke(t *testing.T) {
 	t.Parallel()
 	var out bytes.Buffer
 	err := runEventsBench(context.Background(), eventsOptions{rows: 400, rounds: 2, chunkRows: 100, seed: 1,
-		analyticsWindow: 100 * time.Millisecond, timeout: 2 * time.Minute,
+		analyticsWindow: 100 * time.Millisecond, settle: 10 * time.Millisecond, timeout: 2 * time.Minute,
 		postgresURL: testenv.Postgres(t), sqsEndpoint: testenv.SQS(t), prefix: testenv.Name("b"), out: &out})
 	if err != nil {
 		t.Fatal(err)
