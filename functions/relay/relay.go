@@ -1,8 +1,9 @@
 // Package relay is the relay function: it publishes the change events that
 // wait in the shards' outboxes to the change-events topic, and deletes each
 // only once the topic has accepted it (DESIGN 8). Two paths call it: the
-// fast path, Flush, right after a function commits (the apply after its
-// chunks, the diff after a state change), best effort; and the sweeper,
+// fast path, Flush, right after a function commits (the apply after each
+// chunk, in the background of its invocation while the next chunk applies;
+// the diff after a state change), best effort; and the sweeper,
 // Sweep, every minute, for events older than 30 s: the guarantee.
 //
 // A catalog.changes event is a claim check. Its outbox row names the chunk
