@@ -28,9 +28,9 @@ type backgroundFlush struct {
 	cancel context.CancelFunc
 
 	mu      sync.Mutex
-	queued  []string      // retailers to flush, in the order their chunks committed
-	running bool          // the goroutine is running
-	done    chan struct{} // closed when the last goroutine started ends
+	queued  []string       // retailers to flush, in the order their chunks committed
+	running bool           // the goroutine is running
+	done    chan struct{}  // closed when the last goroutine started ends
 	started sync.WaitGroup // every goroutine started
 }
 
