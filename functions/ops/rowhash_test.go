@@ -125,3 +125,63 @@ func TestRowHasherFastPathIsCanonical(t *testing.T) {
 	require.Equal(t, snapshot.HashAttributes([]byte("{}")), rh.hash([]byte("{}")))
 	require.False(t, bytes.Equal(rh.buf, nil))
 }
+
+// Rows of one shape (the same keys) are matched against the last row's
+// shape; a row that is not of it (a key more or less, a key that extends
+// or prefixes one of the shape's, a nested value where the shape had a
+// scalar) is parsed anew. Every row hashes as the reference does.
+func TestRowHasherShapes(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	shapes := [][]string{
+		{"gtin", "size", "brand", "price", "title", "description", "availability"},
+		{"gtin", "size", "brand", "price", "title", "description", "availability", "extra"},
+		{"gtin", "size", "brand", "price", "title", "description"},
+		{"gti", "size", "brand", "price", "title", "description", "availability"},
+		{"gtinn", "size", "brand", "price", "title", "description", "availability"},
+		{"a", "ab", "b", "ba", "B", "é", `a\b`},
+		{"x"},
+	}
+	values := []string{`""`, `"S"`, `"Globex \"soft\" tee"`, `"a\\"`, `"\\"`, `"x\ny\t\u0001"`, `"€ – 😀"`, `" "`, `"a, \"b\": c"`,
+		`", \"size\": "`, `"}"`, `1000`, `-0.001`, `12345678901234567890.5`, `true`, `false`, `null`, `{"n": [1, "y"]}`, `[]`}
+	var rh rowHasher
+	shaped := 0
+	for i := 0; i < 20000; i++ {
+		keys := shapes[0]
+		if rng.IntN(4) == 0 {
+			keys = shapes[rng.IntN(len(shapes))]
+		}
+		vals := make([]string, len(keys))
+		for k := range vals {
+			if rng.IntN(3) == 0 {
+				vals[k] = values[rng.IntN(len(values))]
+			} else {
+				vals[k] = values[rng.IntN(3)]
+			}
+		}
+		text := pgObject(keys, vals)
+		want, err := snapshot.Canonicalize([]byte(text))
+		require.NoError(t, err, text)
+		matched := len(rh.shape) > 0
+		if got, ok := rh.fast([]byte(text)); ok {
+			require.Equal(t, string(want), string(got), "fast path of %s", text)
+			if matched && len(rh.vals) == len(keys) {
+				shaped++
+			}
+		}
+		require.Equal(t, snapshot.HashAttributes(want), rh.hash([]byte(text)), text)
+	}
+	require.Greater(t, shaped, 5000)
+}
+
+// BenchmarkRowHasher: a typical row of a CSV upload's catalog (12 string
+// members) as PostgreSQL prints it, hashed afresh.
+func BenchmarkRowHasher(b *testing.B) {
+	row := []byte(`{"gtin": "6153715647728", "size": "S", "brand": "Globex", "color": "black", "price": "53.57", "title": "Globex slim cotton tee", "updated": "2025-01-08T10:45:00Z", "category": "Electronics > Audio", "currency": "USD", "image_url": "https://img.example.com/p/0010000000.jpg", "description": "The \"soft\" one, in black", "availability": "preorder"}`)
+	var rh rowHasher
+	b.SetBytes(int64(len(row)))
+	b.ReportAllocs()
+	for b.Loop() {
+		rh.hash(row)
+	}
+}
