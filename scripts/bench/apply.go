@@ -40,12 +40,12 @@ func startPostgres(ctx context.Context, dir string) (*pgserver.Server, error) {
 }
 
 // benchDatabases starts a private PostgreSQL server in a fresh work
-// directory and opens a migrated control database and one shard; cleanup
-// stops and removes everything.
-func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *pgstore.Stores, cleanup func(), err error) {
+// directory and opens a migrated control database and one shard on it
+// (srv); cleanup stops and removes everything.
+func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *pgstore.Stores, srv *pgserver.Server, cleanup func(), err error) {
 	work, removeWork, err := workDir("", pattern)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	var undo []func()
 	cleanup = func() {
@@ -59,28 +59,28 @@ func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *p
 			cleanup()
 		}
 	}()
-	srv, err := startPostgres(ctx, work)
+	srv, err = startPostgres(ctx, work)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	undo = append(undo, func() { srv.Stop() })
 	controlDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_control")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	shardDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_shard")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	stores, err = pgstore.Open(ctx, controlDSN, []string{shardDSN}, pgstore.PoolOptions{MaxConns: conns})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	undo = append(undo, stores.Close)
 	if err := stores.Migrate(ctx); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return stores, cleanup, nil
+	return stores, srv, cleanup, nil
 }
 
 // benchApply: the changes of the generated pair and a first load of all its
@@ -98,7 +98,7 @@ func benchApply(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	stores, cleanup, err := benchDatabases(ctx, "catalog-bench-apply-", int32(*workers+4))
+	stores, _, cleanup, err := benchDatabases(ctx, "catalog-bench-apply-", int32(*workers+4))
 	if err != nil {
 		return err
 	}

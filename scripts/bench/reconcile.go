@@ -54,7 +54,7 @@ func benchReconcile(ctx context.Context, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	stores, cleanup, err := benchDatabases(ctx, "catalog-bench-reconcile-", 6)
+	stores, srv, cleanup, err := benchDatabases(ctx, "catalog-bench-reconcile-", 6)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func benchReconcile(ctx context.Context, args []string) error {
 		}
 		var ours, ref, attrs []heapRun
 		for i := 0; i < *runs; i++ {
-			m, err := measureHeap(func() error {
+			m, err := measure(srv.DataDir(), func() error {
 				res, err := h.ReconcileRetailer(ctx, "bench", retailer, false)
 				if err == nil && (res.Rows != int64(n) || res.Products != int64(n) || res.Divergent() || res.Skipped != "") {
 					err = fmt.Errorf("reconciliation of %d products: %+v", n, res)
@@ -89,7 +89,7 @@ func benchReconcile(ctx context.Context, args []string) error {
 				return err
 			}
 			ours = append(ours, m)
-			m, err = measureHeap(func() error {
+			m, err = measure(srv.DataDir(), func() error {
 				rows := 0
 				err := stores.Shards[0].ScanHashes(ctx, retailer, func(id, hash []byte) error { rows++; return nil })
 				if err == nil && rows != n {
@@ -101,7 +101,7 @@ func benchReconcile(ctx context.Context, args []string) error {
 				return err
 			}
 			ref = append(ref, m)
-			m, err = measureHeap(func() error {
+			m, err = measure(srv.DataDir(), func() error {
 				return stores.Shards[0].ScanCatalog(ctx, retailer, fence, "", "", func(id, a []byte) error { return nil })
 			})
 			if err != nil {
@@ -110,6 +110,7 @@ func benchReconcile(ctx context.Context, args []string) error {
 			attrs = append(attrs, m)
 		}
 		o, r, a := medianRun(ours), medianRun(ref), medianRun(attrs)
+		cores := runtime.GOMAXPROCS(0)
 		fmt.Fprintf(os.Stderr, "reconcile: %d products: %s (peak heap %s) vs SELECT %s (peak heap %s)\n",
 			n, o.elapsed.Round(time.Millisecond), mib(o.peakHeap), r.elapsed.Round(time.Millisecond), mib(r.peakHeap))
 		table = append(table,
@@ -120,6 +121,11 @@ func benchReconcile(ctx context.Context, args []string) error {
 			tableRow{fmt.Sprintf("%d products: peak heap", n), mib(o.peakHeap), mib(r.peakHeap), ratio(float64(o.peakHeap), float64(r.peakHeap))},
 			tableRow{fmt.Sprintf("%d products: reading the rows' attributes alone (one connection, nothing hashed)", n), a.elapsed.Round(time.Millisecond).String(),
 				r.elapsed.Round(time.Millisecond).String(), ratio(a.elapsed.Seconds(), r.elapsed.Seconds())},
+			tableRow{fmt.Sprintf("%d products: CPU of PostgreSQL", n), cpuTime(o.serverCPU), cpuTime(r.serverCPU), ratio(o.serverCPU.Seconds(), r.serverCPU.Seconds())},
+			tableRow{fmt.Sprintf("%d products: CPU of this process (protocol, hashing, merge)", n), cpuTime(o.processCPU), cpuTime(r.processCPU), ratio(o.processCPU.Seconds(), r.processCPU.Seconds())},
+			tableRow{fmt.Sprintf("%d products: the least time that CPU takes on %d cores (both CPUs summed / %d) vs the reference's time", n, cores, cores),
+				cpuTime((o.serverCPU + o.processCPU) / time.Duration(cores)), r.elapsed.Round(time.Millisecond).String(),
+				ratio((o.serverCPU+o.processCPU).Seconds()/float64(cores), r.elapsed.Seconds())},
 		)
 	}
 	printTable(os.Stdout, fmt.Sprintf("reconcile: one retailer's catalog (live rows streamed in product_id order, in %d parts of the id range at once, each row's stored attributes canonicalized and hashed afresh, merged with the applied generation's index from the blob store) against `SELECT product_id, content_hash ... ORDER BY product_id` of the same rows streamed the same way on one connection; median of %d runs each; peak heap = the most heap the process held above its level before the run, sampled every 2 ms; PostgreSQL 15 on the same machine; %s",
@@ -127,10 +133,21 @@ func benchReconcile(ctx context.Context, args []string) error {
 	return nil
 }
 
-// heapRun is one timed run in this process.
+// heapRun is one timed run in this process: its time, the most heap it
+// held, and the CPU time the PostgreSQL server and this process used.
 type heapRun struct {
-	elapsed  time.Duration
-	peakHeap int64
+	elapsed    time.Duration
+	peakHeap   int64
+	serverCPU  time.Duration
+	processCPU time.Duration
+}
+
+// cpuTime prints a CPU time ("-" when it could not be read).
+func cpuTime(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	return d.Round(10 * time.Millisecond).String()
 }
 
 // medianRun is the run of median time.
@@ -140,8 +157,11 @@ func medianRun(rs []heapRun) heapRun {
 	return s[len(s)/2]
 }
 
-// measureHeap runs fn after a GC, timing it and sampling the heap.
-func measureHeap(fn func() error) (heapRun, error) {
+// measure runs fn after a GC, timing it, sampling the heap and taking the
+// CPU time of the PostgreSQL server of dataDir and of this process.
+func measure(dataDir string, fn func() error) (heapRun, error) {
+	// The CPU times are read outside the heap's sampling (reading /proc allocates).
+	server0, serverErr := serverCPU(dataDir)
 	runtime.GC()
 	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
 	read := func() int64 { metrics.Read(sample); return int64(sample[0].Value.Uint64()) }
@@ -165,12 +185,19 @@ func measureHeap(fn func() error) (heapRun, error) {
 			}
 		}
 	}()
+	process0 := processCPU()
 	start := time.Now()
 	err := fn()
 	elapsed := time.Since(start)
+	process := processCPU() - process0
 	close(done)
 	wg.Wait()
-	return heapRun{elapsed: elapsed, peakHeap: peak.Load()}, err
+	server, serverErr2 := serverCPU(dataDir)
+	run := heapRun{elapsed: elapsed, peakHeap: peak.Load(), processCPU: process}
+	if serverErr == nil && serverErr2 == nil {
+		run.serverCPU = server - server0
+	}
+	return run, err
 }
 
 // loadCatalog makes retailer's catalog of n generated products as the
