@@ -29,8 +29,7 @@ type backgroundFlush struct {
 
 	mu      sync.Mutex
 	queued  []string       // retailers to flush, in the order their chunks committed
-	running bool           // the goroutine is running
-	done    chan struct{}  // closed when the last goroutine started ends
+	running bool           // a goroutine is running
 	started sync.WaitGroup // every goroutine started
 }
 
@@ -52,14 +51,12 @@ func (b *backgroundFlush) add(retailerID string) {
 		return
 	}
 	b.running = true
-	b.done = make(chan struct{})
 	b.started.Add(1)
-	go b.run(b.done)
+	go b.run()
 }
 
-func (b *backgroundFlush) run(done chan struct{}) {
+func (b *backgroundFlush) run() {
 	defer b.started.Done()
-	defer close(done)
 	for {
 		b.mu.Lock()
 		if len(b.queued) == 0 || b.ctx.Err() != nil {
@@ -76,20 +73,23 @@ func (b *backgroundFlush) run(done chan struct{}) {
 
 // wait waits for the queued flushes, at most until flushMargin before ctx's
 // deadline or ctx's end; then it cancels what still runs and waits for the
-// goroutine to return (the flushes honour their context), so that nothing
+// goroutines to return (the flushes honour their context), so that nothing
 // is left running. What was not published stays in the outbox: the
-// sweeper's.
+// sweeper's. It is called once, after the last add.
 func (b *backgroundFlush) wait(ctx context.Context) {
 	defer b.cancel()
 	b.mu.Lock()
-	done := b.done
+	running := b.running
 	b.mu.Unlock()
-	if done == nil {
+	if !running {
+		b.started.Wait() // a goroutine that has emptied the queue may still be returning
 		return
 	}
-	// A goroutine that ended before the last one started has nothing left
-	// to do but return.
-	defer b.started.Wait()
+	done := make(chan struct{})
+	go func() {
+		b.started.Wait()
+		close(done)
+	}()
 	var stop <-chan time.Time
 	if deadline, ok := ctx.Deadline(); ok {
 		t := time.NewTimer(time.Until(deadline.Add(-flushMargin)))
