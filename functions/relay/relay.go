@@ -111,7 +111,8 @@ type Stats struct {
 	Failed    int // events left in the outbox for the next pass
 }
 
-func (s *Stats) add(o Stats) {
+// Add adds o's counts to s.
+func (s *Stats) Add(o Stats) {
 	s.Taken += o.Taken
 	s.Published += o.Published
 	s.Empty += o.Empty
@@ -144,7 +145,7 @@ func (r *Relay) Sweep(ctx context.Context) (Stats, error) {
 	var errs []error
 	for shard := range r.store.ShardCount() {
 		st, err := r.drain(ctx, shard, catalog.OutboxFilter{OlderThan: r.cfg.SweepAge}, deadline)
-		total.add(st)
+		total.Add(st)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("shard %d: %w", shard, err))
 		}
@@ -201,7 +202,7 @@ func (r *Relay) drain(ctx context.Context, shard int, f catalog.OutboxFilter, de
 			return done, err
 		})
 		st.Taken = taken
-		total.add(st)
+		total.Add(st)
 		if err != nil {
 			return total, err
 		}

@@ -513,7 +513,7 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 		if err != nil {
 			return fmt.Errorf("relay: %w", err)
 		}
-		stats.Taken, stats.Published, stats.Failed = stats.Taken+s.Taken, stats.Published+s.Published, stats.Failed+s.Failed
+		stats.Add(s)
 	}
 	relayTime := time.Since(start)
 	rec.recording.Store(false)
