@@ -30,7 +30,9 @@ func TestEventsSmoke(t *testing.T) {
 	table := out.String()
 	t.Log(table)
 	for _, figure := range []string{"| first load: apply rows/s, relay fast path on (ref: off) |", "| 1 changes: apply rows/s, fast path on (ref: off) |",
-		"| first load: the median upload's rows/s (2 a side), fast path on (ref: off) |", "| changes: the median upload's rows/s (1 a side), fast path on (ref: off) |", "| relay throughput (",
+		"| first load: the median upload's rows/s (2 a side), fast path on (ref: off) |", "| changes: the median upload's rows/s (1 a side), fast path on (ref: off) |",
+		"| first load: the median of the 2 pairs' ratios (each pair the same data, one after the other) |",
+		"| changes: the median of the 1 rounds' ratios (each round the same data, one after the other) |", "| relay throughput (",
 		"| fast path: its publishing time, in the background of the apply invocations (share of their time) |",
 		"| fast path: the apply invocations' wait after their last chunk (share of their time; ref: fast path off) |",
 		"| commit to Parquet file, p50 (", "| commit to Parquet file, p99 |", "| commit to webhook, p50 (3 events) |", "| commit to webhook, p99 |"} {
