@@ -68,6 +68,8 @@ type PriceTable struct {
 	AsOf string `json:"as_of"`
 	// Status says how the prices were obtained and how far to trust them.
 	Status string `json:"status"`
+	// Unverified lists the keys whose price no stored page showed.
+	Unverified []string `json:"unverified,omitempty"`
 	// MonthHours is the hours in a billing month (AWS uses 730).
 	MonthHours float64          `json:"month_hours"`
 	Prices     map[string]Price `json:"prices"`
@@ -83,6 +85,21 @@ type Price struct {
 	Tiers  []Tier `json:"tiers,omitempty"`
 	Source string `json:"source"`
 	Note   string `json:"note,omitempty"`
+	// Checked, when present, is the page the price was compared with.
+	Checked *Check `json:"checked,omitempty"`
+}
+
+// Check records where a price was confirmed.
+type Check struct {
+	// URL of the page copy read.
+	URL string `json:"url"`
+	// By is who published it: "aws", "mirror" (a copy of an AWS page on
+	// another host) or "third-party".
+	By string `json:"by"`
+	// Shows is the figure the page gives, in our words.
+	Shows string `json:"shows"`
+	// PageDate is the page's own date, when it shows one.
+	PageDate string `json:"page_date,omitempty"`
 }
 
 // Tier is one volume tier of a Price.
@@ -125,7 +142,8 @@ func DefaultPrices() *PriceTable {
 
 // ParsePrices reads and validates a price table: every key the package
 // prices with is present, prices are non-negative, tiers ascend and end
-// open, and each price names its source.
+// open, each price names its source, and checked and unverified (both
+// optional) are well formed.
 func ParsePrices(raw []byte) (*PriceTable, error) {
 	var t PriceTable
 	if err := json.Unmarshal(raw, &t); err != nil {
@@ -163,6 +181,14 @@ func ParsePrices(raw []byte) (*PriceTable, error) {
 		}
 		if len(p.Tiers) > 0 && p.Tiers[0].USD != p.USD {
 			errs = append(errs, fmt.Errorf("price %q: usd must equal the first tier's", k))
+		}
+		if c := p.Checked; c != nil && (c.URL == "" || c.Shows == "" || !slices.Contains([]string{"aws", "mirror", "third-party"}, c.By)) {
+			errs = append(errs, fmt.Errorf("price %q: checked needs a url, what it shows and by aws, mirror or third-party", k))
+		}
+	}
+	for _, k := range t.Unverified {
+		if p, ok := t.Prices[k]; !ok || p.Checked != nil {
+			errs = append(errs, fmt.Errorf("price table: unverified %q must be a price without checked", k))
 		}
 	}
 	if len(errs) > 0 {

@@ -356,7 +356,7 @@ func TestReportRejectsBadRanges(t *testing.T) {
 func TestPriceTableAndFigures(t *testing.T) {
 	t.Parallel()
 	p := DefaultPrices()
-	if p.Region != "us-east-1" || p.AsOf == "" || !strings.Contains(p.Status, "NOT read from the AWS pricing pages") {
+	if p.Region != "us-east-1" || p.AsOf == "" || !strings.Contains(p.Status, "stored copies") {
 		t.Errorf("table provenance: %s", p.Describe())
 	}
 	for k, v := range p.Prices {
