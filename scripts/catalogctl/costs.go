@@ -22,8 +22,8 @@ by default the current month so far) and writes it to --out, or stdout.
   --format html  one self-contained page with charts (opens with no network)
   --format json  the whole report: rows, days, retailers, totals
 
-Every report states the price table it used (dated; prices written without
-network access must be checked), how shared fixed costs are allocated, and
+Every report states the price table it used (dated, with how far its prices
+were checked), how shared fixed costs are allocated, and
 how exact the metered counters are.
 
   catalogctl costs --format html --out costs.html`,
