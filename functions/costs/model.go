@@ -662,7 +662,7 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 			mc(ServiceLogs, "report + access log lines", lambdaLogs(reads)+accessLogs(reads)),
 			mc(ServiceDataTransfer, fmt.Sprintf("%.0f TB out", respGB/1024), dto)),
 		path(fmt.Sprintf("CloudFront (%.0f%% hits) in front of API Gateway + Lambda", 100*h),
-			"CloudFront's HTTPS request price equals the HTTP API's, so at list price it saves the misses' Lambda, logs and database reads, not the request bill; needs cache rules (ETag revalidation, TTLs) and accepts staleness up to the TTL", dbACU*(1-h),
+			"CloudFront's HTTPS request price (unverified in the price table) equals the HTTP API's, so at list price it saves the misses' Lambda, logs and database reads, not the request bill; needs cache rules (ETag revalidation, TTLs) and accepts staleness up to the TTL", dbACU*(1-h),
 			mc("CloudFront", fmt.Sprintf("%.3g HTTPS requests", reads), reads*t.Unit(PriceCloudFrontRequest)),
 			mc("CloudFront", fmt.Sprintf("%.0f TB out (tiered)", respGB/1024), t.Monthly(PriceCloudFrontDataOutGB, respGB)),
 			mc(ServiceAPIGateway, fmt.Sprintf("%.3g misses", misses), t.Monthly(PriceAPIRequest, misses)),
