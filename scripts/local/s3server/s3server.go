@@ -44,12 +44,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -157,7 +160,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("s3server: create %s: %w", tmp, err)
 	}
-	backend := &spoolBackend{Backend: inner, tmpDir: tmp, max: opts.MaxUploadBytes}
+	backend := &spoolBackend{Backend: inner, tmpDir: tmp, max: opts.MaxUploadBytes, bucketsDir: filepath.Join(dir, "buckets")}
 	for _, b := range opts.Buckets {
 		exists, err := backend.BucketExists(b)
 		if err != nil {
@@ -620,8 +623,85 @@ func (r *recorder) flush(w http.ResponseWriter) {
 // when it arrived complete and within the limit.
 type spoolBackend struct {
 	gofakes3.Backend
-	tmpDir string
-	max    int64
+	tmpDir     string
+	max        int64
+	bucketsDir string // where s3afero keeps each bucket's objects, a file per key
+}
+
+// ListBucket lists the keys under a prefix that has a directory part
+// ("analytics/changes/retailer_id=acme/", "indexes/acme/1") and no delimiter
+// by walking that directory alone. gofakes3's afero backend walks the whole
+// bucket for such a listing, holding its one lock, so every List cost as
+// much as the bucket held: the diff lists its retailer's indexes on every
+// job, and a long property run slowed to a crawl. Other listings (a
+// delimiter, a prefix without a "/", a page) go to the backend as before.
+// Keys come back in S3's order, byte by byte, whichever answered; sizes and
+// ETags are the backend's own.
+func (b *spoolBackend) ListBucket(bucket string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
+	list, err := b.listUnder(bucket, prefix, page)
+	if list == nil && err == nil {
+		list, err = b.Backend.ListBucket(bucket, prefix, page)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// The backend's walk puts "a/b" before "a-b"; S3 orders by the bytes.
+	slices.SortFunc(list.Contents, func(x, y *gofakes3.Content) int { return strings.Compare(x.Key, y.Key) })
+	return list, nil
+}
+
+// listUnder is ListBucket's walk of the prefix's directory; nil, nil when
+// the listing is not one it takes.
+func (b *spoolBackend) listUnder(bucket string, prefix *gofakes3.Prefix, page gofakes3.ListBucketPage) (*gofakes3.ObjectList, error) {
+	if prefix == nil || !prefix.HasPrefix || prefix.HasDelimiter || !page.IsEmpty() {
+		return nil, nil
+	}
+	dir, _ := path.Split(prefix.Prefix)
+	root := filepath.Join(b.bucketsDir, bucket)
+	if dir == "" || slices.Contains(strings.Split(dir, "/"), "..") || gofakes3.ValidateBucketName(bucket) != nil {
+		return nil, nil
+	}
+	if _, err := os.Stat(root); err != nil {
+		return nil, nil // the backend answers "no such bucket"
+	}
+	list := gofakes3.NewObjectList()
+	err := filepath.WalkDir(filepath.Join(root, filepath.FromSlash(dir)), func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return nil // nothing under the prefix, or removed while walking
+		case err != nil:
+			return err
+		case d.IsDir():
+			return nil
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		key := filepath.ToSlash(rel)
+		if !strings.HasPrefix(key, prefix.Prefix) {
+			return nil
+		}
+		obj, err := b.Backend.HeadObject(bucket, key)
+		if gofakes3.HasErrorCode(err, gofakes3.ErrNoSuchKey) {
+			return nil // deleted while walking
+		} else if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		} else if err != nil {
+			return err
+		}
+		list.Add(&gofakes3.Content{Key: key, LastModified: gofakes3.NewContentTime(info.ModTime()),
+			ETag: gofakes3.FormatETag(obj.Hash), Size: obj.Size})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("s3server: list %s/%s: %w", bucket, prefix.Prefix, err)
+	}
+	return list, nil
 }
 
 func (b *spoolBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, conditions *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {

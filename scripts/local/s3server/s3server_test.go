@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -448,4 +449,65 @@ func TestSingleUseUploadURL(t *testing.T) {
 	require.Equal(t, winner, getObject(t, client, key))
 	require.Len(t, got.all(), 1)
 	require.Equal(t, md5hex(winner), got.all()[0].Records[0].S3.Object.ETag)
+}
+
+// TestListUnderPrefix: a listing by prefix with no delimiter (the one the
+// server walks a directory for) returns exactly the keys that start with
+// the prefix, in S3's order, with their sizes and ETags, wherever the
+// prefix ends (at a "/", in the middle of a name, in a directory that does
+// not exist); a delimiter listing still gives the common prefixes.
+func TestListUnderPrefix(t *testing.T) {
+	t.Parallel()
+	_, client := start(t, s3server.Options{Dir: t.TempDir(), Buckets: []string{bucket}})
+	keys := []string{
+		"analytics/changes/retailer_id=acme/date=2026-12-01/a.parquet",
+		"analytics/changes/retailer_id=acme/date=2026-12-02/b.parquet",
+		"analytics/changes/retailer_id=acme-2/date=2026-12-01/c.parquet",
+		"analytics/changes/retailer_id=acme.x/d.parquet",
+		"analytics/changes/retailer_id=globex/date=2026-12-01/e.parquet",
+		"indexes/acme/1", "indexes/acme/10", "indexes/acme/2", "indexes/acme-2/1",
+		"top-level",
+	}
+	for i, k := range keys {
+		_, err := client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k),
+			Body: bytes.NewReader(bytes.Repeat([]byte{'x'}, i+1))})
+		require.NoError(t, err)
+	}
+	list := func(prefix string) []string {
+		t.Helper()
+		out, err := client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+		require.NoError(t, err)
+		var got []string
+		for _, o := range out.Contents {
+			k := aws.ToString(o.Key)
+			i := slices.Index(keys, k)
+			require.GreaterOrEqual(t, i, 0, k)
+			require.Equal(t, int64(i+1), aws.ToInt64(o.Size), k)
+			require.Equal(t, `"`+md5hex(bytes.Repeat([]byte{'x'}, i+1))+`"`, aws.ToString(o.ETag), k)
+			got = append(got, k)
+		}
+		return got
+	}
+	for _, prefix := range []string{
+		"analytics/changes/retailer_id=acme/", "analytics/changes/retailer_id=acme", "analytics/changes/",
+		"analytics/", "indexes/acme/", "indexes/acme/1", "indexes/acme", "indexes/none/", "nothing/here/",
+		"top", "analytics", "",
+	} {
+		var want []string
+		for _, k := range keys {
+			if strings.HasPrefix(k, prefix) {
+				want = append(want, k)
+			}
+		}
+		slices.Sort(want)
+		require.Equal(t, want, list(prefix), "prefix %q", prefix)
+	}
+	out, err := client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(bucket),
+		Prefix: aws.String("indexes/"), Delimiter: aws.String("/")})
+	require.NoError(t, err)
+	var prefixes []string
+	for _, p := range out.CommonPrefixes {
+		prefixes = append(prefixes, aws.ToString(p.Prefix))
+	}
+	require.ElementsMatch(t, []string{"indexes/acme/", "indexes/acme-2/"}, prefixes)
 }
