@@ -469,8 +469,9 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 			}
 			applyRows[kind][i] += float64(changed)
 			applyTime[kind][i] += d
-			loadRates[kind][i] = append(loadRates[kind][i], float64(changed)/d.Seconds())
-			rateOf[fmt.Sprintf("%s/%d", r, round)] = float64(changed) / d.Seconds()
+			uploadRate := float64(changed) / d.Seconds()
+			loadRates[kind][i] = append(loadRates[kind][i], uploadRate)
+			rateOf[fmt.Sprintf("%s/%d", r, round)] = uploadRate
 			if !isAfter(r) {
 				continue
 			}
