@@ -18,6 +18,13 @@ type SnapshotStatus struct {
 	Error        *StatusError `json:"error"`
 	Changes      Changes      `json:"changes"`
 	Chunks       Chunks       `json:"chunks"`
+	// Mode is where the content came from: "full" (an upload) or
+	// "rollback" (the catalog of SourceGeneration, null otherwise; DESIGN 13).
+	Mode             string `json:"mode"`
+	SourceGeneration *int64 `json:"source_generation"`
+	// Undoes, on the rollback the pipeline made to undo a generation
+	// rejected half way (I10), names that generation.
+	Undoes *int64 `json:"undoes,omitempty"`
 }
 
 // StatusError says why a snapshot was rejected or held.
@@ -53,6 +60,10 @@ func StatusOf(g catalog.GenerationStatus) SnapshotStatus {
 		ReceivedAt: utc(g.ReceivedAt), AppliedAt: utc(g.AppliedAt), SupersededBy: g.SupersededBy,
 		Changes: Changes{Inserted: g.Inserted, Updated: g.Updated, Deleted: g.Deleted, Unchanged: g.Unchanged},
 		Chunks:  Chunks{Total: g.ChunksTotal, Applied: g.ChunksApplied},
+		Mode:    g.Mode, SourceGeneration: g.SourceGeneration, Undoes: g.Undoes,
+	}
+	if s.Mode == "" {
+		s.Mode = catalog.ModeFull
 	}
 	if g.ErrorCode != "" {
 		s.Error = &StatusError{Code: g.ErrorCode, Message: g.ErrorMessage, Problems: g.Problems, MoreProblems: g.MoreProblems}

@@ -371,10 +371,14 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	listPrefixes(f.diff.Role(), bucket, prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)
+	// The diff job of the undo a rejection reserves (I10).
+	d.queues.diffJobs.GrantSendMessages(f.diff)
 
-	// apply: reads chunks; consumes its queue (granted by the event source).
+	// apply: reads chunks; consumes its queue (granted by the event source);
+	// sends the diff job of the undo after a chunk the database refuses (I10).
 	for _, fn := range []awslambda.Function{f.applySmall, f.applyLarge} {
 		s3(fn.Role(), "ReadChunks", []string{"s3:GetObject"}, objects(prefixChunks))
 		listPrefixes(fn.Role(), bucket, prefixChunks, prefixChanges) // changes: the fast path of change events
+		d.queues.diffJobs.GrantSendMessages(fn)
 	}
 }

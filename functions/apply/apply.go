@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -47,7 +49,22 @@ type Store interface {
 	// Generation returns one generation's status (its times, for the
 	// PUT-to-applied metric).
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
+	// Reject ends a generation that cannot be finished (apply_failed) and,
+	// when the catalog would keep a mix, reserves the undo (I10), whose
+	// diff job the caller sends.
+	Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error)
 }
+
+// DiffJobSender sends a generation's diff job (queue.DiffJobs implements
+// it): the apply sends the undo's after a chunk the database refuses (I10).
+type DiffJobSender interface {
+	SendDiffJob(ctx context.Context, retailerID string, gen int64) error
+}
+
+// DefaultMaxAttempts is how many times a chunk the database refuses for
+// its content is tried before its generation ends apply_failed: fewer
+// than the apply queues' receives before their dead-letter queues (5).
+const DefaultMaxAttempts = 3
 
 // Flusher publishes a retailer's pending change events at once: the
 // relay's fast path (relay.Relay implements it). Best effort: what it
@@ -72,6 +89,13 @@ type Handler struct {
 	// Metrics records chunks applied, rows written, fenced writes refused
 	// and each generation's PUT-to-applied time (nil: none).
 	Metrics *metrics.Recorder
+	// MaxAttempts is how many receives of a chunk the database refuses for
+	// its content (catalog.ErrRefused) are tried before its generation is
+	// rejected apply_failed and undone (I10) [DefaultMaxAttempts].
+	MaxAttempts int
+	// Jobs sends the diff job of the undo such a rejection reserves; nil
+	// leaves it to the stuck sweeper (within a minute or two).
+	Jobs DiffJobSender
 }
 
 // New builds the handler.
@@ -124,7 +148,58 @@ func (h *Handler) handleMessage(ctx context.Context, msg lambdaevents.SQSMessage
 	if err := json.Unmarshal([]byte(msg.Body), &m); err != nil {
 		return events.ChunkMessage{}, fmt.Errorf("message %s is not a chunk message: %w", msg.MessageId, err)
 	}
-	return m, h.Apply(ctx, m)
+	attempt, _ := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
+	err := h.Apply(ctx, m)
+	if errors.Is(err, catalog.ErrRefused) && attempt >= h.maxAttempts() {
+		return m, h.refused(ctx, m, attempt, err)
+	}
+	return m, err
+}
+
+func (h *Handler) maxAttempts() int {
+	if h.MaxAttempts > 0 {
+		return h.MaxAttempts
+	}
+	return DefaultMaxAttempts
+}
+
+// refused ends the generation of a chunk the database refused on each of
+// its attempts: rejected apply_failed, and the catalog returned to the last
+// applied generation by the undo the rejection reserves (I10). The chunk's
+// message is then done with.
+func (h *Handler) refused(ctx context.Context, m events.ChunkMessage, attempt int, cause error) error {
+	log := h.log.With("retailer_id", m.RetailerID, "generation", m.Generation, "seq", m.Seq)
+	undo, err := h.store.Reject(ctx, m.RetailerID, m.Generation, catalog.Rejection{Code: catalog.CodeApplyFailed,
+		Message: fmt.Sprintf("chunk %d of %d was refused by the database on each of %d tries: %v", m.Seq+1, m.Total, attempt, dbReason(cause))})
+	if err != nil {
+		return fmt.Errorf("reject after a refused chunk: %w", err)
+	}
+	if undo.Rejected {
+		log.ErrorContext(ctx, "generation rejected: the database refuses one of its chunks", "code", catalog.CodeApplyFailed,
+			"attempts", attempt, "err", cause)
+		h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.Uploads, 1).By("State", string(catalog.StateRejected)),
+			metrics.Count(metrics.Rejections, 1).By("Code", catalog.CodeApplyFailed))
+	}
+	if undo.Generation > 0 {
+		log.WarnContext(ctx, "the catalog is returned to the last applied generation", "undo_generation", undo.Generation,
+			"source_generation", undo.Source)
+		if h.Jobs != nil {
+			if err := h.Jobs.SendDiffJob(context.WithoutCancel(ctx), m.RetailerID, undo.Generation); err != nil {
+				log.WarnContext(ctx, "send the undo's diff job; the stuck sweeper will", "undo_generation", undo.Generation, "err", err)
+			}
+		}
+	}
+	return nil
+}
+
+// dbReason is what the database said of a refused write: the error's text
+// after the wrapping of the layers in between.
+func dbReason(err error) string {
+	msg := err.Error()
+	if _, after, ok := strings.Cut(msg, catalog.ErrRefused.Error()+": "); ok {
+		return after
+	}
+	return msg
 }
 
 // Apply applies one chunk. Superseded and already-applied chunks are

@@ -62,6 +62,20 @@ const (
 // UploadCodes lists the codes of an upload that can no longer be read.
 var UploadCodes = []string{CodeUploadChanged, CodeUploadMissing, CodeUploadExpired}
 
+// Codes of a generation that could not be finished (I10): it ends rejected
+// with one of them, and what it wrote is undone (Undo).
+const (
+	// CodeDiffFailed: the diff failed on every attempt, or ran past its
+	// time budget on the last one.
+	CodeDiffFailed = "diff_failed"
+	// CodeApplyFailed: the database refused one of the generation's chunks
+	// on every try, or its chunks made no progress through every re-drive.
+	CodeApplyFailed = "apply_failed"
+)
+
+// FailureCodes lists the codes of a generation that could not be finished.
+var FailureCodes = []string{CodeDiffFailed, CodeApplyFailed}
+
 // TooManyReservations is the error of a reservation over a retailer's
 // hourly limit; a slot frees after retryAfter.
 func TooManyReservations(retailerID string, perHour int, retryAfter time.Duration) *Error {

@@ -24,6 +24,12 @@ const (
 // stops without writing.
 var ErrSuperseded = errors.New("superseded by a newer generation")
 
+// ErrRefused reports that the database refuses a write for its content
+// (a value it cannot hold, a constraint it breaks): trying again writes
+// nothing more. A chunk refused on every try ends its generation
+// apply_failed (I10).
+var ErrRefused = errors.New("refused by the database")
+
 // DiffDecision tells the diff what to do with an upload.
 type DiffDecision struct {
 	Proceed bool   // false: nothing to do (duplicate event, superseded, finished, unknown)
@@ -39,6 +45,25 @@ type DiffDecision struct {
 	// ETag is the version of the upload pinned for the generation, "" until
 	// the first read pins one; every read of the upload asks for it.
 	ETag string
+	// ObjectKey is the object the generation's content is read from: its
+	// own upload, or for a rollback its source's ("" for the empty
+	// catalog, a rollback to generation 0).
+	ObjectKey string
+	// Attempt counts the diff runs of the generation, this one included
+	// (since its confirmation, for a held one); LastFailure is why the last
+	// failed run failed, when it could say.
+	Attempt     int
+	LastFailure string
+	// Undoes is the generation whose half-applied writes this rollback
+	// undoes (0: not an undo).
+	Undoes int64
+	// Offboarding: the empty snapshot that removes an offboarded
+	// retailer's catalog; never given up (it is re-driven until it applies).
+	Offboarding bool
+	// Undo, when !Proceed, is the rollback reserved because the decision
+	// rejected the generation (a held upload replaced) and the catalog
+	// would otherwise keep a mix: its diff job is the caller's to send.
+	Undo Undo
 }
 
 // Counts are the diff's figures for a generation.
@@ -105,8 +130,12 @@ type Problem struct {
 	Message string `json:"message"`
 }
 
+// MaxProblems is how many problems a status lists (DESIGN 4): the first
+// ones, in line order.
+const MaxProblems = 100
+
 // Rejection is why a snapshot was rejected (I7): its first problem, and up
-// to the first 100 problems in line order.
+// to the first MaxProblems problems in line order.
 type Rejection struct {
 	Code    string
 	Message string
@@ -116,4 +145,36 @@ type Rejection struct {
 	Problems []Problem
 	// More says problems past the listed ones exist.
 	More bool
+}
+
+// Generation modes: where a generation's content comes from (DESIGN 13).
+const (
+	// ModeFull: a full snapshot the retailer uploaded.
+	ModeFull = "full"
+	// ModeRollback: the catalog of an earlier applied generation (its
+	// SourceGeneration; 0 is the empty catalog), read from that
+	// generation's upload.
+	ModeRollback = "rollback"
+)
+
+// Failure is why a generation cannot be finished (I10): one of
+// FailureCodes and a message for people.
+type Failure struct {
+	Code    string
+	Message string
+}
+
+// Undo is what ending a generation that cannot be finished did (I10).
+type Undo struct {
+	// Rejected: the generation was rejected now (false: it had ended
+	// before, or it is an offboarding, which is never given up).
+	Rejected bool
+	// Generation is the rollback generation that returns the catalog to
+	// Source, the last applied generation, reserved in the same
+	// transaction as the rejection; 0 when nothing of the rejected
+	// generation (or of a generation it stopped) can have been written, or
+	// a newer upload that will repair it has arrived. Its diff job is the
+	// caller's to send.
+	Generation int64
+	Source     int64
 }

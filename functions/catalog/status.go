@@ -41,6 +41,12 @@ type GenerationStatus struct {
 	ChunksTotal   int
 	ChunksApplied int
 	Confirmed     bool
+	// Mode is where the content came from (ModeFull, ModeRollback);
+	// SourceGeneration, for a rollback, the generation whose catalog it is.
+	Mode             string
+	SourceGeneration *int64
+	// Undoes: for the rollback that undoes a rejected generation, that one.
+	Undoes *int64
 }
 
 // Product is one product of the catalog as the storefront sees it.

@@ -22,6 +22,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
@@ -29,6 +30,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/queue"
 	"github.com/retailcatalog/catalog/functions/rdsauth"
 	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/s3blob"
@@ -91,6 +93,8 @@ type Config struct {
 	Operations                        // the ops function's (ops.go)
 	SpillDir            string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
 	SortMemoryBytes     int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
+	DiffAttempts        int           // CATALOG_DIFF_ATTEMPTS: diff runs of a generation before it ends diff_failed (default 3)
+	ApplyAttempts       int           // CATALOG_APPLY_ATTEMPTS: tries of a chunk the database refuses before its generation ends apply_failed (default 3)
 
 	aws      *aws.Config
 	resolver *secrets.Resolver
@@ -167,6 +171,12 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.SortMemoryBytes = int64(sortMB) << 20
+	if c.DiffAttempts, err = intVar(getenv, "CATALOG_DIFF_ATTEMPTS", diff.DefaultMaxAttempts); err != nil {
+		return c, err
+	}
+	if c.ApplyAttempts, err = intVar(getenv, "CATALOG_APPLY_ATTEMPTS", apply.DefaultMaxAttempts); err != nil {
+		return c, err
+	}
 	c.BackoffBase = 30 * time.Second
 	if v := getenv("CATALOG_BACKOFF_BASE"); v != "" {
 		if c.BackoffBase, err = time.ParseDuration(v); err != nil || c.BackoffBase < time.Second {
@@ -526,7 +536,13 @@ func (c *Config) SNSClient(ctx context.Context) (*sns.Client, error) {
 func (c *Config) Diff() diff.Config {
 	return diff.Config{ChunkRows: c.ChunkRows, ChunkBytes: c.ChunkBytes, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
 		SmallQueueURL: c.ApplySmallQueueURL, LargeQueueURL: c.ApplyLargeQueueURL, MaxUploadBytes: c.MaxUploadBytes,
-		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL}
+		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL, MaxAttempts: c.DiffAttempts}
+}
+
+// DiffJobs sends diff jobs to diff-jobs.fifo through sender: a
+// confirmation's, a re-drive's, an undo's (I10).
+func (c *Config) DiffJobs(sender queue.Sender) queue.DiffJobs {
+	return queue.DiffJobs{Sender: sender, URL: c.DiffQueueURL, Region: c.Region, Bucket: c.Bucket}
 }
 
 // Upload is the upload routes' configuration.

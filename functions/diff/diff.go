@@ -17,6 +17,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -89,11 +90,24 @@ type Store interface {
 	// StartApplying records gen's counts and chunk total (zero chunks: applied
 	// at once); catalog.ErrSuperseded when a newer generation arrived.
 	StartApplying(ctx context.Context, retailerID string, gen int64, c catalog.Counts, chunks int) error
-	// Reject ends gen with its problems (I7), from any unfinished state (a
-	// pinned upload that is gone or replaced ends applying work too).
-	Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error
-	// Hold parks gen until the retailer confirms it (I8).
-	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error
+	// Reject ends gen with its problems (I7), or as failed
+	// (catalog.FailureCodes), from any unfinished state (a pinned upload
+	// that is gone or replaced ends applying work too). When the catalog
+	// would keep a mix, it reserves the undo (I10), whose diff job the
+	// caller sends.
+	Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error)
+	// Hold parks gen until the retailer confirms it (I8); it may reserve an
+	// undo as Reject does (a held upload repairs nothing while it waits).
+	Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) (catalog.Undo, error)
+	// RecordDiffFailure records why a run of gen failed (its diff_failed
+	// message, should every attempt fail).
+	RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error
+}
+
+// DiffJobSender sends a generation's diff job (queue.DiffJobs implements
+// it): the diff sends the undo's, when a rejection reserved one (I10).
+type DiffJobSender interface {
+	SendDiffJob(ctx context.Context, retailerID string, gen int64) error
 }
 
 // Config is what the diff function is told at start.
@@ -125,7 +139,21 @@ type Config struct {
 	// RetryBackoff [30s], doubled at each receive, capped at 15 minutes.
 	JobQueueURL  string
 	RetryBackoff time.Duration
+	// MaxAttempts is how many runs a generation's diff gets [3]
+	// (CATALOG_DIFF_ATTEMPTS): one that fails, or runs past its budget, on
+	// its last attempt ends the generation rejected (diff_failed, I10),
+	// and a job of a generation past its attempts (a run killed at the
+	// function's timeout records nothing) ends it at once. An offboarding
+	// is never given up.
+	MaxAttempts int
+	// BudgetMargin is how long before its context's deadline (the
+	// function's timeout) a run stops, to record what happened [a tenth of
+	// the time it has, at least 1 s and at most 30 s].
+	BudgetMargin time.Duration
 }
+
+// DefaultMaxAttempts is the default Config.MaxAttempts.
+const DefaultMaxAttempts = 3
 
 // DefaultSortMemoryBytes is the default Config.SortMemoryBytes: a snapshot
 // of 1M products with ids like SKU-0123456789 takes ~25 MiB and never
@@ -157,6 +185,26 @@ func (c *Config) defaults() {
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 30 * time.Second
 	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = DefaultMaxAttempts
+	}
+}
+
+// budget is the context of one run: its parent's deadline less the
+// margin, so that a run over its budget stops while there is time to
+// record it (no deadline: no budget).
+func (c *Config) budget(ctx context.Context) (context.Context, time.Duration, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx, 0, func() {}
+	}
+	left := time.Until(deadline)
+	margin := c.BudgetMargin
+	if margin <= 0 {
+		margin = min(max(left/10, time.Second), 30*time.Second)
+	}
+	run, cancel := context.WithTimeout(ctx, left-margin)
+	return run, left - margin, cancel
 }
 
 // Flusher publishes a retailer's pending change events at once: the
@@ -180,6 +228,10 @@ type Handler struct {
 	// Metrics records each run's time, the rows it plans and the uploads
 	// it ends (rejected by code, held, superseded, applied) (nil: none).
 	Metrics *metrics.Recorder
+	// Jobs sends the diff job of an undo a rejection reserved (I10); nil
+	// leaves it to the stuck sweeper, which re-drives an undo not started
+	// within a minute.
+	Jobs DiffJobSender
 }
 
 // New builds the handler.
@@ -275,17 +327,81 @@ func (h *Handler) Diff(ctx context.Context, job events.DiffJob) error {
 	if err != nil {
 		return err
 	}
+	r := &run{h: h, log: log, store: h.store, retailer: retailer, job: job, decision: decision}
+	if decision.Undo.Generation > 0 {
+		r.startUndo(ctx, decision.Undo)
+	}
 	if !decision.Proceed {
 		log.InfoContext(ctx, "diff skipped", "reason", decision.Reason)
 		return nil
 	}
-	r := &run{h: h, log: log, store: h.store, retailer: retailer, job: job, decision: decision}
+	last := decision.Attempt >= h.cfg.MaxAttempts && !decision.Offboarding
+	if decision.Attempt > h.cfg.MaxAttempts && !decision.Offboarding {
+		// Every attempt ran and none finished: the last ones, at least,
+		// were killed before they could say why (the function's timeout).
+		why := decision.LastFailure
+		if why == "" {
+			why = "no run finished (each ran out of time or was stopped)"
+		}
+		return r.fail(ctx, fmt.Sprintf("the diff failed on each of its %d attempts; the last failure: %s", h.cfg.MaxAttempts, why))
+	}
+	runCtx, budget, cancel := h.cfg.budget(ctx)
+	defer cancel()
 	start := time.Now()
-	if err := r.do(ctx); err != nil {
+	err = r.do(runCtx)
+	if err != nil && ctx.Err() == nil {
+		why := err.Error()
+		if runCtx.Err() != nil {
+			why = fmt.Sprintf("the run did not finish within its time budget of %s (the function's timeout less a margin)", budget.Round(time.Second))
+		}
+		if last {
+			log.ErrorContext(ctx, "diff failed on its last attempt; the generation ends rejected", "attempt", decision.Attempt, "err", err)
+			return r.fail(ctx, fmt.Sprintf("the diff failed on each of its %d attempts; the last failure: %s", h.cfg.MaxAttempts, why))
+		}
+		if rerr := h.store.RecordDiffFailure(ctx, job.RetailerID, job.Generation, why); rerr != nil {
+			log.WarnContext(ctx, "record the diff failure", "err", rerr)
+		}
+		return fmt.Errorf("diff attempt %d of %d: %w", decision.Attempt, h.cfg.MaxAttempts, err)
+	}
+	if err != nil {
 		return err
 	}
 	h.Metrics.Emit(ctx, r.fields(), metrics.Duration(metrics.DiffSeconds, time.Since(start)))
 	return nil
+}
+
+// fail ends the run's generation rejected as diff_failed (I10), undoing
+// what it (or a generation it stopped) may have written.
+func (r *run) fail(ctx context.Context, message string) error {
+	undo, err := r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, catalog.Rejection{Code: catalog.CodeDiffFailed, Message: message})
+	if err != nil {
+		return err
+	}
+	if !undo.Rejected {
+		r.log.InfoContext(ctx, "diff failed, and the generation was not rejected (it ended meanwhile, or it is an offboarding, which is re-driven until it applies)")
+		return nil
+	}
+	r.log.ErrorContext(ctx, "generation rejected: its diff cannot finish", "code", catalog.CodeDiffFailed, "reason", message)
+	r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", catalog.CodeDiffFailed))
+	r.startUndo(ctx, undo)
+	return nil
+}
+
+// startUndo sends the diff job of the undo a rejection or a hold reserved
+// (I10). Best effort: a job that is not sent, the stuck sweeper sends
+// within a minute or two.
+func (r *run) startUndo(ctx context.Context, undo catalog.Undo) {
+	if undo.Generation == 0 {
+		return
+	}
+	r.log.WarnContext(ctx, "the catalog is returned to the last applied generation", "undo_generation", undo.Generation,
+		"source_generation", undo.Source)
+	if r.h.Jobs == nil {
+		return
+	}
+	if err := r.h.Jobs.SendDiffJob(context.WithoutCancel(ctx), r.job.RetailerID, undo.Generation); err != nil {
+		r.log.WarnContext(ctx, "send the undo's diff job; the stuck sweeper will", "undo_generation", undo.Generation, "err", err)
+	}
 }
 
 func (r *run) fields() metrics.Fields {
@@ -335,7 +451,12 @@ func (e *uploadGone) Unwrap() error { return e.err }
 // openUpload opens the generation's upload at its pinned version (any
 // version when none is pinned yet); a version that is gone is *uploadGone.
 func (r *run) openUpload(ctx context.Context, etag string) (blob.Object, error) {
-	obj, err := r.h.blobs.Open(ctx, r.job.Key, etag)
+	if r.decision.ObjectKey == "" {
+		// The empty catalog: an offboarding, or an undo when nothing was
+		// ever applied.
+		return blob.Object{Body: io.NopCloser(strings.NewReader(""))}, nil
+	}
+	obj, err := r.h.blobs.Open(ctx, r.decision.ObjectKey, etag)
 	if errors.Is(err, blob.ErrChanged) || errors.Is(err, blob.ErrNotFound) {
 		return obj, &uploadGone{err}
 	}
@@ -476,10 +597,12 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDec
 		return false, nil
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted, "updated", plan.Updated)
-	if err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan)); err != nil {
+	undo, err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan))
+	if err != nil {
 		return true, err
 	}
 	r.ended(ctx, catalog.StateHeld)
+	r.startUndo(ctx, undo)
 	return true, nil
 }
 
@@ -492,7 +615,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	}
 	defer obj.Body.Close()
 	r.etag, r.size = obj.ETag, obj.Size
-	if r.decision.ETag == "" {
+	if r.decision.ETag == "" && r.decision.ObjectKey != "" {
 		// The first read of this generation: pin what it reads.
 		pinned, err := r.store.PinUpload(ctx, r.job.RetailerID, r.job.Generation, obj.ETag)
 		if err != nil {
@@ -545,6 +668,9 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		entries.Add(row.ID, row.Hash, int32(row.Line))
 		sizes.Add(int32(row.Line), events.UpsertLineLen(row.ID, row.AttributesLen))
 		n++
+		if n&0xFFFF == 0 && ctx.Err() != nil {
+			return false, fmt.Errorf("read snapshot: %w", ctx.Err()) // over its budget
+		}
 		if n%r.h.cfg.SupersedeCheckRows == 0 {
 			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
 			// Before taking over, a newer upload that has merely arrived
@@ -632,10 +758,16 @@ func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 	for i, p := range problems {
 		rej.Problems[i] = catalog.Problem{Code: p.Code, Line: p.Line, Message: p.Message}
 	}
-	if err := r.store.Reject(ctx, r.job.RetailerID, r.job.Generation, rej); err != nil {
+	// Recorded even when the run is over its budget: the rejection is what
+	// the run found.
+	undo, err := r.store.Reject(context.WithoutCancel(ctx), r.job.RetailerID, r.job.Generation, rej)
+	if err != nil {
 		return err
 	}
-	r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", se.Code))
+	if undo.Rejected {
+		r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", se.Code))
+	}
+	r.startUndo(ctx, undo)
 	return nil
 }
 

@@ -66,6 +66,11 @@ type Store interface {
 	// RecordRedrive records that the sweeper re-drove a generation and
 	// returns how many times it has now.
 	RecordRedrive(ctx context.Context, retailerID string, gen int64, action string) (int, error)
+	// Reject ends a generation that cannot be finished (its re-drives are
+	// spent) and, when the catalog would keep a mix, reserves the undo
+	// (I10), whose diff job the sweeper sends; an offboarding is never
+	// given up (Undo.Rejected false).
+	Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error)
 
 	// Reconciliation: runs and results (control database).
 

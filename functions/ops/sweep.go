@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
@@ -20,9 +21,15 @@ import (
 // StallAfter is re-driven: its diff job sent again, or, when it applies,
 // the chunks not applied sent again from their objects (every step is
 // idempotent: a diff re-run changes nothing it did, a chunk counted is not
-// applied twice). A generation re-driven MaxRedrives times is left alone:
-// why reports it stuck and GenerationsStuck (alarmed) counts it. On AWS an
-// EventBridge schedule runs it; locally a ticker.
+// applied twice). A generation that has not moved through MaxRedrives
+// re-drives ends rejected (diff_failed before it applies, apply_failed
+// after) and what it may have written is undone by the rollback the
+// rejection reserves (I10): every generation ends. An offboarding is the
+// one exception (it is never given up, so it stays stuck for an operator:
+// why reports it and GenerationsStuck, alarmed, counts it). An undo whose
+// diff job was lost (still received a minute after it was reserved) is
+// re-driven at once. On AWS an EventBridge schedule runs it; locally a
+// ticker.
 
 // sweepLimit bounds the generations one sweep looks at per shard.
 const sweepLimit = 1000
@@ -30,7 +37,8 @@ const sweepLimit = 1000
 // SweepResult is what one sweep did.
 type SweepResult struct {
 	Redriven int // generations re-driven
-	Stuck    int // generations left alone after MaxRedrives re-drives
+	Rejected int // generations ended rejected after MaxRedrives re-drives (I10)
+	Stuck    int // offboardings left alone after MaxRedrives re-drives
 }
 
 // Sweep re-drives the generations stalled for StallAfter.
@@ -44,8 +52,17 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	for _, g := range stalled {
 		log := h.log.With("retailer_id", g.RetailerID, "generation", g.Generation)
 		if g.Redrives >= h.cfg.MaxRedrives {
+			rejected, err := h.giveUp(ctx, g)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("give up %s/%d: %w", g.RetailerID, g.Generation, err))
+				continue
+			}
+			if rejected {
+				res.Rejected++
+				continue
+			}
 			res.Stuck++
-			log.ErrorContext(ctx, "generation stuck after every re-drive: an operator must look (catalogctl why)",
+			log.ErrorContext(ctx, "offboarding stuck after every re-drive: an operator must look (catalogctl why)",
 				"state", g.State, "redrives", g.Redrives, "last_moved", g.LastMoved)
 			continue
 		}
@@ -68,6 +85,38 @@ func (h *Handler) Sweep(ctx context.Context) (SweepResult, error) {
 	// Every sweep says how many are stuck, zero included: the alarm's data.
 	h.Metrics.Emit(ctx, metrics.Fields{}, metrics.Count(metrics.GenerationsStuck, int64(res.Stuck)))
 	return res, errors.Join(errs...)
+}
+
+// giveUp ends a generation that did not move through every re-drive:
+// rejected, diff_failed before it applies and apply_failed after, and the
+// catalog returned to the last applied generation by the undo the
+// rejection reserves (its diff job sent here). It reports false for an
+// offboarding, which is never given up.
+func (h *Handler) giveUp(ctx context.Context, g catalog.StalledGeneration) (bool, error) {
+	code, stage := catalog.CodeDiffFailed, "its diff"
+	if g.State == catalog.StateApplying {
+		code, stage = catalog.CodeApplyFailed, "its chunks"
+	}
+	undo, err := h.store.Reject(ctx, g.RetailerID, g.Generation, catalog.Rejection{Code: code, Message: fmt.Sprintf(
+		"%s made no progress for %s after each of %d re-drives (last moved %s)", stage,
+		h.cfg.StallAfter.Round(time.Second), g.Redrives, g.LastMoved.UTC().Format(time.RFC3339))})
+	if err != nil || !undo.Rejected {
+		return false, err
+	}
+	log := h.log.With("retailer_id", g.RetailerID, "generation", g.Generation)
+	log.ErrorContext(ctx, "generation rejected after every re-drive", "code", code, "state", g.State, "redrives", g.Redrives)
+	fields := metrics.Fields{RetailerID: g.RetailerID, Generation: g.Generation}
+	h.Metrics.Emit(ctx, fields, metrics.Count(metrics.Uploads, 1).By("State", string(catalog.StateRejected)),
+		metrics.Count(metrics.Rejections, 1).By("Code", code))
+	if undo.Generation > 0 {
+		log.WarnContext(ctx, "the catalog is returned to the last applied generation", "undo_generation", undo.Generation,
+			"source_generation", undo.Source)
+		if err := h.resendDiffJob(ctx, g.RetailerID, undo.Generation); err != nil {
+			// The undo is received: the next sweep finds it.
+			log.WarnContext(ctx, "send the undo's diff job", "undo_generation", undo.Generation, "err", err)
+		}
+	}
+	return true, nil
 }
 
 // redrive sends a stalled generation's work again and says what it did.

@@ -110,6 +110,9 @@ type generationRow struct {
 	ChunksTotal   int               `json:"chunks_total"`
 	ChunksApplied int               `json:"chunks_applied"`
 	Confirmed     bool              `json:"confirmed"`
+	Mode          string            `json:"mode"`
+	Source        *int64            `json:"source_generation"`
+	Undoes        *int64            `json:"undoes"`
 }
 
 func decodeGenerationRow(b []byte) (catalog.GenerationStatus, error) {
@@ -124,6 +127,7 @@ func decodeGenerationRow(b []byte) (catalog.GenerationStatus, error) {
 		Inserted: r.Inserted, Updated: r.Updated, Deleted: r.Deleted, Unchanged: r.Unchanged, Products: r.Products,
 		ChunksTotal: r.ChunksTotal, ChunksApplied: r.ChunksApplied, Confirmed: r.Confirmed,
 		Problems: r.ErrorProblems, MoreProblems: r.ErrorMore,
+		Mode: r.Mode, SourceGeneration: r.Source, Undoes: r.Undoes,
 	}
 	if r.ErrorCode != nil {
 		g.ErrorCode = *r.ErrorCode

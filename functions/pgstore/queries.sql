@@ -87,14 +87,16 @@ VALUES ($1, $2, $3, $4, $5);
 SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
-       chunks_total, chunks_applied, confirmed, error_problems, error_more_problems
+       chunks_total, chunks_applied, confirmed, error_problems, error_more_problems,
+       mode, source_generation, undoes
 FROM generations WHERE retailer_id = $1 AND generation = $2;
 
 -- name: list_generations
 SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
-       chunks_total, chunks_applied, confirmed, error_problems, error_more_problems
+       chunks_total, chunks_applied, confirmed, error_problems, error_more_problems,
+       mode, source_generation, undoes
 FROM generations WHERE retailer_id = $1 AND generation < $3
 ORDER BY generation DESC LIMIT $2;
 
@@ -142,6 +144,18 @@ UPDATE generations SET state = 'diffing', received_at = coalesce(received_at, no
        error_code = NULL, error_message = NULL, error_line = NULL
 WHERE retailer_id = $1 AND generation = $2 AND state IN ('awaiting_upload', 'received', 'diffing', 'held');
 
+-- name: start_diff_run
+-- A diff run starts (after mark_diffing): one more attempt (I10), and
+-- where its content is read from.
+UPDATE generations SET diff_attempts = diff_attempts + 1
+WHERE retailer_id = $1 AND generation = $2
+RETURNING format, object_key, diff_attempts, coalesce(undoes, 0), offboarding, coalesce(last_failure, '');
+
+-- name: record_diff_failure
+-- Why the generation's last diff run failed (bounded by the caller).
+UPDATE generations SET last_failure = $3
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('received', 'diffing', 'applying', 'held');
+
 -- name: stopped_generations
 -- Generations newer than the baseline whose index was written: they may have
 -- sent chunks, and some of those may have been applied before they stopped.
@@ -158,9 +172,63 @@ UPDATE generations SET state = 'rejected', error_code = $3, error_message = $4, 
        error_problems = $6, error_more_problems = $7
 WHERE retailer_id = $1 AND generation = $2 AND state IN ('received', 'diffing', 'applying', 'held');
 
+-- name: lock_state_for_reject
+-- A rejection (or a hold) decides, under the fence row, whether the catalog
+-- must be returned to the applied generation (I10) and reserves the undo:
+-- FOR NO KEY UPDATE, like a reservation (it waits for a diff raising the
+-- fence, not for applies).
+SELECT latest_generation FROM retailer_state WHERE retailer_id = $1 FOR NO KEY UPDATE;
+
+-- name: select_generation_for_reject
+SELECT state, offboarding, coalesce(undoes, 0) FROM generations
+WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
+
+-- name: undo_needed
+-- Whether the catalog would keep a mix of generations (I10) once $2 (0:
+-- none) is rejected: the generation that took over last (the fence's)
+-- ended without applying (it is $2, or it was rejected or superseded), some
+-- generation after the applied one, up to it, wrote its index (its chunks
+-- may have been applied, I5), and no newer upload is on its way to take
+-- over (its diff would repair those rows, as after any stopped
+-- generation; a held one waits on its retailer and does not count). A
+-- rejected undo is not undone again: the chain stops for an operator.
+SELECT (l.generation = $2 OR l.state IN ('rejected', 'superseded'))
+   AND NOT (l.undoes IS NOT NULL AND (l.generation = $2 OR l.state = 'rejected'))
+   AND EXISTS (SELECT 1 FROM generations g WHERE g.retailer_id = $1 AND g.generation > s.applied_generation
+                                            AND g.generation <= s.latest_generation AND g.index_written)
+   AND NOT EXISTS (SELECT 1 FROM generations g WHERE g.retailer_id = $1 AND g.generation > s.latest_generation
+                                                AND g.generation <> $2 AND g.received_at IS NOT NULL
+                                                AND g.state IN ('received', 'diffing', 'applying'))
+FROM retailer_state s JOIN generations l ON l.retailer_id = s.retailer_id AND l.generation = s.latest_generation
+WHERE s.retailer_id = $1;
+
+-- name: reserve_undo
+-- The rollback that returns the catalog to the applied generation after $2
+-- is rejected half way (I10): the retailer's next generation, whose content
+-- is the applied generation's upload (its pinned version; none, the empty
+-- catalog, when nothing was ever applied), received now and confirmed in
+-- advance. Its diff repairs every row $2 (and any generation it stopped)
+-- may have written, as any newer generation would (I5).
+WITH r AS (
+    UPDATE retailer_state SET reserved_generation = reserved_generation + 1
+    WHERE retailer_id = $1
+    RETURNING reserved_generation, applied_generation
+), src AS (
+    SELECT g.format, g.object_key, g.object_etag
+    FROM generations g JOIN r ON g.retailer_id = $1 AND g.generation = r.applied_generation
+)
+INSERT INTO generations (retailer_id, generation, format, object_key, object_etag, upload_expires_at,
+                         state, received_at, confirmed, mode, source_generation, undoes)
+SELECT $1, r.reserved_generation, coalesce(src.format, 'csv'), coalesce(src.object_key, ''), src.object_etag, now(),
+       'received', now(), true, 'rollback', r.applied_generation, $2
+FROM r LEFT JOIN src ON true
+RETURNING generation, source_generation;
+
 -- name: hold_generation
+-- A held snapshot's diff runs count again from its confirmation (I10).
 UPDATE generations SET state = 'held', error_code = $3, error_message = $4, error_line = NULL,
-       inserted = $5, updated = $6, deleted = $7, unchanged = $8, products = $9, attribute_names = $10
+       inserted = $5, updated = $6, deleted = $7, unchanged = $8, products = $9, attribute_names = $10,
+       diff_attempts = 0, last_failure = NULL
 WHERE retailer_id = $1 AND generation = $2 AND state = 'diffing';
 
 -- name: start_applying

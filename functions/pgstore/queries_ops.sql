@@ -153,7 +153,8 @@ WHERE d.generation <= EXCLUDED.generation AND d.deleted IS DISTINCT FROM EXCLUDE
 -- name: stalled_generations
 -- Generations with work left (received, diffing, applying, a confirmed
 -- hold) whose last progress (a state change, a chunk applied, a re-drive)
--- is older than $1, oldest first, at most $2.
+-- is older than $1, oldest first, at most $2; and an undo (I10) still
+-- received a minute after it was reserved (its diff job was lost).
 SELECT g.retailer_id, g.generation, g.state, g.confirmed, g.chunks_total, g.inserted + g.updated + g.deleted,
        coalesce(r.redrives, 0), p.moved
 FROM generations g
@@ -165,8 +166,8 @@ CROSS JOIN LATERAL (
 ) p
 WHERE g.state IN ('received', 'diffing', 'applying', 'held')
   AND (g.state <> 'held' OR g.confirmed)
-  AND g.state_changed_at < $1
-  AND p.moved < $1
+  AND ((g.state_changed_at < $1 AND p.moved < $1)
+       OR (g.undoes IS NOT NULL AND g.state = 'received' AND p.moved < now() - interval '1 minute'))
 ORDER BY p.moved LIMIT $2;
 
 -- name: record_redrive

@@ -49,11 +49,13 @@ var roleMatrix = map[string]map[string][]string{
 			"outbox INSERT", "outbox_id_seq USAGE", "usage_daily SELECT"},
 		catalogsql.RoleDiff: {"retailer_state SELECT", "retailer_state(latest_generation) UPDATE",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
+			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
 			"generations SELECT", "generations UPDATE",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
 		catalogsql.RoleApply: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
+			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
 			"generations SELECT", "generations UPDATE",
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "applied_chunks INSERT",
@@ -66,6 +68,7 @@ var roleMatrix = map[string]map[string][]string{
 			"products SELECT", "generations SELECT"},
 		catalogsql.RoleOps: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
+			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
 			"generations SELECT", "generations UPDATE",
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE",
@@ -277,7 +280,8 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 
 	g1 := reserve()
 	takeOver(g1)
-	require.NoError(t, dfShard.Hold(ctx, r, g1, "empty_snapshot", "held for the test", catalog.Counts{}))
+	_, err = dfShard.Hold(ctx, r, g1, "empty_snapshot", "held for the test", catalog.Counts{})
+	require.NoError(t, err)
 	require.NoError(t, upShard.Confirm(ctx, r, g1))
 	takeOver(g1)
 	require.NoError(t, dfShard.StartApplying(ctx, r, g1, catalog.Counts{Inserted: 3, Products: 3}, 2))
@@ -294,7 +298,9 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 
 	g3 := reserve()
 	takeOver(g3)
-	require.NoError(t, dfShard.Reject(ctx, r, g3, catalog.Rejection{Code: "malformed_csv", Message: "rejected for the test", Line: 2}))
+	undo, err := dfShard.Reject(ctx, r, g3, catalog.Rejection{Code: "malformed_csv", Message: "rejected for the test", Line: 2})
+	require.NoError(t, err)
+	require.Zero(t, undo.Generation, "g3 wrote nothing: no undo")
 	require.Equal(t, catalog.StateRejected, state(g3))
 
 	g4 := reserve()
@@ -427,6 +433,35 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 		`SELECT shard, hold_delete_fraction FROM retailers WHERE retailer_id = 'roles'`,
 		`INSERT INTO product_directory (product_id, retailer_id, generation) VALUES ('p9', 'roles', 4)
 		 ON CONFLICT (product_id, retailer_id) DO UPDATE SET generation = EXCLUDED.generation WHERE product_directory.generation < EXCLUDED.generation`)
+
+	// I10: the apply, the diff and the sweeper (ops) each end a generation
+	// that cannot finish, half applied, and reserve its undo.
+	// An undo's content is the applied generation's upload, at its pinned
+	// version; an undo of an undo reads the same.
+	srcKey, srcETag := events.UploadKey(r, g4), fmt.Sprintf(`"etag-%d"`, g4)
+	for _, rejecter := range []*pgstore.Stores{ap, df, ops} {
+		g := reserve()
+		takeOver(g)
+		require.NoError(t, dfShard.StartApplying(ctx, r, g, catalog.Counts{Updated: 2, Products: 2}, 2))
+		apply(g, 0, upsert("p1", fmt.Sprintf(`{"price":"%d"}`, g)))
+		undo, err := rejecter.Reject(ctx, r, g, catalog.Rejection{Code: catalog.CodeApplyFailed, Message: "refused for the test"})
+		require.NoError(t, err)
+		require.True(t, undo.Rejected)
+		require.Equal(t, g+1, undo.Generation, "the undo is the next generation")
+		require.Equal(t, g4, undo.Source, "back to the last applied generation")
+		d, err := dfShard.BeginDiff(ctx, r, undo.Generation, "")
+		require.NoError(t, err)
+		require.True(t, d.Proceed, d.Reason)
+		require.True(t, d.Confirmed, "an undo is confirmed in advance")
+		require.Equal(t, undo.Generation-1, d.Undoes)
+		require.Equal(t, srcKey, d.ObjectKey)
+		require.Equal(t, srcETag, d.ETag)
+		_, err = dfShard.TakeOver(ctx, r, undo.Generation)
+		require.NoError(t, err)
+		require.NoError(t, dfShard.StartApplying(ctx, r, undo.Generation, catalog.Counts{Updated: 1, Products: 2}, 1))
+		require.True(t, apply(undo.Generation, 0, upsert("p1", `{"price":"1.5"}`)).GenerationApplied)
+		g4 = undo.Generation
+	}
 }
 
 // runAs runs each statement in a transaction of its own, as the user of dsn.
@@ -493,9 +528,9 @@ func TestEachFunctionRoleIsRefusedTheRest(t *testing.T) {
 			shard: []string{
 				`DELETE FROM products`,
 				`UPDATE retailer_state SET latest_generation = 0`,
-				`UPDATE retailer_state SET reserved_generation = 0`,
+				// It may reserve an undo (I10): reserved_generation and a
+				// generations row, nothing else of retailer_state.
 				`INSERT INTO retailer_state (retailer_id) VALUES ('x')`,
-				`INSERT INTO generations (retailer_id, generation, object_key, upload_expires_at) VALUES ('r1', 99, 'k', now())`,
 				`DELETE FROM generations`,
 				`DELETE FROM applied_chunks`,
 			},
@@ -510,7 +545,7 @@ func TestEachFunctionRoleIsRefusedTheRest(t *testing.T) {
 				`SELECT * FROM products`,
 				`UPDATE products SET deleted = true`,
 				`INSERT INTO products (retailer_id, product_id, generation) VALUES ('r1', 'x', 99)`,
-				`UPDATE retailer_state SET reserved_generation = 0`,
+				`INSERT INTO retailer_state (retailer_id) VALUES ('x')`,
 				`DELETE FROM generations`,
 				`INSERT INTO applied_chunks (retailer_id, generation, seq) VALUES ('r1', 1, 9)`,
 			},

@@ -165,19 +165,28 @@ func (s *Stores) TakeOver(ctx context.Context, retailerID string, gen int64) (ca
 }
 
 // Reject is Shard.Reject on the retailer's shard.
-func (s *Stores) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error {
+func (s *Stores) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
-		return err
+		return catalog.Undo{}, err
 	}
 	return sh.Reject(ctx, retailerID, gen, rej)
 }
 
-// Hold is Shard.Hold on the retailer's shard.
-func (s *Stores) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
+// RecordDiffFailure is Shard.RecordDiffFailure on the retailer's shard.
+func (s *Stores) RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return err
+	}
+	return sh.RecordDiffFailure(ctx, retailerID, gen, reason)
+}
+
+// Hold is Shard.Hold on the retailer's shard.
+func (s *Stores) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) (catalog.Undo, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return catalog.Undo{}, err
 	}
 	return sh.Hold(ctx, retailerID, gen, code, message, c)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -126,7 +127,7 @@ func scanStatus(row pgx.Row) (catalog.GenerationStatus, error) {
 	err := row.Scan(&g.RetailerID, &g.Generation, &state, &g.Format, &g.ObjectKey, &g.UploadExpires, &g.CreatedAt,
 		&g.ReceivedAt, &g.AppliedAt, &g.SupersededBy, &g.ErrorCode, &g.ErrorMessage, &g.ErrorLine,
 		&g.Inserted, &g.Updated, &g.Deleted, &g.Unchanged, &g.Products, &g.ChunksTotal, &g.ChunksApplied, &g.Confirmed,
-		&problems, &g.MoreProblems)
+		&problems, &g.MoreProblems, &g.Mode, &g.SourceGeneration, &g.Undoes)
 	g.State = catalog.State(state)
 	if err == nil && problems != nil {
 		err = json.Unmarshal(problems, &g.Problems)
@@ -252,8 +253,9 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		if etag != "" && pinned != "" && etag != pinned {
 			d.Reason = fmt.Sprintf("another version of the upload (%s) refused: the generation holds %s", etag, pinned)
 			if st == catalog.StateHeld {
-				return execReject(ctx, tx, retailerID, gen, catalog.Rejection{Code: catalog.CodeUploadChanged,
+				d.Undo, err = rejectTx(ctx, tx, retailerID, gen, catalog.Rejection{Code: catalog.CodeUploadChanged,
 					Message: "the held upload was replaced after it was read; upload it again to a new generation"})
+				return err
 			}
 			return nil
 		}
@@ -261,12 +263,7 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 			d.Reason = "generation is held, awaiting confirmation"
 			return nil
 		}
-		if st := catalog.State(state); st == catalog.StateAwaitingUpload || st == catalog.StateReceived {
-			// The file's first arrival: one upload (DESIGN 10), counted once.
-			if err := addShardUsage(ctx, tx, retailerID, costs.Usage{Uploads: 1}); err != nil {
-				return err
-			}
-		}
+		firstArrival := st == catalog.StateAwaitingUpload || st == catalog.StateReceived
 		if latest > gen {
 			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, latest); err != nil {
 				return err
@@ -294,8 +291,18 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		if _, err := tx.Exec(ctx, q("mark_diffing"), retailerID, gen); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT format FROM generations WHERE retailer_id = $1 AND generation = $2`, retailerID, gen).Scan(&d.Format); err != nil {
+		if err := tx.QueryRow(ctx, q("start_diff_run"), retailerID, gen).Scan(&d.Format, &d.ObjectKey, &d.Attempt, &d.Undoes, &d.Offboarding, &d.LastFailure); err != nil {
 			return err
+		}
+		if d.Offboarding {
+			d.ObjectKey = "" // the empty catalog, whatever the bucket holds
+		}
+		if firstArrival && d.Undoes == 0 {
+			// The file's first arrival: one upload (DESIGN 10), counted
+			// once; an undo is the pipeline's own, not an upload.
+			if err := addShardUsage(ctx, tx, retailerID, costs.Usage{Uploads: 1}); err != nil {
+				return err
+			}
 		}
 		if d.BaselineNames, err = attributeNames(ctx, tx, retailerID, applied); err != nil {
 			return err
@@ -420,45 +427,158 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 	return d, err
 }
 
-// Reject ends a generation whose snapshot cannot be read, with its
-// problems (I7), from any unfinished state.
-func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) error {
-	if err := execReject(ctx, s.pool, retailerID, gen, rej); err != nil {
-		return fmt.Errorf("reject %s/%d: %w", retailerID, gen, err)
+// Reject ends a generation that cannot be finished, from any unfinished
+// state: a snapshot that cannot be read, with its problems (I7), or one
+// that failed (catalog.FailureCodes). When the catalog would then keep a
+// mix of generations (the rejected one, or one it stopped, may have written
+// rows, and no newer upload is coming to repair them), the same transaction
+// reserves the rollback that returns it to the applied generation (I10):
+// its diff job is the caller's to send. An offboarding is never given up
+// (nothing changes; Undo.Rejected is false), nor is a finished generation.
+func (s *Shard) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error) {
+	var undo catalog.Undo
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var latest int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_reject"), retailerID).Scan(&latest); err != nil {
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // never reserved: nothing to reject
+			}
+			return err
+		}
+		var err error
+		undo, err = rejectTx(ctx, tx, retailerID, gen, rej)
+		return err
+	})
+	if err != nil {
+		return catalog.Undo{}, fmt.Errorf("reject %s/%d: %w", retailerID, gen, err)
 	}
-	return nil
+	return undo, nil
+}
+
+// unfinishedStates are the states reject_generation moves from.
+var unfinishedStates = []catalog.State{catalog.StateReceived, catalog.StateDiffing, catalog.StateApplying, catalog.StateHeld}
+
+// rejectTx is Reject in tx, whose caller holds the retailer's fence row
+// (FOR NO KEY UPDATE or stronger).
+func rejectTx(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error) {
+	var state string
+	var offboarding bool
+	var undoes int64
+	err := tx.QueryRow(ctx, q("select_generation_for_reject"), retailerID, gen).Scan(&state, &offboarding, &undoes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return catalog.Undo{}, nil
+	}
+	if err != nil {
+		return catalog.Undo{}, err
+	}
+	if offboarding || !slices.Contains(unfinishedStates, catalog.State(state)) {
+		return catalog.Undo{}, nil
+	}
+	undo, err := reserveUndoIfNeeded(ctx, tx, retailerID, gen)
+	if err != nil {
+		return undo, err
+	}
+	if undo.Generation > 0 {
+		rej.Message = fmt.Sprintf("%s; generation %d returns the catalog to %s", rej.Message, undo.Generation, sourceName(undo.Source))
+	}
+	if err := execReject(ctx, tx, retailerID, gen, rej); err != nil {
+		return undo, err
+	}
+	undo.Rejected = true
+	return undo, nil
+}
+
+// sourceName names the generation an undo returns the catalog to.
+func sourceName(gen int64) string {
+	if gen == 0 {
+		return "the empty catalog (no generation was applied before)"
+	}
+	return fmt.Sprintf("generation %d, the last applied", gen)
+}
+
+// reserveUndoIfNeeded reserves, in tx (whose caller holds the fence row),
+// the rollback that returns the catalog to the applied generation when it
+// would otherwise keep a mix once rejecting (0: nothing is being rejected)
+// is final (undo_needed). Older slots still awaiting their upload are
+// superseded by it, as by any reservation.
+func reserveUndoIfNeeded(ctx context.Context, tx pgx.Tx, retailerID string, rejecting int64) (catalog.Undo, error) {
+	var needed bool
+	err := tx.QueryRow(ctx, q("undo_needed"), retailerID, rejecting).Scan(&needed)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && !needed) {
+		return catalog.Undo{}, nil
+	}
+	if err != nil {
+		return catalog.Undo{}, fmt.Errorf("decide the undo: %w", err)
+	}
+	var undo catalog.Undo
+	if err := tx.QueryRow(ctx, q("reserve_undo"), retailerID, rejecting).Scan(&undo.Generation, &undo.Source); err != nil {
+		return catalog.Undo{}, fmt.Errorf("reserve the undo: %w", err)
+	}
+	if _, err := tx.Exec(ctx, q("supersede_awaiting"), retailerID, undo.Generation); err != nil {
+		return catalog.Undo{}, fmt.Errorf("reserve the undo: %w", err)
+	}
+	return undo, nil
 }
 
 // execReject records a rejection; its problems are its list, or its one
-// problem when it has no list.
-func execReject(ctx context.Context, db interface {
-	Exec(context.Context, string, ...any) (pgconn.CommandTag, error)
-}, retailerID string, gen int64, rej catalog.Rejection) error {
+// problem when it has no list. Every message is bounded and made fit for a
+// text column (catalog.BoundMessage), so that a rejection can always be
+// recorded whatever the file held, and the status stays within its bound.
+func execReject(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, rej catalog.Rejection) error {
 	problems := rej.Problems
 	if len(problems) == 0 {
 		problems = []catalog.Problem{{Code: rej.Code, Line: rej.Line, Message: rej.Message}}
 	}
-	list, err := json.Marshal(problems)
+	if len(problems) > catalog.MaxProblems {
+		problems, rej.More = problems[:catalog.MaxProblems], true
+	}
+	bounded := make([]catalog.Problem, len(problems))
+	for i, p := range problems {
+		bounded[i] = catalog.Problem{Code: p.Code, Line: p.Line, Message: catalog.BoundMessage(p.Message)}
+	}
+	list, err := json.Marshal(bounded)
 	if err != nil {
 		return err
 	}
-	_, err = db.Exec(ctx, q("reject_generation"), retailerID, gen, rej.Code, rej.Message, rej.Line, list, rej.More)
+	_, err = tx.Exec(ctx, q("reject_generation"), retailerID, gen, rej.Code, catalog.BoundMessage(rej.Message), rej.Line, list, rej.More)
 	return err
 }
 
-// Hold parks a generation until the retailer confirms it (I8).
-func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) error {
+// Hold parks a generation until the retailer confirms it (I8). A held
+// upload waits on its retailer: when it was the one coming to repair what
+// a rejected generation left (I10), the same transaction reserves the undo
+// (see Reject), whose diff job is the caller's to send.
+func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts) (catalog.Undo, error) {
+	var undo catalog.Undo
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, q("hold_generation"), retailerID, gen, code, message,
+		undo = catalog.Undo{}
+		var latest int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_reject"), retailerID).Scan(&latest); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, q("hold_generation"), retailerID, gen, code, catalog.BoundMessage(message),
 			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, c.AttributeNames)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}
 		// The snapshot was read whole (its confirmation is not counted again).
-		return addShardUsage(ctx, tx, retailerID, costs.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products})
+		if err := addShardUsage(ctx, tx, retailerID, costs.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products}); err != nil {
+			return err
+		}
+		undo, err = reserveUndoIfNeeded(ctx, tx, retailerID, 0)
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("hold %s/%d: %w", retailerID, gen, err)
+		return catalog.Undo{}, fmt.Errorf("hold %s/%d: %w", retailerID, gen, err)
+	}
+	return undo, nil
+}
+
+// RecordDiffFailure records why a diff run of gen failed (bounded): the
+// message of its diff_failed rejection, should every attempt fail.
+func (s *Shard) RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error {
+	if _, err := s.pool.Exec(ctx, q("record_diff_failure"), retailerID, gen, catalog.BoundMessage(reason)); err != nil {
+		return fmt.Errorf("record the diff failure of %s/%d: %w", retailerID, gen, err)
 	}
 	return nil
 }
@@ -600,10 +720,35 @@ func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 	if errors.Is(err, errRollbackSuperseded) {
 		return catalog.ApplyResult{Outcome: catalog.ChunkSuperseded}, nil
 	}
+	if refusedContent(err) {
+		return res, fmt.Errorf("apply chunk %d of %s/%d: %w: %w", seq, retailerID, gen, catalog.ErrRefused, err)
+	}
 	if err != nil {
 		return res, fmt.Errorf("apply chunk %d of %s/%d: %w", seq, retailerID, gen, err)
 	}
 	return res, nil
+}
+
+// refusedContent reports whether err is the database refusing what a
+// statement writes, which another try cannot change: a data exception
+// (class 22: a value jsonb cannot hold, out of range...), an integrity
+// constraint (class 23: a CHECK, NOT NULL..., but not a unique violation)
+// or a program limit (class 54:
+// a value too large). Connections, locks, serialization and the rest are
+// worth a retry.
+func refusedContent(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	if pgErr.Code == "23505" {
+		return false // a unique violation is a race with another write
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23", "54":
+		return true
+	}
+	return false
 }
 
 var errRollbackSuperseded = errors.New("generation not applying")

@@ -39,8 +39,14 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	sender, err := cfg.Sender(ctx)
+	if err != nil {
+		return err
+	}
 	log := cfg.Logger()
 	h := apply.New(stores, blobs, log)
+	h.MaxAttempts = cfg.ApplyAttempts
+	h.Jobs = cfg.DiffJobs(sender) // an undo's diff job (I10)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of change events
 	h.Metrics = cfg.Metrics("apply")
 	// apply-small and apply-large run this code: both meter as "apply".

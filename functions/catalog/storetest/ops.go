@@ -87,7 +87,7 @@ func testStalledGenerations(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, other)
 	diffing, _ := arrive(t, s, other)
 	held, _ := arrive(t, s, other)
-	require.NoError(t, s.Hold(ctx(t), other, held, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, err2(s.Hold(ctx(t), other, held, "empty_snapshot", "empty", catalog.Counts{})))
 	reserve(t, s, other) // awaiting its upload: nothing to re-drive
 
 	mine := func(before time.Time) map[string]catalog.StalledGeneration {

@@ -105,9 +105,9 @@ func testLifecycleEvents(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1, _ := arrive(t, s, r)
-	require.NoError(t, s.Reject(ctx(t), r, g1, catalog.Rejection{Code: "malformed_csv", Message: "bad quote", Line: 3}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g1, catalog.Rejection{Code: "malformed_csv", Message: "bad quote", Line: 3})))
 	g2, _ := arrive(t, s, r)
-	require.NoError(t, s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, err2(s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", catalog.Counts{})))
 	got := drainAll(t, s, r)
 	require.Equal(t, []string{events.TypeSnapshotRejected, events.TypeSnapshotHeld}, kinds(got))
 	require.Equal(t, "malformed_csv", got[0].Status.ErrorCode)
@@ -129,7 +129,7 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, r)
 	for range 4 {
 		g, _ := arrive(t, s, r)
-		require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1}))
+		require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
 	}
 	shard, err := s.RetailerShard(ctx(t), r)
 	require.NoError(t, err)
@@ -156,7 +156,7 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 	// Two relays at once never take the same event.
 	for range 6 {
 		g, _ := arrive(t, s, r)
-		require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1}))
+		require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
 	}
 	var mu sync.Mutex
 	seen := map[int64]int{}
@@ -192,7 +192,7 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 
 	// The sweeper's filter: only events at least OlderThan old.
 	g, _ := arrive(t, s, r)
-	require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
 	n, err = s.DrainOutbox(ctx(t), shard, catalog.OutboxFilter{OlderThan: time.Hour}, 100,
 		func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
 			for _, e := range entries {
@@ -258,7 +258,7 @@ func testReplay(t *testing.T, s Store, id func(string) string) {
 	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`))
 	applyChunk(t, s, r, g1, 1, Upsert("b", `{"v":"1"}`))
 	g2, _ := arrive(t, s, r)
-	require.NoError(t, s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 2}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 2})))
 	first := drainAll(t, s, r)
 	require.Len(t, first, 4, "two chunks, applied, rejected")
 

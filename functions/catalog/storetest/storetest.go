@@ -251,7 +251,8 @@ func testLifecycle(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	gen, d := arrive(t, s, r)
-	require.Equal(t, catalog.DiffDecision{Proceed: true, Format: "csv"}, d, "a first upload: no baseline")
+	require.Equal(t, catalog.DiffDecision{Proceed: true, Format: "csv", ObjectKey: events.UploadKey(r, gen), Attempt: 1}, d,
+		"a first upload: no baseline, its own upload, its first attempt")
 	st := status(t, s, r, gen)
 	require.Equal(t, catalog.StateDiffing, st.State)
 	require.NotNil(t, st.ReceivedAt)
@@ -413,7 +414,7 @@ func testRejectHoldConfirm(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1, _ := arrive(t, s, r)
-	require.NoError(t, s.Reject(ctx(t), r, g1, catalog.Rejection{Code: "duplicate_product_id", Message: "p1 twice", Line: 7}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g1, catalog.Rejection{Code: "duplicate_product_id", Message: "p1 twice", Line: 7})))
 	st := status(t, s, r, g1)
 	require.Equal(t, catalog.StateRejected, st.State)
 	require.Equal(t, "duplicate_product_id", st.ErrorCode)
@@ -424,7 +425,7 @@ func testRejectHoldConfirm(t *testing.T, s Store, id func(string) string) {
 
 	g2, _ := arrive(t, s, r)
 	counts := catalog.Counts{Deleted: 80, Unchanged: 20, Products: 20}
-	require.NoError(t, s.Hold(ctx(t), r, g2, "mass_delete", "80 of 100", counts))
+	require.NoError(t, err2(s.Hold(ctx(t), r, g2, "mass_delete", "80 of 100", counts)))
 	st = status(t, s, r, g2)
 	require.Equal(t, catalog.StateHeld, st.State)
 	require.Equal(t, "mass_delete", st.ErrorCode)
@@ -446,7 +447,7 @@ func testConfirmLatest(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1, _ := arrive(t, s, r)
-	require.NoError(t, s.Hold(ctx(t), r, g1, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, err2(s.Hold(ctx(t), r, g1, "empty_snapshot", "empty", catalog.Counts{})))
 	reserve(t, s, r) // reserved, not arrived: the hold may still be confirmed
 	require.NoError(t, s.Confirm(ctx(t), r, g1))
 	arrive(t, s, r)
@@ -544,7 +545,7 @@ func testUnfinished(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	held, _ := arrive(t, s, r)
-	require.NoError(t, s.Hold(ctx(t), r, held, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, err2(s.Hold(ctx(t), r, held, "empty_snapshot", "empty", catalog.Counts{})))
 	require.NoError(t, s.Confirm(ctx(t), r, held))
 	applying := start(t, s, r, 2, catalog.Counts{})
 	diffing, _ := arrive(t, s, r)
@@ -622,7 +623,7 @@ func testUsage(t *testing.T, s Store, id func(string) string) {
 	// A held snapshot counts what it read once, its confirmation the changes.
 	g2, _ := arrive(t, s, r)
 	c2 := catalog.Counts{Deleted: 3, Products: 0, Bytes: 20}
-	require.NoError(t, s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", c2))
+	require.NoError(t, err2(s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", c2)))
 	require.NoError(t, s.Confirm(ctx(t), r, g2))
 	d, err := s.BeginDiff(ctx(t), r, g2, "")
 	require.NoError(t, err)
@@ -652,3 +653,6 @@ func testUsage(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, want, usageOf(t, s, r))
 	require.Error(t, s.AddUsage(ctx(t), []costs.DayUsage{{Date: "yesterday", RetailerID: r}}))
 }
+
+// err2 is the error of a call that also returns an undo.
+func err2(_ catalog.Undo, err error) error { return err }

@@ -40,7 +40,7 @@ func testUploadVersionPinned(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, catalog.StateDiffing, status(t, s, r, g).State)
 
 	// Held, then replaced: rejected, and confirming it is a conflict.
-	require.NoError(t, s.Hold(ctx(t), r, g, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, err2(s.Hold(ctx(t), r, g, "empty_snapshot", "empty", catalog.Counts{})))
 	d, err = s.BeginDiff(ctx(t), r, g, `"b"`)
 	require.NoError(t, err)
 	require.False(t, d.Proceed)
@@ -67,7 +67,7 @@ func testRejectWhileApplying(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, r)
 	g := start(t, s, r, 2, catalog.Counts{Inserted: 2, Products: 2})
 	require.Equal(t, catalog.ChunkApplied, applyChunk(t, s, r, g, 0, Upsert("a", `{"v": "1"}`)).Outcome)
-	require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: catalog.CodeUploadMissing, Message: "gone"}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: catalog.CodeUploadMissing, Message: "gone"})))
 	require.Equal(t, catalog.ChunkSuperseded, applyChunk(t, s, r, g, 1, Upsert("b", `{"v": "1"}`)).Outcome)
 	st := status(t, s, r, g)
 	require.Equal(t, catalog.StateRejected, st.State)
@@ -276,7 +276,7 @@ func testBaselineNames(t *testing.T, s Store, id func(string) string) {
 	to, err := s.TakeOver(ctx(t), r, g2)
 	require.NoError(t, err)
 	require.Equal(t, names, to.BaselineNames)
-	require.NoError(t, s.Hold(ctx(t), r, g2, catalog.HoldMassUpdate, "renamed", catalog.Counts{Products: 3, AttributeNames: []string{"Brand"}}))
+	require.NoError(t, err2(s.Hold(ctx(t), r, g2, catalog.HoldMassUpdate, "renamed", catalog.Counts{Products: 3, AttributeNames: []string{"Brand"}})))
 	require.NoError(t, s.Confirm(ctx(t), r, g2))
 	d, err = s.BeginDiff(ctx(t), r, g2, "")
 	require.NoError(t, err)
@@ -324,8 +324,8 @@ func testRejectionProblems(t *testing.T, s Store, id func(string) string) {
 		{Code: "malformed_csv", Line: 3, Message: "line 3: bad"},
 		{Code: "duplicate_product_id", Line: 9, Message: `line 9: duplicate product_id "a", first on line 2`},
 	}
-	require.NoError(t, s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "line 3: bad", Line: 3,
-		Problems: problems, More: true}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "line 3: bad", Line: 3,
+		Problems: problems, More: true})))
 	st := status(t, s, r, g)
 	require.Equal(t, catalog.StateRejected, st.State)
 	require.Equal(t, problems, st.Problems)
@@ -335,7 +335,7 @@ func testRejectionProblems(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, problems, list[0].Problems)
 
 	g2, _ := arrive(t, s, r)
-	require.NoError(t, s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "file_too_large", Message: "too large"}))
+	require.NoError(t, err2(s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "file_too_large", Message: "too large"})))
 	st = status(t, s, r, g2)
 	require.Equal(t, []catalog.Problem{{Code: "file_too_large", Message: "too large"}}, st.Problems)
 	require.False(t, st.MoreProblems)

@@ -46,6 +46,7 @@ func run(ctx context.Context) error {
 	h := diff.New(cfg.Diff(), stores, blobs, sender, log)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
 	h.Metrics = cfg.Metrics("diff")
+	h.Jobs = cfg.DiffJobs(sender) // an undo's diff job (I10)
 	meter, err := config.Meter(os.Getenv, stores, "diff", 3008, 0, log)
 	if err != nil {
 		return err
