@@ -215,9 +215,13 @@ func addOpsMonitoring(scope constructs.Construct, stackName string, m *monitorin
 	}
 	// The sweeper records GenerationsStuck on every run, zero included: no
 	// data for three of its periods means it does not run.
-	add("GenerationsStuckAlarm", "a generation is still stuck after the sweeper's 3 re-drives, or the sweeper does not run "+
+	add("GenerationsStuckAlarm", "an offboarding is still stuck after the sweeper's 3 re-drives (any other generation "+
+		"ends rejected), or the sweeper does not run "+
 		"(no data); `catalogctl why R` names it (docs/RUNBOOK.md)",
 		metric(metrics.GenerationsStuck, "Maximum", 3*sweepStuckEvery), 1, 1, awscloudwatch.TreatMissingData_BREACHING)
+	add("GenerationsFailedAlarm", "the pipeline could not finish a generation (diff_failed, apply_failed): it was rejected "+
+		"and the catalog returned to the last applied generation; `catalogctl why R` says why (docs/RUNBOOK.md)",
+		metric(metrics.GenerationsFailed, "Sum", alarmPeriod), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	add("ReconcileDivergenceAlarm", "reconciliation found a catalog that differs from its newest applied snapshot; "+
 		"`catalogctl reconcile --run RUN` lists them, --repair fixes them (docs/RUNBOOK.md)",
 		metric(metrics.ReconcileDivergentRetailers, "Sum", reconcileAlarmPeriod), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING)

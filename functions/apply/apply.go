@@ -178,7 +178,8 @@ func (h *Handler) refused(ctx context.Context, m events.ChunkMessage, attempt in
 		log.ErrorContext(ctx, "generation rejected: the database refuses one of its chunks", "code", catalog.CodeApplyFailed,
 			"attempts", attempt, "err", cause)
 		h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.Uploads, 1).By("State", string(catalog.StateRejected)),
-			metrics.Count(metrics.Rejections, 1).By("Code", catalog.CodeApplyFailed))
+			metrics.Count(metrics.Rejections, 1).By("Code", catalog.CodeApplyFailed),
+			metrics.Count(metrics.GenerationsFailed, 1).By("Code", catalog.CodeApplyFailed))
 	}
 	if undo.Generation > 0 {
 		log.WarnContext(ctx, "the catalog is returned to the last applied generation", "undo_generation", undo.Generation,

@@ -148,7 +148,7 @@ type Config struct {
 	MaxAttempts int
 	// BudgetMargin is how long before its context's deadline (the
 	// function's timeout) a run stops, to record what happened [a tenth of
-	// the time it has, at least 1 s and at most 30 s].
+	// the time it has, at least 100 ms and at most 30 s].
 	BudgetMargin time.Duration
 }
 
@@ -201,7 +201,7 @@ func (c *Config) budget(ctx context.Context) (context.Context, time.Duration, co
 	left := time.Until(deadline)
 	margin := c.BudgetMargin
 	if margin <= 0 {
-		margin = min(max(left/10, time.Second), 30*time.Second)
+		margin = min(max(left/10, 100*time.Millisecond), 30*time.Second)
 	}
 	run, cancel := context.WithTimeout(ctx, left-margin)
 	return run, left - margin, cancel
@@ -382,7 +382,8 @@ func (r *run) fail(ctx context.Context, message string) error {
 		return nil
 	}
 	r.log.ErrorContext(ctx, "generation rejected: its diff cannot finish", "code", catalog.CodeDiffFailed, "reason", message)
-	r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", catalog.CodeDiffFailed))
+	r.ended(ctx, catalog.StateRejected, metrics.Count(metrics.Rejections, 1).By("Code", catalog.CodeDiffFailed),
+		metrics.Count(metrics.GenerationsFailed, 1).By("Code", catalog.CodeDiffFailed))
 	r.startUndo(ctx, undo)
 	return nil
 }

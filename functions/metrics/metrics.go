@@ -88,8 +88,13 @@ const (
 	ReplicaFallbacks = "ReplicaFallbacks"
 	// GenerationsRedriven: stuck generations the sweeper re-drove.
 	GenerationsRedriven = "GenerationsRedriven"
-	// GenerationsStuck: generations still stuck after every re-drive (a gauge, each sweep).
+	// GenerationsStuck: offboardings still stuck after every re-drive (a
+	// gauge, each sweep; any other generation ends rejected instead).
 	GenerationsStuck = "GenerationsStuck"
+	// GenerationsFailed [Code]: generations the pipeline could not finish
+	// (diff_failed, apply_failed), rejected and undone (I10). Not the
+	// retailers' doing: alarmed.
+	GenerationsFailed = "GenerationsFailed"
 	// ReconcileRetailersChecked, ReconcileDivergentRetailers,
 	// ReconcileDivergentProducts (missing + extra + different) and
 	// ReconcileRepairedProducts: one retailer's reconciliation.

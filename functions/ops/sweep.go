@@ -107,7 +107,7 @@ func (h *Handler) giveUp(ctx context.Context, g catalog.StalledGeneration) (bool
 	log.ErrorContext(ctx, "generation rejected after every re-drive", "code", code, "state", g.State, "redrives", g.Redrives)
 	fields := metrics.Fields{RetailerID: g.RetailerID, Generation: g.Generation}
 	h.Metrics.Emit(ctx, fields, metrics.Count(metrics.Uploads, 1).By("State", string(catalog.StateRejected)),
-		metrics.Count(metrics.Rejections, 1).By("Code", code))
+		metrics.Count(metrics.Rejections, 1).By("Code", code), metrics.Count(metrics.GenerationsFailed, 1).By("Code", code))
 	if undo.Generation > 0 {
 		log.WarnContext(ctx, "the catalog is returned to the last applied generation", "undo_generation", undo.Generation,
 			"source_generation", undo.Source)

@@ -288,6 +288,13 @@ func (w *whyRun) checkState(g catalog.GenerationStatus, gens []catalog.Generatio
 	case catalog.StateAwaitingUpload, catalog.StateExpired:
 		return nil // the arrival check said it all
 	case catalog.StateRejected:
+		if slices.Contains(catalog.FailureCodes, g.ErrorCode) {
+			// Not the file's fault: the pipeline could not finish it (I10).
+			w.fail(CheckState, VerdictRejected, "rejected %s ago%s: the pipeline could not finish it and put the catalog back "+
+				"as it was; upload it again, and if it fails the same way an operator must look (alarm GenerationsFailed, docs/RUNBOOK.md)",
+				since, errorNote(g))
+			return nil
+		}
 		w.fail(CheckState, VerdictRejected, "rejected %s ago%s: fix the file and upload it again", since, errorNote(g))
 		return nil
 	case catalog.StateSuperseded:
@@ -372,6 +379,7 @@ func (w *whyRun) checkUnfinished(g catalog.GenerationStatus, p catalog.Progress)
 	detail := strings.Join(parts, "; ")
 	sweeper := "the sweeper re-drives it"
 	if p.Redrives >= w.h.cfg.MaxRedrives {
+		// Only an offboarding stays (the sweeper rejects and undoes the rest).
 		sweeper = "the sweeper gave up after its re-drives: an operator must look (alarm GenerationsStuck)"
 	}
 	switch {

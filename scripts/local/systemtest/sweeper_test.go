@@ -11,6 +11,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
 	"github.com/retailcatalog/catalog/functions/ops"
@@ -88,9 +89,11 @@ func TestSweeperRedrivesDeadLetteredWork(t *testing.T) {
 	require.NoError(t, lines.Validate())
 }
 
-// A generation that keeps failing is re-driven MaxRedrives times, then left
-// stuck for an operator, counted by GenerationsStuck.
-func TestSweeperGivesUp(t *testing.T) {
+// A generation that keeps failing is re-driven MaxRedrives times, then
+// ends rejected (diff_failed) rather than stuck (I10): every generation
+// ends. (Until I10 the sweeper left it stuck for an operator; only an
+// offboarding, which is never given up, still is: the next test.)
+func TestSweeperEndsWhatNeverMoves(t *testing.T) {
 	t.Parallel()
 	var fails atomic.Bool
 	fails.Store(true)
@@ -101,12 +104,52 @@ func TestSweeperGivesUp(t *testing.T) {
 		WrapDiff: failWhile(&fails, "snapshots/bad/"),
 	})
 	e.Onboard("bad")
-	e.startUpload("bad", fixtures.Generate("p", 5).CSV(nil))
-	w := e.waitWhy("bad", "the sweeper to give up", func(w ops.Why) bool { return strings.Contains(whyText(w), "the sweeper gave up") })
+	gen := e.startUpload("bad", fixtures.Generate("p", 5).CSV(nil))
+	s := e.Wait("bad", gen)
+	require.Equal(t, "rejected", s.State)
+	require.Equal(t, catalog.CodeDiffFailed, s.Error.Code)
+	require.Contains(t, s.Error.Message, "its diff made no progress for 1s after each of 2 re-drives")
+	w := e.why("bad", "")
+	requireWhy(t, w, ops.VerdictRejected, "diff_failed", "the pipeline could not finish it")
+	require.Eventually(t, func() bool {
+		return lines.Sum(metrics.GenerationsFailed, "Code=diff_failed") == 1
+	}, 10*time.Second, 100*time.Millisecond, "GenerationsFailed never counted it")
+	require.Equal(t, 2.0, lines.Sum(metrics.GenerationsRedriven, "retailer_id=bad"))
+	require.NoError(t, lines.Validate())
+}
+
+// An offboarding is never given up: one whose work keeps failing is
+// re-driven MaxRedrives times, then left stuck for an operator, counted by
+// GenerationsStuck (and its retailer stays offboarded).
+func TestSweeperNeverGivesUpAnOffboarding(t *testing.T) {
+	t.Parallel()
+	var fails atomic.Bool
+	var lines metricstest.Capture
+	e := newEnv(t, stack.Options{
+		MaxReceives: 1, StallAfter: time.Second, StuckSweepEvery: 200 * time.Millisecond, MaxRedrives: 2,
+		HandlerTimeout: time.Second, VisibilityTimeout: 2 * time.Second, Metrics: &lines,
+		WrapDiff: failWhile(&fails, "snapshots/gone/"),
+	})
+	e.Onboard("gone")
+	require.Equal(t, "applied", e.Upload("gone", fixtures.Generate("p", 5).CSV(nil)).State)
+	fails.Store(true)
+	off, err := e.API.Offboard(context.Background(), e.Stack.AdminToken, "gone")
+	require.NoError(t, err)
+	w := e.waitWhy("gone", "the sweeper to give up", func(w ops.Why) bool { return strings.Contains(whyText(w), "the sweeper gave up") })
 	requireWhy(t, w, ops.VerdictStuck, "re-driven 2 times by the sweeper")
 	require.Eventually(t, func() bool {
-		ls := lines.Lines()
-		return len(ls) > 0 && lines.Sum(metrics.GenerationsStuck) > 0
+		return lines.Sum(metrics.GenerationsStuck) > 0
 	}, 10*time.Second, 100*time.Millisecond, "GenerationsStuck never counted it")
-	require.Equal(t, 2.0, lines.Sum(metrics.GenerationsRedriven, "retailer_id=bad"))
+	st, err := e.Stack.Stores.Generation(context.Background(), "gone", off.Generation)
+	require.NoError(t, err)
+	require.False(t, st.State.Terminal(), "still %s: never rejected", st.State)
+	fails.Store(false)
+	// An operator fixes what failed and re-drives: the offboarding applies.
+	e.ResendS3Event("gone", off.Generation)
+	require.Eventually(t, func() bool {
+		st, err := e.Stack.Stores.Generation(context.Background(), "gone", off.Generation)
+		require.NoError(t, err)
+		return st.State == catalog.StateApplied
+	}, time.Minute, 50*time.Millisecond, "the offboarding never applied")
+	e.RequireCatalog("gone", nil)
 }
