@@ -94,6 +94,7 @@ func TestOps(t *testing.T) {
 	}
 	equal(t, "operations alarms", got, map[string]alarm{
 		"GenerationsStuckAlarm":    {metrics.GenerationsStuck, "Maximum", "breaching", 1, 3 * sweepStuckEvery.Seconds()},
+		"GenerationsFailedAlarm":   {metrics.GenerationsFailed, "Sum", "notBreaching", 1, alarmPeriod.Seconds()},
 		"ReconcileDivergenceAlarm": {metrics.ReconcileDivergentRetailers, "Sum", "notBreaching", 1, 3600},
 		"ReconcileFailuresAlarm":   {metrics.ReconcileFailures, "Sum", "notBreaching", 1, 3600},
 		"PutToAppliedP99Alarm":     {metrics.PutToAppliedSeconds, "p99", "notBreaching", putToAppliedP99.Seconds(), 900},

@@ -437,11 +437,13 @@ func TestStack(t *testing.T) {
 				"Allow s3:GetObject " + obj(prefixIndexes), "Allow s3:PutObject " + obj(prefixIndexes), "Allow s3:PutObjectTagging " + obj(prefixIndexes),
 				"Allow s3:PutObject " + obj(prefixChunks), "Allow s3:GetObject " + obj(prefixChunks),
 				list(prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges),
+				"Allow sqs:SendMessage " + arn(diffJobs), // an undo's diff job (I10)
 			}, publish, send(applySmall), send(applyLarge), consume(diffJobs), connect(catalogsql.RoleDiff, false)),
+			// apply: also an undo's diff job (I10).
 			"apply-small": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks, prefixChanges)}, publish, consume(applySmall),
-				connect(catalogsql.RoleApply, false)),
+				send(diffJobs), connect(catalogsql.RoleApply, false)),
 			"apply-large": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks, prefixChanges)}, publish, consume(applyLarge),
-				connect(catalogsql.RoleApply, false)),
+				send(diffJobs), connect(catalogsql.RoleApply, false)),
 			"relay": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), list(prefixChunks, prefixChanges)}, publish,
 				connect(catalogsql.RoleRelay, false)),
 			"analytics": cat([]string{"Allow s3:GetObject " + obj(prefixChunks), "Allow s3:GetObject " + obj(prefixChanges),
@@ -698,8 +700,8 @@ func TestStack(t *testing.T) {
 		}
 		// DLQ depth and oldest message of 7 queues, errors and throttles of
 		// 11 functions, API 5xx, capacity of each cluster, outbox age, the
-		// 4 operations alarms (ops_test.go checks those).
-		equal(t, "alarm count", len(alarms), 7+7+2*11+1+1+p.Shards+1+4)
+		// 5 operations alarms (ops_test.go checks those).
+		equal(t, "alarm count", len(alarms), 7+7+2*11+1+1+p.Shards+1+5)
 		for id, a := range r.resources("AWS::CloudWatch::Alarm") {
 			// A threshold of 0 with >= would alarm on every datapoint.
 			if th := num(t, a["Properties"].(map[string]any)["Threshold"]); th <= 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/retry"
 )
 
 // Blobs reads chunk objects. s3blob.Store and inmem.Blobs implement it.
@@ -96,6 +97,38 @@ type Handler struct {
 	// Jobs sends the diff job of the undo such a rejection reserves; nil
 	// leaves it to the stuck sweeper (within a minute or two).
 	Jobs DiffJobSender
+	// Refused, when set, brings a chunk the database refused back after its
+	// schedule rather than after the queue's visibility timeout (six times
+	// the function's timeout on AWS): the generation is decided within
+	// minutes.
+	Refused *RefusedRetry
+}
+
+// RefusedRetry is when a chunk the database refused for its content is
+// tried again.
+type RefusedRetry struct {
+	Schedule retry.Schedule // CATALOG_BACKOFF_BASE, doubling
+	Queue    retry.Visibility
+	// QueueURLs are the apply queues; a message's is the one its event
+	// source ARN names.
+	QueueURLs []string
+}
+
+// delay brings msg back after the schedule's delay for its receive.
+// Best effort: without it the message comes back after the visibility
+// timeout.
+func (r *RefusedRetry) delay(ctx context.Context, log *slog.Logger, msg lambdaevents.SQSMessage) {
+	name := msg.EventSourceARN[strings.LastIndex(msg.EventSourceARN, ":")+1:]
+	for _, url := range r.QueueURLs {
+		if name == "" || !strings.HasSuffix(url, "/"+name) {
+			continue
+		}
+		d := r.Schedule.Delay(retry.ReceiveCount(msg))
+		if err := r.Queue.Delay(context.WithoutCancel(ctx), url, msg.ReceiptHandle, d); err != nil {
+			log.WarnContext(ctx, "delay a refused chunk; it comes back after the visibility timeout", "message_id", msg.MessageId, "err", err)
+		}
+		return
+	}
 }
 
 // New builds the handler.
@@ -130,6 +163,9 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 			h.log.ErrorContext(ctx, "apply failed", "retailer_id", m.RetailerID, "generation", m.Generation, "seq", m.Seq,
 				"message_id", msg.MessageId, "message_group_id", group, "err", err)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+			if errors.Is(err, catalog.ErrRefused) && h.Refused != nil {
+				h.Refused.delay(ctx, h.log, msg)
+			}
 			if failedGroups == nil {
 				failedGroups = map[string]bool{}
 			}

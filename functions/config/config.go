@@ -539,6 +539,12 @@ func (c *Config) Diff() diff.Config {
 		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL, MaxAttempts: c.DiffAttempts}
 }
 
+// RefusedRetry is when the apply tries again a chunk the database refused
+// (CATALOG_BACKOFF_BASE, doubling), on either apply queue.
+func (c *Config) RefusedRetry(v retry.Visibility) *apply.RefusedRetry {
+	return &apply.RefusedRetry{Schedule: c.Retry(), Queue: v, QueueURLs: []string{c.ApplySmallQueueURL, c.ApplyLargeQueueURL}}
+}
+
 // DiffJobs sends diff jobs to diff-jobs.fifo through sender: a
 // confirmation's, a re-drive's, an undo's (I10).
 func (c *Config) DiffJobs(sender queue.Sender) queue.DiffJobs {

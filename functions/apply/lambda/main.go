@@ -46,7 +46,12 @@ func run(ctx context.Context) error {
 	log := cfg.Logger()
 	h := apply.New(stores, blobs, log)
 	h.MaxAttempts = cfg.ApplyAttempts
-	h.Jobs = cfg.DiffJobs(sender)                                 // an undo's diff job (I10)
+	h.Jobs = cfg.DiffJobs(sender) // an undo's diff job (I10)
+	visibility, err := cfg.Visibility(ctx)
+	if err != nil {
+		return err
+	}
+	h.Refused = cfg.RefusedRetry(visibility)
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of change events
 	h.Metrics = cfg.Metrics("apply")
 	// apply-small and apply-large run this code: both meter as "apply".

@@ -499,6 +499,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
 	st.Apply.Observe = o.ApplyObserve
 	st.Apply.MaxAttempts = st.Config.ApplyAttempts
+	st.Apply.Refused = st.Config.RefusedRetry(sqsqueue.NewVisibility(st.SQS))
 	st.Diff.Jobs, st.Apply.Jobs = st.Config.DiffJobs(sender), st.Config.DiffJobs(sender) // an undo's diff job (I10)
 	st.Meters = newMeters(st.Stores, o.Logger)
 	deployment := costs.DefaultDeployment()

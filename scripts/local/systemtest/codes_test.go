@@ -16,20 +16,21 @@ import (
 const repoRoot = "../../.."
 
 // statusErrorCodes are the codes of an upload's error (status.error.code)
-// as the code lists them: the reader's problems, the holds, and an upload
-// that can no longer be read.
+// as the code lists them: the reader's problems, the holds, an upload that
+// can no longer be read, and one the pipeline could not finish.
 func statusErrorCodes() []string {
-	codes := slices.Concat(snapshot.Codes, catalog.HoldCodes, catalog.UploadCodes)
+	codes := slices.Concat(snapshot.Codes, catalog.HoldCodes, catalog.UploadCodes, catalog.FailureCodes)
 	slices.Sort(codes)
 	return slices.Compact(codes)
 }
 
 // The lists of upload codes (snapshot.Codes, catalog.HoldCodes,
-// catalog.UploadCodes) hold every code the source declares or writes.
+// catalog.UploadCodes, catalog.FailureCodes) hold every code the source
+// declares or writes.
 func TestUploadCodeListsAreComplete(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, systemtest.FindCodes(t, repoRoot).Status, statusErrorCodes(),
-		"upload error codes in the source vs snapshot.Codes + catalog.HoldCodes + catalog.UploadCodes")
+		"upload error codes in the source vs snapshot.Codes + catalog.HoldCodes + catalog.UploadCodes + catalog.FailureCodes")
 }
 
 // docs/openapi.yaml enumerates exactly the codes the source can emit: the
