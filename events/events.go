@@ -72,6 +72,23 @@ func UploadKey(retailerID string, generation int64) string {
 	return fmt.Sprintf("snapshots/%s/%d/upload", retailerID, generation)
 }
 
+// UploadPrefix is the prefix of every upload key of a retailer.
+func UploadPrefix(retailerID string) string { return "snapshots/" + retailerID + "/" }
+
+// UploadGeneration returns the generation of an upload key of retailerID.
+func UploadGeneration(retailerID, key string) (int64, bool) {
+	rest, ok := strings.CutPrefix(key, UploadPrefix(retailerID))
+	if !ok {
+		return 0, false
+	}
+	rest, ok = strings.CutSuffix(rest, "/upload")
+	if !ok {
+		return 0, false
+	}
+	gen, err := strconv.ParseInt(rest, 10, 64)
+	return gen, err == nil && gen > 0
+}
+
 // IndexKey is where the diff keeps a generation's sorted (product_id, hash) index.
 func IndexKey(retailerID string, generation int64) string {
 	return fmt.Sprintf("indexes/%s/%d", retailerID, generation)
@@ -90,8 +107,10 @@ func IndexGeneration(retailerID, key string) (int64, bool) {
 	return gen, err == nil && gen > 0
 }
 
-// The tag the diff puts on an index no diff will read again; the bucket's
-// lifecycle rule (infra) expires tagged indexes after a few days.
+// The tag the diff puts on an index no diff will read again, and on an
+// upload that is no longer the content of the applied generation; the
+// bucket's lifecycle rules (infra) expire tagged objects once they are old
+// enough (an upload: upload_retention_days after it was made).
 const (
 	SupersededTagKey   = "catalog-superseded"
 	SupersededTagValue = "true"

@@ -363,9 +363,10 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	// the event source); its database login is the diff's.
 	d.queues.diffJobs.GrantSendMessages(f.arrival)
 
-	// diff: reads uploads, reads and writes indexes (and tags superseded
-	// ones for expiry), writes chunks, sends chunk messages.
-	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject"}, objects(prefixSnapshots))
+	// diff: reads uploads (and tags retired ones for expiry), reads and
+	// writes indexes (and tags superseded ones for expiry), writes chunks,
+	// sends chunk messages.
+	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject", "s3:PutObjectTagging"}, objects(prefixSnapshots)) // tags retired uploads
 	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
 	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
 	listPrefixes(f.diff.Role(), bucket, prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events

@@ -75,7 +75,7 @@ func TestClaimChecksOutliveTheirMessages(t *testing.T) {
 			{"chunk objects", prefixChunks, false, longest},
 			{"change objects", prefixChanges, false, longest},
 			{"superseded indexes", prefixIndexes, true, longest},
-			{"uploads", prefixSnapshots, false, longestDLQ},
+			{"retired uploads", prefixSnapshots, true, longestDLQ},
 		} {
 			days := expiresAfter(c.prefix, c.tagged)
 			if days == 0 {
@@ -90,6 +90,10 @@ func TestClaimChecksOutliveTheirMessages(t *testing.T) {
 		}
 		if untagged := expiresAfter(prefixIndexes, false); untagged != 0 {
 			t.Errorf("indexes not tagged superseded expire after %v days: an applied baseline must never expire", untagged)
+		}
+		if untagged := expiresAfter(prefixSnapshots, false); untagged != 0 {
+			t.Errorf("uploads not tagged retired expire after %v days: the applied generation's upload must never expire "+
+				"(an undo reads it, I10)", untagged)
 		}
 	}
 }

@@ -66,7 +66,7 @@ func TestStack(t *testing.T) {
 			rules[fmt.Sprint(m["Id"])] = render(m)
 		}
 		equal(t, "lifecycle rules", rules, map[string]string{
-			"expire-uploads":             fmt.Sprintf(`{"ExpirationInDays":%d,"Id":"expire-uploads","Prefix":"snapshots/","Status":"Enabled"}`, p.UploadRetentionDays),
+			"expire-uploads":             fmt.Sprintf(`{"ExpirationInDays":%d,"Id":"expire-uploads","Prefix":"snapshots/","Status":"Enabled","TagFilters":[{"Key":"catalog-superseded","Value":"true"}]}`, p.UploadRetentionDays),
 			"expire-superseded-indexes":  `{"ExpirationInDays":19,"Id":"expire-superseded-indexes","Prefix":"indexes/","Status":"Enabled","TagFilters":[{"Key":"catalog-superseded","Value":"true"}]}`,
 			"expire-chunks":              `{"ExpirationInDays":19,"Id":"expire-chunks","Prefix":"chunks/","Status":"Enabled"}`,
 			"expire-changes":             `{"ExpirationInDays":19,"Id":"expire-changes","Prefix":"changes/","Status":"Enabled"}`,
@@ -433,7 +433,7 @@ func TestStack(t *testing.T) {
 			"read":    connect(catalogsql.RoleRead, true),
 			"arrival": cat(send(diffJobs), consume(arrivals), connect(catalogsql.RoleDiff, false)),
 			"diff": cat([]string{
-				"Allow s3:GetObject " + obj(prefixSnapshots),
+				"Allow s3:GetObject " + obj(prefixSnapshots), "Allow s3:PutObjectTagging " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixIndexes), "Allow s3:PutObject " + obj(prefixIndexes), "Allow s3:PutObjectTagging " + obj(prefixIndexes),
 				"Allow s3:PutObject " + obj(prefixChunks), "Allow s3:GetObject " + obj(prefixChunks),
 				list(prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges),

@@ -82,11 +82,13 @@ func newStorage(scope constructs.Construct, p Params) *storage {
 		RemovalPolicy:          awscdk.RemovalPolicy_RETAIN,
 		LifecycleRules: &[]*awss3.LifecycleRule{
 			{
-				// The last UploadRetentionDays generations of a daily uploader;
-				// the diff needs only the newest upload (and the index), a held
-				// snapshot must be confirmed within this window.
+				// An upload is kept UploadRetentionDays after it was made once
+				// the diff has tagged it retired: no longer the content of
+				// the applied generation (an undo reads that one, I10). The
+				// applied generation's upload, and any newer one, is kept.
 				Id:         jsii.String("expire-uploads"),
 				Prefix:     jsii.String(prefixSnapshots),
+				TagFilters: &map[string]any{supersededTagKey: supersededTagValue},
 				Expiration: awscdk.Duration_Days(jsii.Number(float64(p.UploadRetentionDays))),
 			},
 			{

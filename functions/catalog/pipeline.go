@@ -41,6 +41,10 @@ type DiffDecision struct {
 	BaselineProducts int64 // its product count
 	// BaselineNames are the baseline's attribute names (nil: unknown).
 	BaselineNames []string
+	// BaselineObjectKey is the object the baseline's content was read from
+	// (set by TakeOver): its upload, or its source's for a rollback. It is
+	// kept for as long as it is the baseline's, for an undo to read.
+	BaselineObjectKey string
 	Stopped       []int64 // newer generations that may have written rows (I5); set by TakeOver
 	// ETag is the version of the upload pinned for the generation, "" until
 	// the first read pins one; every read of the upload asks for it.

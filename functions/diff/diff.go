@@ -544,7 +544,7 @@ func (r *run) diff(ctx context.Context) error {
 	}
 	r.h.Metrics.Emit(ctx, r.fields(), metrics.Count(metrics.RowsInserted, plan.Inserted), metrics.Count(metrics.RowsUpdated, plan.Updated),
 		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
-	r.retireIndexes(ctx, takeover.Baseline)
+	r.retire(ctx, takeover)
 	planned := time.Now()
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
@@ -845,36 +845,49 @@ func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, 
 	return plan, nil
 }
 
-// retireIndexes tags every index of the retailer older than the applied
-// baseline: no diff reads one again (a later diff reads the baseline of
-// its time, which is this one or newer, and the indexes of generations
-// stopped after it). The tag only starts the bucket's expiry clock (days),
-// so a zombie diff still reading an old index finishes. Housekeeping: a
-// failure is logged and retried by the next diff, never fails this one.
-func (r *run) retireIndexes(ctx context.Context, baseline int64) {
+// retire tags what no diff reads again, for the bucket's lifecycle rules
+// to expire: every index of the retailer older than the applied baseline
+// (a later diff reads the baseline of its time, which is this one or
+// newer, and the indexes of generations stopped after it), and every
+// upload older than it but the one the baseline's content was read from
+// (an undo reads it, I10: an upload is kept while it is the applied
+// catalog's, and upload_retention_days after it was made otherwise).
+// Housekeeping: a failure is logged and retried by the next diff, never
+// fails this one.
+func (r *run) retire(ctx context.Context, takeover catalog.DiffDecision) {
 	ret, ok := r.h.blobs.(IndexRetirer)
+	baseline := takeover.Baseline
 	if !ok || baseline <= 1 {
 		return
 	}
-	keys, err := ret.List(ctx, events.IndexPrefix(r.job.RetailerID))
-	if err != nil {
-		r.log.WarnContext(ctx, "list indexes to retire", "err", err)
-		return
-	}
-	retired := 0
-	for _, key := range keys {
-		gen, ok := events.IndexGeneration(r.job.RetailerID, key)
-		if !ok || gen >= baseline {
-			continue
-		}
-		if err := ret.Tag(ctx, key, events.SupersededTagKey, events.SupersededTagValue); err != nil {
-			r.log.WarnContext(ctx, "retire index", "index_generation", gen, "err", err)
+	for _, kind := range []struct {
+		what   string
+		prefix string
+		gen    func(retailerID, key string) (int64, bool)
+	}{
+		{"indexes", events.IndexPrefix(r.job.RetailerID), events.IndexGeneration},
+		{"uploads", events.UploadPrefix(r.job.RetailerID), events.UploadGeneration},
+	} {
+		keys, err := ret.List(ctx, kind.prefix)
+		if err != nil {
+			r.log.WarnContext(ctx, "list "+kind.what+" to retire", "err", err)
 			return
 		}
-		retired++
-	}
-	if retired > 0 {
-		r.log.InfoContext(ctx, "indexes retired", "older_than", baseline, "indexes", retired)
+		retired := 0
+		for _, key := range keys {
+			gen, ok := kind.gen(r.job.RetailerID, key)
+			if !ok || gen >= baseline || key == takeover.BaselineObjectKey {
+				continue
+			}
+			if err := ret.Tag(ctx, key, events.SupersededTagKey, events.SupersededTagValue); err != nil {
+				r.log.WarnContext(ctx, "retire "+kind.what, "key", key, "err", err)
+				return
+			}
+			retired++
+		}
+		if retired > 0 {
+			r.log.InfoContext(ctx, kind.what+" retired", "older_than", baseline, kind.what, retired)
+		}
 	}
 }
 

@@ -241,6 +241,10 @@ WHERE retailer_id = $1 AND generation = $2 AND state IN ('diffing', 'applying');
 -- A generation's attribute names (NULL: unknown, or no such generation).
 SELECT attribute_names FROM generations WHERE retailer_id = $1 AND generation = $2;
 
+-- name: object_key
+-- Where a generation's content was read from ('' for none).
+SELECT object_key FROM generations WHERE retailer_id = $1 AND generation = $2;
+
 -- name: offboarding_generation
 SELECT generation FROM generations WHERE retailer_id = $1 AND offboarding;
 

@@ -413,6 +413,11 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 		if d.BaselineNames, err = attributeNames(ctx, tx, retailerID, d.Baseline); err != nil {
 			return err
 		}
+		if d.Baseline > 0 {
+			if err := tx.QueryRow(ctx, q("object_key"), retailerID, d.Baseline).Scan(&d.BaselineObjectKey); err != nil {
+				return err
+			}
+		}
 		rows, err := tx.Query(ctx, q("stopped_generations"), retailerID, d.Baseline, gen)
 		if err != nil {
 			return err
