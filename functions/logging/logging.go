@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
 )
@@ -26,9 +27,59 @@ const (
 )
 
 // New returns a JSON logger writing to w at level, with the request ids of
-// the context on every line.
+// the context on every line and every value bounded (Bound).
 func New(w io.Writer, level slog.Leveler) *slog.Logger {
-	return slog.New(NewHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})))
+	return slog.New(NewHandler(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level, ReplaceAttr: Bound})))
+}
+
+// MaxValueBytes bounds every value of a log line (I12): a message, a
+// string, an error's text, a list, whatever a retailer's file or a peer's
+// answer put into it.
+const MaxValueBytes = 4 << 10
+
+// maxListItems bounds the items of a list value.
+const maxListItems = 64
+
+// Bound is a slog ReplaceAttr that cuts a value over MaxValueBytes (with
+// "…" and its full size) and a list over 64 items, so that no line of a
+// function's log outgrows what CloudWatch keeps (256 KiB an event) or what
+// an operator reads, however large the input that made it.
+func Bound(_ []string, a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindString:
+		if s := a.Value.String(); len(s) > MaxValueBytes {
+			a.Value = slog.StringValue(cut(s))
+		}
+	case slog.KindAny:
+		switch v := a.Value.Any().(type) {
+		case error:
+			if s := v.Error(); len(s) > MaxValueBytes {
+				a.Value = slog.StringValue(cut(s))
+			}
+		case fmt.Stringer:
+			if s := v.String(); len(s) > MaxValueBytes {
+				a.Value = slog.StringValue(cut(s))
+			}
+		case []string:
+			if len(v) > maxListItems {
+				a.Value = slog.AnyValue(append(v[:maxListItems:maxListItems], fmt.Sprintf("… %d more", len(v)-maxListItems)))
+			}
+		case []int64:
+			if len(v) > maxListItems {
+				a.Value = slog.StringValue(fmt.Sprintf("%v … %d more", v[:maxListItems], len(v)-maxListItems))
+			}
+		}
+	}
+	return a
+}
+
+// cut shortens s to MaxValueBytes at a character boundary, saying how long it was.
+func cut(s string) string {
+	n := MaxValueBytes - 32
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", s[:n], len(s))
 }
 
 // NewHandler wraps h so that every record carries the request ids of its context.

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -54,4 +57,25 @@ func TestWithLambdaRequestIDKeepsTheRestOfTheContext(t *testing.T) {
 	require.Equal(t, "b", logging.LambdaRequestID(ctx))
 	require.Equal(t, "", logging.APIRequestID(ctx))
 	require.Equal(t, "", logging.LambdaRequestID(context.Background()))
+}
+
+// I12: no value makes a log line unbounded: a message, a string, an
+// error, a list.
+func TestLogLinesAreBounded(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	log := logging.New(&buf, slog.LevelInfo)
+	huge := strings.Repeat("é", 1<<20)
+	ids := make([]string, 10000)
+	for i := range ids {
+		ids[i] = "product-" + strings.Repeat("x", 10)
+	}
+	log.Info("m"+huge, "column", huge, "err", errors.New(huge), "ids", ids)
+	line := buf.String()
+	require.Less(t, len(line), 4*logging.MaxValueBytes+4096, "one line")
+	require.True(t, utf8.ValidString(line))
+	require.Contains(t, line, "… (2097152 bytes)")
+	require.Contains(t, line, "… 9936 more")
+	var parsed map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &parsed), "still one JSON object")
 }
