@@ -12,18 +12,34 @@
 //     the client retries it. The object is stored nevertheless. S3 itself
 //     would answer 200 and retry the delivery on its own; either way a
 //     consumer can see the same object-created event more than once and must
-//     be idempotent. Browser-form POST uploads do not notify.
+//     be idempotent.
 //   - An upload size limit (Options.MaxUploadBytes): larger PUT bodies are
 //     refused with 413 and an S3-style EntityTooLarge XML error, and nothing
 //     is stored.
+//   - Authentication, as S3 does it: every request carries an AWS Signature
+//     Version 4 made with the server's one key pair (Options.AccessKeyID,
+//     Options.SecretAccessKey; "local"/"local" by default, the pair
+//     NewS3Client and the local stack sign with), either in a presigned
+//     URL's query or in an Authorization header. The server recomputes it
+//     with the AWS SDK's own signer over the canonical request: the method,
+//     the path as sent, the query (less X-Amz-Signature), the values of
+//     the headers the request lists as signed, and the payload hash
+//     (UNSIGNED-PAYLOAD for a presigned URL, X-Amz-Content-Sha256 for a
+//     header-signed request). Anything else gets S3's 403
+//     SignatureDoesNotMatch: a URL re-pointed at another key (same query,
+//     another path), a signed header dropped or given another value (the
+//     "If-None-Match: *" of a single-use upload URL), another key pair.
+//     Unsigned requests get 403 AccessDenied (browser-form POST uploads
+//     too), an unknown key id 403 InvalidAccessKeyId, a header-signed
+//     request more than 15 minutes off the clock 403 RequestTimeTooSkewed,
+//     a session token 400 InvalidToken. A header-signed body whose SHA-256
+//     is not its X-Amz-Content-Sha256 gets 400 XAmzContentSHA256Mismatch
+//     and nothing is stored; streaming (aws-chunked) payloads, which the
+//     SDK sends only over https, get 501 NotImplemented. CORS preflights
+//     need no signature, as on S3.
 //   - Presigned URL expiry: a request whose query carries X-Amz-Date and
 //     X-Amz-Expires is refused with 403 AccessDenied "Request has expired"
-//     once expired. Signatures are NOT checked, neither in headers nor in
-//     presigned URLs: any credentials are accepted.
-//   - Signed headers: a presigned request must carry every header its
-//     X-Amz-SignedHeaders lists (S3 would answer 403 SignatureDoesNotMatch,
-//     the signature covering them), so a client cannot drop the
-//     "If-None-Match: *" of a single-use upload URL.
+//     once expired (checked before the signature, as S3 does).
 //   - Conditional writes: a PutObject with "If-None-Match: *" on a key that
 //     exists gets 412 PreconditionFailed and changes nothing (checked before
 //     the body is read, and again atomically when the object is stored, by
@@ -101,12 +117,16 @@ type Options struct {
 	// Logger receives request errors, notification failures and gofakes3's
 	// own log. Nil discards.
 	Logger *slog.Logger
+	// AccessKeyID and SecretAccessKey are the one key pair every request
+	// must be signed with [DefaultAccessKeyID, DefaultSecretAccessKey].
+	AccessKeyID, SecretAccessKey string
 }
 
 // Server is a running S3 stand-in.
 type Server struct {
 	opts     Options
 	log      *slog.Logger
+	auth     *authenticator
 	backend  *spoolBackend
 	listener net.Listener
 	http     *http.Server
@@ -133,6 +153,12 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.AccessKeyID == "" && opts.SecretAccessKey == "" {
+		opts.AccessKeyID, opts.SecretAccessKey = DefaultAccessKeyID, DefaultSecretAccessKey
+	}
+	if opts.AccessKeyID == "" || opts.SecretAccessKey == "" {
+		return nil, errors.New("s3server: AccessKeyID and SecretAccessKey go together")
 	}
 	log := opts.Logger
 	if log == nil {
@@ -181,6 +207,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{
 		opts:     opts,
 		log:      log,
+		auth:     newAuthenticator(opts.AccessKeyID, opts.SecretAccessKey, Region),
 		backend:  backend,
 		listener: l,
 		served:   make(chan error, 1),
@@ -223,7 +250,7 @@ func (s *Server) Close() error {
 }
 
 // NewS3Client returns an S3 client for endpoint: path-style addressing,
-// region us-east-1, static dummy credentials, and request checksums
+// region us-east-1, the default key pair (DefaultAccessKeyID), and request checksums
 // calculated and response checksums validated only when an operation
 // requires it (gofakes3 does not implement the newer flexible checksums). The
 // process environment and the shared AWS config files are deliberately not
@@ -238,7 +265,7 @@ func NewS3Client(ctx context.Context, endpoint string) (*s3.Client, error) {
 	}
 	cfg := aws.Config{
 		Region:                     Region,
-		Credentials:                aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider("local", "local", "")),
+		Credentials:                aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(DefaultAccessKeyID, DefaultSecretAccessKey, "")),
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	}
@@ -300,25 +327,51 @@ func classify(r *http.Request, key string) operation {
 	return opOther
 }
 
-// middleware wraps gofakes3 with expiry checks, the upload limit and
-// notifications.
+// maxVerifiedBody bounds the bodies of requests other than PutObject and
+// UploadPart (XML documents: a multipart completion, tags, a batch
+// delete), which are read whole and checked against their signed SHA-256
+// before anything acts on them.
+const maxVerifiedBody = 8 << 20
+
+// middleware wraps gofakes3 with the signature and expiry checks, the
+// upload limit and notifications.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if code, status, msg := checkPresignExpiry(r.URL.Query(), time.Now()); code != "" {
-			writeError(w, r, status, code, msg)
+			refuse(w, r, status, code, msg)
 			return
 		}
 		bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		op := classify(r, key)
+		var check *payloadCheck
+		if !isPreflight(r) {
+			var aerr *authError
+			if check, aerr = s.auth.verify(r); aerr != nil {
+				s.log.Debug("s3server: request refused", "method", r.Method, "path", r.URL.Path, "code", aerr.code, "message", aerr.message)
+				refuse(w, r, aerr.status, aerr.code, aerr.message)
+				return
+			}
+		}
+		if check != nil && op != opPut && op != opUploadPart {
+			// A small document: checked whole before anything reads it.
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxVerifiedBody+1))
+			switch {
+			case len(body) > maxVerifiedBody:
+				refuse(w, r, http.StatusBadRequest, "MaxMessageLengthExceeded", "Your request was too big.")
+				return
+			case check.failed():
+				refuse(w, r, http.StatusBadRequest, codeSHA256Mismatch, errContentSHA256Mismatch.Error())
+				return
+			case err != nil:
+				refuse(w, r, http.StatusBadRequest, "IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header.")
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		if key != "" && r.URL.Query().Has("tagging") {
 			s.serveTagging(w, r, bucket, key)
 			return
 		}
-		if missing := missingSignedHeader(r); missing != "" {
-			writeError(w, r, http.StatusForbidden, "SignatureDoesNotMatch",
-				"The request signature we calculated does not match the signature you provided. (local S3: the signed header "+missing+" is missing)")
-			return
-		}
-		op := classify(r, key)
 		if op == opPut && r.Header.Get("If-None-Match") == "*" && s.exists(bucket, key) {
 			// S3 conditional write: the key is taken, nothing changes.
 			w.Header().Set("Connection", "close") // the body is not read
@@ -341,6 +394,11 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 
 		rec := newRecorder()
 		next.ServeHTTP(rec, r)
+		if check.failed() {
+			// The body read was not the signed one: nothing was stored.
+			refuse(w, r, http.StatusBadRequest, codeSHA256Mismatch, errContentSHA256Mismatch.Error())
+			return
+		}
 		if rec.status >= 300 {
 			if errorCode(rec.body.Bytes()) == codeEntityTooLarge {
 				writeError(w, r, http.StatusRequestEntityTooLarge, codeEntityTooLarge,
@@ -367,24 +425,25 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	})
 }
 
-const codeEntityTooLarge = "EntityTooLarge"
+const (
+	codeEntityTooLarge = "EntityTooLarge"
+	codeSHA256Mismatch = "XAmzContentSHA256Mismatch"
+)
 
-// missingSignedHeader returns a header that the presigned request's
-// X-Amz-SignedHeaders names but the request does not carry ("" when none).
-func missingSignedHeader(r *http.Request) string {
-	signed := r.URL.Query().Get("X-Amz-SignedHeaders")
-	if signed == "" {
-		return ""
+// isPreflight reports a CORS preflight, which S3 answers unsigned (gofakes3
+// answers it).
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// refuse answers a request before its body is read: the connection is
+// closed after the answer, so that an unread body is not taken for the
+// next request.
+func refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
 	}
-	for _, name := range strings.Split(signed, ";") {
-		if name == "" || name == "host" || name == "content-length" && r.ContentLength >= 0 {
-			continue // net/http keeps these apart from Header
-		}
-		if _, ok := r.Header[http.CanonicalHeaderKey(name)]; !ok {
-			return name
-		}
-	}
-	return ""
+	writeError(w, r, status, code, msg)
 }
 
 // exists reports whether an object is stored at bucket/key.

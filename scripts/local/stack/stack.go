@@ -356,7 +356,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		ChunkRows:  o.ChunkRows, ChunkBytes: o.ChunkBytes, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
 		MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL, AdminToken: st.AdminToken,
 		UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		// The key pair the S3 stand-in verifies every signature with.
+		Credentials: credentials.NewStaticCredentialsProvider(s3server.DefaultAccessKeyID, s3server.DefaultSecretAccessKey, ""),
 	}
 	st.Stores, err = st.Config.OpenStores(ctx)
 	if err != nil {
@@ -454,6 +455,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s3srv, err := s3server.Start(ctx, s3server.Options{
 		Dir: filepath.Join(dataDir, "s3"), Addr: o.S3Addr, Buckets: []string{st.Bucket},
 		MaxUploadBytes: o.MaxUploadBytes, NotifyPrefix: "snapshots/", Logger: o.Logger,
+		AccessKeyID: s3server.DefaultAccessKeyID, SecretAccessKey: s3server.DefaultSecretAccessKey,
 		Notify: func(ctx context.Context, ev lambdaevents.S3Event) error {
 			body, err := json.Marshal(ev)
 			if err != nil {
