@@ -1,12 +1,20 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,4 +91,61 @@ func TestDemoHookReceiver(t *testing.T) {
 		require.Equal(t, "applied", got[i].state)
 		require.Equal(t, want, got[i].signed, "delivery %d", i)
 	}
+}
+
+// TestDemoHookReceiverLimits: the demo's receiver cuts off a client that
+// sends its headers slowly at the header timeout (however steadily), closes
+// an idle keep-alive connection, and takes no body over its bound.
+func TestDemoHookReceiverLimits(t *testing.T) {
+	t.Parallel()
+	rc, err := startHookReceiverWith(hookLimits{readHeader: 400 * time.Millisecond, read: 2 * time.Second,
+		write: 2 * time.Second, idle: 400 * time.Millisecond, maxHeader: 4 << 10, maxBody: 1 << 10})
+	require.NoError(t, err)
+	t.Cleanup(rc.close)
+	u, err := url.Parse(rc.url)
+	require.NoError(t, err)
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", u.Host)
+		require.NoError(t, err)
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	// waitClosed waits for the server to close conn and returns how long it took.
+	waitClosed := func(conn net.Conn, r io.Reader) time.Duration {
+		start := time.Now()
+		require.NoError(t, conn.SetReadDeadline(start.Add(3*time.Second)))
+		_, err := io.Copy(io.Discard, r)
+		var ne net.Error
+		require.False(t, errors.As(err, &ne) && ne.Timeout(), "the receiver kept the connection open")
+		return time.Since(start)
+	}
+
+	conn := dial()
+	go func(conn net.Conn) {
+		for _, b := range []byte("POST " + u.Path + " HTTP/1.1\r\nHost: x\r\nX-Padding: " + strings.Repeat("a", 300) + "\r\n\r\n") {
+			if _, err := conn.Write([]byte{b}); err != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}(conn)
+	took := waitClosed(conn, conn)
+	require.GreaterOrEqual(t, took, 350*time.Millisecond)
+	require.LessOrEqual(t, took, 1500*time.Millisecond)
+
+	conn = dial()
+	fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}", u.Path)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	took = waitClosed(conn, br)
+	require.GreaterOrEqual(t, took, 350*time.Millisecond)
+	require.LessOrEqual(t, took, 1500*time.Millisecond)
+
+	resp, err = http.Post(rc.url, "application/json", bytes.NewReader(make([]byte, 2<<10)))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
+	require.Len(t, rc.deliveries(), 1, "only the small delivery is kept")
 }

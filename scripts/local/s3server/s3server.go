@@ -48,6 +48,13 @@
 //     interrupted upload never leaves a truncated object behind (and never
 //     damages the previous version of the key).
 //
+//   - Timeouts, per connection: the request line and headers within
+//     Options.ReadHeaderTimeout, a keep-alive connection idle for at most
+//     Options.IdleTimeout, and no read of a body nor write of an answer
+//     stalled for more than Options.BodyTimeout (400 RequestTimeout, as S3's
+//     idle-socket rule); there is no bound on a whole request, so a slow
+//     multi-GB upload that keeps moving is never cut.
+//
 // Multipart parts are kept in memory until the upload completes (gofakes3's
 // uploader), so an unfinished multipart upload does not survive a restart.
 package s3server
@@ -120,7 +127,23 @@ type Options struct {
 	// AccessKeyID and SecretAccessKey are the one key pair every request
 	// must be signed with [DefaultAccessKeyID, DefaultSecretAccessKey].
 	AccessKeyID, SecretAccessKey string
+	// ReadHeaderTimeout bounds the reading of a request's line and headers
+	// [10s]; IdleTimeout is how long a keep-alive connection may wait for
+	// its next request [30s].
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	// BodyTimeout is how long a request body, or a response, may go
+	// without a byte moving [20s, as S3's RequestTimeout: "Your socket
+	// connection to the server was not read from or written to within the
+	// timeout period"]. It is a deadline per read and per write, not for
+	// the whole request: a PUT of several GB that keeps moving, however
+	// slowly, is never cut, where a fixed ReadTimeout would cut every
+	// upload slower than size/timeout.
+	BodyTimeout time.Duration
 }
+
+// maxHeaderBytes bounds a request's line and headers (S3 takes 8 KB of
+// headers; a key is at most 1,024 bytes, 3 KB escaped).
+const maxHeaderBytes = 16 << 10
 
 // Server is a running S3 stand-in.
 type Server struct {
@@ -153,6 +176,15 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = 10 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 30 * time.Second
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = 20 * time.Second
 	}
 	if opts.AccessKeyID == "" && opts.SecretAccessKey == "" {
 		opts.AccessKeyID, opts.SecretAccessKey = DefaultAccessKeyID, DefaultSecretAccessKey
@@ -217,9 +249,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		gofakes3.WithLogger(slogLogger{log}),
 	)
 	s.http = &http.Server{
-		Handler:           s.middleware(faker.Server()),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Handler:           s.withBodyTimeout(s.middleware(faker.Server())),
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// No ReadTimeout or WriteTimeout: withBodyTimeout bounds every
+		// read and write instead (Options.BodyTimeout).
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() { s.served <- s.http.Serve(l) }()
 	log.Info("s3server listening", "endpoint", s.Endpoint(), "dir", dir)
@@ -327,6 +363,76 @@ func classify(r *http.Request, key string) operation {
 	return opOther
 }
 
+// withBodyTimeout gives every read of a request body and every write of a
+// response a deadline of Options.BodyTimeout from that read or write (see
+// there), and answers a body that stopped coming with S3's 400
+// RequestTimeout.
+func (s *Server) withBodyTimeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// A deadline of the previous request on this connection must not
+		// carry over (the server resets only those it sets itself).
+		_ = rc.SetWriteDeadline(time.Time{})
+		dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: s.opts.BodyTimeout}
+		if r.Body != nil && r.Body != http.NoBody {
+			body := &deadlineBody{body: r.Body, rc: rc, d: s.opts.BodyTimeout}
+			r = r.WithContext(context.WithValue(r.Context(), deadlineBodyKey{}, body))
+			r.Body = body
+		}
+		next.ServeHTTP(dw, r)
+	})
+}
+
+type deadlineBodyKey struct{}
+
+// bodyTimedOut reports whether r's body stopped coming for BodyTimeout.
+func bodyTimedOut(r *http.Request) bool {
+	b, _ := r.Context().Value(deadlineBodyKey{}).(*deadlineBody)
+	return b != nil && b.timedOut
+}
+
+// refuseTimedOut answers a request whose body stopped coming.
+func refuseTimedOut(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	writeError(w, r, http.StatusBadRequest, "RequestTimeout",
+		"Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.")
+}
+
+// deadlineBody is a request body each read of which has its own deadline.
+type deadlineBody struct {
+	body     io.ReadCloser
+	rc       *http.ResponseController
+	d        time.Duration
+	timedOut bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.body.Read(p)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		b.timedOut = true
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error { return b.body.Close() }
+
+// deadlineWriter is a response each write of which has its own deadline.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
 // maxVerifiedBody bounds the bodies of requests other than PutObject and
 // UploadPart (XML documents: a multipart completion, tags, a batch
 // delete), which are read whole and checked against their signed SHA-256
@@ -362,6 +468,9 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 			case check.failed():
 				refuse(w, r, http.StatusBadRequest, codeSHA256Mismatch, errContentSHA256Mismatch.Error())
 				return
+			case bodyTimedOut(r):
+				refuseTimedOut(w, r)
+				return
 			case err != nil:
 				refuse(w, r, http.StatusBadRequest, "IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header.")
 				return
@@ -394,6 +503,10 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 
 		rec := newRecorder()
 		next.ServeHTTP(rec, r)
+		if bodyTimedOut(r) {
+			refuseTimedOut(w, r) // nothing was stored
+			return
+		}
 		if check.failed() {
 			// The body read was not the signed one: nothing was stored.
 			refuse(w, r, http.StatusBadRequest, codeSHA256Mismatch, errContentSHA256Mismatch.Error())

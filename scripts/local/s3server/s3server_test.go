@@ -779,3 +779,125 @@ func TestUnsignedAmzHeaderRefused(t *testing.T) {
 		requireNoObject(t, client, key)
 	}
 }
+
+// dribble writes s to conn a byte every interval until it is written or a
+// write fails (the server closed the connection).
+func dribble(conn net.Conn, s string, interval time.Duration) {
+	for i := 0; i < len(s); i++ {
+		if _, err := conn.Write([]byte{s[i]}); err != nil {
+			return
+		}
+		time.Sleep(interval)
+	}
+}
+
+// requireClosedWithin reads conn until the server closes it and checks
+// that this took from min to max; it returns what was read.
+func requireClosedWithin(t *testing.T, conn net.Conn, start time.Time, min, max time.Duration) []byte {
+	t.Helper()
+	require.NoError(t, conn.SetReadDeadline(start.Add(max+2*time.Second)))
+	got, err := io.ReadAll(conn)
+	took := time.Since(start)
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server did not close the connection within %v", max+2*time.Second)
+	require.GreaterOrEqual(t, took, min, "closed too early")
+	require.LessOrEqual(t, took, max, "closed too late")
+	return got
+}
+
+func dial(t *testing.T, srv *s3server.Server) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(srv.Endpoint(), "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	return conn
+}
+
+// A client that sends its headers a byte at a time is cut off at
+// ReadHeaderTimeout, however steadily it sends; an idle keep-alive
+// connection is closed after IdleTimeout.
+func TestHeaderAndIdleTimeouts(t *testing.T) {
+	t.Parallel()
+	srv, client := start(t, s3server.Options{ReadHeaderTimeout: 400 * time.Millisecond, IdleTimeout: 400 * time.Millisecond})
+
+	conn := dial(t, srv)
+	begin := time.Now()
+	go dribble(conn, "GET /"+bucket+"/x HTTP/1.1\r\nHost: x\r\nX-Padding: "+strings.Repeat("a", 200)+"\r\n\r\n", 20*time.Millisecond)
+	requireClosedWithin(t, conn, begin, 350*time.Millisecond, 1500*time.Millisecond)
+
+	_, err := client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("k"), Body: bytes.NewReader([]byte("v"))})
+	require.NoError(t, err)
+	req, err := s3.NewPresignClient(client).PresignGetObject(context.Background(),
+		&s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("k")}, s3.WithPresignExpires(time.Minute))
+	require.NoError(t, err)
+	u, err := url.Parse(req.URL)
+	require.NoError(t, err)
+	conn = dial(t, srv)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", u.RequestURI(), u.Host)
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.False(t, resp.Close, "a keep-alive connection")
+	idleFrom := time.Now()
+	require.NoError(t, conn.SetReadDeadline(idleFrom.Add(3*time.Second)))
+	_, err = br.ReadByte()
+	require.ErrorIs(t, err, io.EOF, "the idle connection is closed by the server")
+	require.GreaterOrEqual(t, time.Since(idleFrom), 350*time.Millisecond)
+	require.LessOrEqual(t, time.Since(idleFrom), 1500*time.Millisecond)
+}
+
+// A body that stops coming is cut off after BodyTimeout (400
+// RequestTimeout, nothing stored); one that keeps coming slowly is taken,
+// however long it takes: the bound is per read, not per request. A client
+// that stops reading a response is cut off likewise.
+func TestBodyTimeout(t *testing.T) {
+	t.Parallel()
+	srv, client := start(t, s3server.Options{BodyTimeout: 300 * time.Millisecond})
+	put := func(key string, length int) net.Conn {
+		u, err := url.Parse(presignPut(t, client, key))
+		require.NoError(t, err)
+		conn := dial(t, srv)
+		fmt.Fprintf(conn, "PUT %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n", u.RequestURI(), u.Host, length)
+		return conn
+	}
+
+	conn := put("stalled", 1000)
+	_, err := conn.Write(bytes.Repeat([]byte("x"), 10))
+	require.NoError(t, err)
+	begin := time.Now()
+	got := requireClosedWithin(t, conn, begin, 250*time.Millisecond, 1500*time.Millisecond)
+	require.Contains(t, string(got), "400 Bad Request")
+	require.Contains(t, string(got), "<Code>RequestTimeout</Code>")
+	requireNoObject(t, client, "stalled")
+
+	// 40 bytes over 2 s: seven times the timeout, a byte every 50 ms.
+	conn = put("slow", 40)
+	dribble(conn, strings.Repeat("s", 40), 50*time.Millisecond)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	require.Equal(t, strings.Repeat("s", 40), string(getObject(t, client, "slow")))
+
+	// A GET of 32 MiB (more than the socket buffers hold) never read.
+	big := bytes.Repeat([]byte("b"), 32<<20)
+	_, err = client.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String("big"), Body: bytes.NewReader(big)})
+	require.NoError(t, err)
+	req, err := s3.NewPresignClient(client).PresignGetObject(context.Background(),
+		&s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String("big")}, s3.WithPresignExpires(time.Minute))
+	require.NoError(t, err)
+	u, err := url.Parse(req.URL)
+	require.NoError(t, err)
+	conn = dial(t, srv)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: %s\r\n\r\n", u.RequestURI(), u.Host)
+	time.Sleep(1500 * time.Millisecond) // the server's writes stall, then time out
+	require.NoError(t, conn.SetReadDeadline(time.Now().Add(10*time.Second)))
+	n, err := io.Copy(io.Discard, conn)
+	require.Less(t, n, int64(len(big)), "the server gave up on the reader that stalled")
+	var ne net.Error
+	require.False(t, errors.As(err, &ne) && ne.Timeout(), "the server closed the connection")
+}

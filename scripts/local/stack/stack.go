@@ -582,7 +582,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	st.APIURL = "http://" + ln.Addr().String()
-	st.server = &http.Server{Handler: withRequestIDs(st.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	st.server = newAPIServer(withRequestIDs(st.Handler()), defaultAPILimits, o.Logger)
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
@@ -595,6 +595,60 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// apiLimits bound what one client can hold of the API server: a
+// connection and a goroutine for at most these times, headers and a body
+// of at most these sizes.
+type apiLimits struct {
+	readHeader time.Duration // the request line and headers
+	read       time.Duration // the whole request, body included
+	write      time.Duration // from the end of the headers to the end of the answer
+	idle       time.Duration // a keep-alive connection waiting for its next request
+	maxHeader  int           // bytes of request line and headers
+	maxBody    int64         // bytes of body
+}
+
+// defaultAPILimits follow API Gateway's where it has one: it takes 10 KB
+// of request line and headers and a 10 MB body, and gives a request 30 s.
+// The API's bodies are small JSON documents (the handlers bound each
+// route's further), so a whole request is read within 30 s; the write
+// bound, generous, only ends a client that stops reading its answer.
+var defaultAPILimits = apiLimits{
+	readHeader: 10 * time.Second,
+	read:       30 * time.Second,
+	write:      2 * time.Minute,
+	idle:       time.Minute,
+	maxHeader:  16 << 10,
+	maxBody:    10 << 20,
+}
+
+// newAPIServer is the API's HTTP server with limits l: a body over
+// l.maxBody is refused before any handler reads it, as API Gateway
+// refuses it (413, its own error shape), and cannot grow past it while
+// read.
+func newAPIServer(h http.Handler, l apiLimits, log *slog.Logger) *http.Server {
+	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > l.maxBody {
+			w.Header().Set("Connection", "close") // the body is not read
+			w.Header().Set("apigw-requestid", randomID())
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			io.WriteString(w, `{"message":"Request Entity Too Large"}`+"\n")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, l.maxBody)
+		h.ServeHTTP(w, r)
+	})
+	return &http.Server{
+		Handler:           bounded,
+		ReadHeaderTimeout: l.readHeader,
+		ReadTimeout:       l.read,
+		WriteTimeout:      l.write,
+		IdleTimeout:       l.idle,
+		MaxHeaderBytes:    l.maxHeader,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // startReplicas starts o.Replicas streaming replicas of srv (or takes
