@@ -47,7 +47,6 @@
 //   - Atomic puts: an upload is spooled to a temporary file first, so an
 //     interrupted upload never leaves a truncated object behind (and never
 //     damages the previous version of the key).
-//
 //   - Timeouts, per connection: the request line and headers within
 //     Options.ReadHeaderTimeout, a keep-alive connection idle for at most
 //     Options.IdleTimeout, and no read of a body nor write of an answer

@@ -119,6 +119,18 @@ type Options struct {
 	// MaxRowBytes is the longest row the diff reads [the snapshot
 	// package's 1 MiB]; tests lower it to make oversized rows cheaply.
 	MaxRowBytes int
+	// SortMemoryBytes is the diff's memory for sorted runs before they
+	// spill [diff.DefaultSortMemoryBytes] (CATALOG_SORT_MEMORY_MB), SpillDir
+	// where they spill [<DataDir>/tmp] (CATALOG_SPILL_DIR).
+	SortMemoryBytes int64
+	SpillDir        string
+	// MetricsNamespace is the metric lines' CloudWatch namespace
+	// [metrics.DefaultNamespace] (CATALOG_METRICS_NAMESPACE).
+	MetricsNamespace string
+	// WebhookKeys seal webhook secrets (CATALOG_WEBHOOK_KEYS: keys
+	// separated by commas, the first sealing) [one key kept in
+	// <DataDir>/webhook-key, made on first use].
+	WebhookKeys string
 
 	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
 	// age from which it takes an event [30s] (DESIGN 8).
@@ -446,8 +458,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	st.Config.AnalyticsQueueURL, st.Config.WebhooksQueueURL = st.AnalyticsQueue.URL, st.WebhooksQueue.URL
 	st.Config.AnalyticsDLQURL, st.Config.WebhooksDLQURL = st.AnalyticsQueue.DLQURL, st.WebhooksQueue.DLQURL
-	if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
-		return nil, err
+	if st.Config.WebhookKeys = o.WebhookKeys; st.Config.WebhookKeys == "" {
+		if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
+			return nil, err
+		}
 	}
 
 	// S3, with object-created notifications to arrivals.
@@ -486,11 +500,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	// The diff's sorted runs spill here (as on Lambda to /tmp); the files
 	// are unlinked at creation, so nothing is left behind.
-	spillDir := filepath.Join(dataDir, "tmp")
+	spillDir := o.SpillDir
+	if spillDir == "" {
+		spillDir = filepath.Join(dataDir, "tmp")
+	}
 	if err := os.MkdirAll(spillDir, 0o755); err != nil {
 		return nil, err
 	}
-	st.Config.SpillDir = spillDir
+	st.Config.SpillDir, st.Config.SortMemoryBytes = spillDir, o.SortMemoryBytes
 	diffConfig := st.Config.Diff()
 	diffConfig.RetryBackoff = time.Second
 	if o.MaxRowBytes > 0 {
@@ -714,7 +731,7 @@ func (st *Stack) metrics(function string) *metrics.Recorder {
 	if st.Options.Metrics == nil {
 		return nil
 	}
-	return metrics.New(st.Options.Metrics, metrics.Options{Function: function})
+	return metrics.New(st.Options.Metrics, metrics.Options{Namespace: st.Options.MetricsNamespace, Function: function})
 }
 
 // withRequestIDs gives each HTTP request the ids it has behind API Gateway
