@@ -131,9 +131,10 @@ type Options struct {
 	// its next request [30s].
 	ReadHeaderTimeout, IdleTimeout time.Duration
 	// BodyTimeout is how long a request body, or a response, may go
-	// without a byte moving [20s, as S3's RequestTimeout: "Your socket
-	// connection to the server was not read from or written to within the
-	// timeout period"]. It is a deadline per read and per write, not for
+	// without a byte moving [20s]: S3's rule too (400 RequestTimeout, "Your
+	// socket connection to the server was not read from or written to
+	// within the timeout period"; S3 does not publish its value, 20 s is
+	// ours). It is a deadline per read and per write, not for
 	// the whole request: a PUT of several GB that keeps moving, however
 	// slowly, is never cut, where a fixed ReadTimeout would cut every
 	// upload slower than size/timeout.
