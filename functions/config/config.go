@@ -60,8 +60,8 @@ type Config struct {
 	SNSEndpoint        string     // AWS_ENDPOINT_URL_SNS: an SNS-compatible server instead of SNS
 	// Credentials, when set, are the AWS credentials, and neither the
 	// environment nor the shared AWS files are read for the AWS clients (the
-	// local stack: its stand-ins check no signature); nil takes the SDK's
-	// default chain.
+	// local stack: the key pair its S3 stand-in verifies signatures with);
+	// nil takes the SDK's default chain.
 	Credentials        aws.CredentialsProvider
 	ChunkRows          int           // rows per chunk message [catalog.MaxChunkRows]; set by tests, not by the environment
 	ChunkBytes         int           // byte budget of a chunk object [catalog.DefaultChunkBytes]; set by tests, not by the environment

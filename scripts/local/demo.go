@@ -40,20 +40,32 @@ uploads with changes, deletes, a rejected and a held file, a superseding
 upload; then the change events that left: the signed webhook deliveries a
 receiver of its own got, and the analytics Parquet files; exits 0 only if
 every catalog equals its newest accepted snapshot, every outcome reached the
-webhooks and the analytics files reconstruct every catalog.`)
+webhooks and the analytics files reconstruct every catalog.
+
+`+environmentHelp)
 	dataDir := fs.String("data-dir", ".local/demo", "a data dir for the demo's own stack: a new or empty one, or one the demo made (wiped first)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	gate := &applyGate{}
+	opts := stack.Options{DataDir: *dataDir, Addr: "127.0.0.1:0", Shards: 2, Progress: os.Stdout, ChunkRows: 2000, WrapApply: gate.wrap}
+	env, err := readEnvironment(os.Getenv, &opts)
+	if err != nil {
+		return err
+	}
+	level := slog.LevelWarn
+	if env.taken["CATALOG_LOG_LEVEL"] {
+		level = env.logLevel
+	}
+	opts.Logger = slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	if err := resetDemoDir(*dataDir); err != nil {
 		return err
 	}
 	fmt.Println("== starting the local stack (first run installs PostgreSQL and the queue emulator)")
-	gate := &applyGate{}
-	st, err := stack.Start(ctx, stack.Options{
-		DataDir: *dataDir, Addr: "127.0.0.1:0", Shards: 2, Progress: os.Stdout, ChunkRows: 2000, WrapApply: gate.wrap,
-		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-	})
+	if len(env.names) > 0 {
+		fmt.Printf("== from the environment: %s\n", strings.Join(env.names, ", "))
+	}
+	st, err := stack.Start(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -38,26 +38,48 @@ type delivery struct {
 	signed    bool
 }
 
-func startHookReceiver() (*hookReceiver, error) {
+// hookLimits bound what one client can hold of the demo's receiver: a
+// connection and a goroutine for at most these times, headers and a body
+// of at most these sizes.
+type hookLimits struct {
+	readHeader, read, write, idle time.Duration
+	maxHeader                     int
+	maxBody                       int64
+}
+
+// defaultHookLimits fit what the receiver takes: envelopes of at most 200
+// KiB (DESIGN 8) from the webhooks consumer, which gives a receiver 10 s
+// to answer.
+var defaultHookLimits = hookLimits{readHeader: 5 * time.Second, read: 10 * time.Second, write: 10 * time.Second,
+	idle: 30 * time.Second, maxHeader: 16 << 10, maxBody: 1 << 20}
+
+func startHookReceiver() (*hookReceiver, error) { return startHookReceiverWith(defaultHookLimits) }
+
+func startHookReceiverWith(l hookLimits) (*hookReceiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	rc := &hookReceiver{url: "http://" + ln.Addr().String() + "/hooks/catalog"}
-	rc.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		var env events.Envelope
-		_ = json.Unmarshal(body, &env)
-		d := delivery{id: r.Header.Get(webhook.HeaderEventID), gen: env.Generation,
-			signed: webhook.Verify([]byte(demoHookSecret), body, r.Header.Get(webhook.HeaderSignature))}
-		if env.Status != nil {
-			d.state = env.Status.State
-		}
-		rc.mu.Lock()
-		rc.got = append(rc.got, d)
-		rc.mu.Unlock()
-		w.WriteHeader(http.StatusNoContent)
-	})}
+	rc.srv = &http.Server{ReadHeaderTimeout: l.readHeader, ReadTimeout: l.read, WriteTimeout: l.write, IdleTimeout: l.idle,
+		MaxHeaderBytes: l.maxHeader, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, l.maxBody))
+			if err != nil {
+				w.WriteHeader(http.StatusRequestEntityTooLarge) // or cut off: not a delivery
+				return
+			}
+			var env events.Envelope
+			_ = json.Unmarshal(body, &env)
+			d := delivery{id: r.Header.Get(webhook.HeaderEventID), gen: env.Generation,
+				signed: webhook.Verify([]byte(demoHookSecret), body, r.Header.Get(webhook.HeaderSignature))}
+			if env.Status != nil {
+				d.state = env.Status.State
+			}
+			rc.mu.Lock()
+			rc.got = append(rc.got, d)
+			rc.mu.Unlock()
+			w.WriteHeader(http.StatusNoContent)
+		})}
 	go rc.srv.Serve(ln)
 	return rc, nil
 }

@@ -12,18 +12,34 @@
 //     the client retries it. The object is stored nevertheless. S3 itself
 //     would answer 200 and retry the delivery on its own; either way a
 //     consumer can see the same object-created event more than once and must
-//     be idempotent. Browser-form POST uploads do not notify.
+//     be idempotent.
 //   - An upload size limit (Options.MaxUploadBytes): larger PUT bodies are
 //     refused with 413 and an S3-style EntityTooLarge XML error, and nothing
 //     is stored.
+//   - Authentication, as S3 does it: every request carries an AWS Signature
+//     Version 4 made with the server's one key pair (Options.AccessKeyID,
+//     Options.SecretAccessKey; "local"/"local" by default, the pair
+//     NewS3Client and the local stack sign with), either in a presigned
+//     URL's query or in an Authorization header. The server recomputes it
+//     with the AWS SDK's own signer over the canonical request: the method,
+//     the path as sent, the query (less X-Amz-Signature), the values of
+//     the headers the request lists as signed, and the payload hash
+//     (UNSIGNED-PAYLOAD for a presigned URL, X-Amz-Content-Sha256 for a
+//     header-signed request). Anything else gets S3's 403
+//     SignatureDoesNotMatch: a URL re-pointed at another key (same query,
+//     another path), a signed header dropped or given another value (the
+//     "If-None-Match: *" of a single-use upload URL), another key pair.
+//     Unsigned requests get 403 AccessDenied (browser-form POST uploads
+//     too), an unknown key id 403 InvalidAccessKeyId, a header-signed
+//     request more than 15 minutes off the clock 403 RequestTimeTooSkewed,
+//     a session token 400 InvalidToken. A header-signed body whose SHA-256
+//     is not its X-Amz-Content-Sha256 gets 400 XAmzContentSHA256Mismatch
+//     and nothing is stored; streaming (aws-chunked) payloads, which the
+//     SDK sends only over https, get 501 NotImplemented. CORS preflights
+//     need no signature, as on S3.
 //   - Presigned URL expiry: a request whose query carries X-Amz-Date and
 //     X-Amz-Expires is refused with 403 AccessDenied "Request has expired"
-//     once expired. Signatures are NOT checked, neither in headers nor in
-//     presigned URLs: any credentials are accepted.
-//   - Signed headers: a presigned request must carry every header its
-//     X-Amz-SignedHeaders lists (S3 would answer 403 SignatureDoesNotMatch,
-//     the signature covering them), so a client cannot drop the
-//     "If-None-Match: *" of a single-use upload URL.
+//     once expired (checked before the signature, as S3 does).
 //   - Conditional writes: a PutObject with "If-None-Match: *" on a key that
 //     exists gets 412 PreconditionFailed and changes nothing (checked before
 //     the body is read, and again atomically when the object is stored, by
@@ -31,6 +47,12 @@
 //   - Atomic puts: an upload is spooled to a temporary file first, so an
 //     interrupted upload never leaves a truncated object behind (and never
 //     damages the previous version of the key).
+//   - Timeouts, per connection: the request line and headers within
+//     Options.ReadHeaderTimeout, a keep-alive connection idle for at most
+//     Options.IdleTimeout, and no read of a body nor write of an answer
+//     stalled for more than Options.BodyTimeout (400 RequestTimeout, as S3's
+//     idle-socket rule); there is no bound on a whole request, so a slow
+//     multi-GB upload that keeps moving is never cut.
 //
 // Multipart parts are kept in memory until the upload completes (gofakes3's
 // uploader), so an unfinished multipart upload does not survive a restart.
@@ -101,12 +123,33 @@ type Options struct {
 	// Logger receives request errors, notification failures and gofakes3's
 	// own log. Nil discards.
 	Logger *slog.Logger
+	// AccessKeyID and SecretAccessKey are the one key pair every request
+	// must be signed with [DefaultAccessKeyID, DefaultSecretAccessKey].
+	AccessKeyID, SecretAccessKey string
+	// ReadHeaderTimeout bounds the reading of a request's line and headers
+	// [10s]; IdleTimeout is how long a keep-alive connection may wait for
+	// its next request [30s].
+	ReadHeaderTimeout, IdleTimeout time.Duration
+	// BodyTimeout is how long a request body, or a response, may go
+	// without a byte moving [20s]: S3's rule too (400 RequestTimeout, "Your
+	// socket connection to the server was not read from or written to
+	// within the timeout period"; S3 does not publish its value, 20 s is
+	// ours). It is a deadline per read and per write, not for
+	// the whole request: a PUT of several GB that keeps moving, however
+	// slowly, is never cut, where a fixed ReadTimeout would cut every
+	// upload slower than size/timeout.
+	BodyTimeout time.Duration
 }
+
+// maxHeaderBytes bounds a request's line and headers (S3 takes 8 KB of
+// headers; a key is at most 1,024 bytes, 3 KB escaped).
+const maxHeaderBytes = 16 << 10
 
 // Server is a running S3 stand-in.
 type Server struct {
 	opts     Options
 	log      *slog.Logger
+	auth     *authenticator
 	backend  *spoolBackend
 	listener net.Listener
 	http     *http.Server
@@ -133,6 +176,21 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	}
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
+	}
+	if opts.ReadHeaderTimeout <= 0 {
+		opts.ReadHeaderTimeout = 10 * time.Second
+	}
+	if opts.IdleTimeout <= 0 {
+		opts.IdleTimeout = 30 * time.Second
+	}
+	if opts.BodyTimeout <= 0 {
+		opts.BodyTimeout = 20 * time.Second
+	}
+	if opts.AccessKeyID == "" && opts.SecretAccessKey == "" {
+		opts.AccessKeyID, opts.SecretAccessKey = DefaultAccessKeyID, DefaultSecretAccessKey
+	}
+	if opts.AccessKeyID == "" || opts.SecretAccessKey == "" {
+		return nil, errors.New("s3server: AccessKeyID and SecretAccessKey go together")
 	}
 	log := opts.Logger
 	if log == nil {
@@ -181,6 +239,7 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s := &Server{
 		opts:     opts,
 		log:      log,
+		auth:     newAuthenticator(opts.AccessKeyID, opts.SecretAccessKey, Region),
 		backend:  backend,
 		listener: l,
 		served:   make(chan error, 1),
@@ -190,9 +249,13 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		gofakes3.WithLogger(slogLogger{log}),
 	)
 	s.http = &http.Server{
-		Handler:           s.middleware(faker.Server()),
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Handler:           s.withBodyTimeout(s.middleware(faker.Server())),
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		// No ReadTimeout or WriteTimeout: withBodyTimeout bounds every
+		// read and write instead (Options.BodyTimeout).
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	go func() { s.served <- s.http.Serve(l) }()
 	log.Info("s3server listening", "endpoint", s.Endpoint(), "dir", dir)
@@ -223,7 +286,7 @@ func (s *Server) Close() error {
 }
 
 // NewS3Client returns an S3 client for endpoint: path-style addressing,
-// region us-east-1, static dummy credentials, and request checksums
+// region us-east-1, the default key pair (DefaultAccessKeyID), and request checksums
 // calculated and response checksums validated only when an operation
 // requires it (gofakes3 does not implement the newer flexible checksums). The
 // process environment and the shared AWS config files are deliberately not
@@ -238,7 +301,7 @@ func NewS3Client(ctx context.Context, endpoint string) (*s3.Client, error) {
 	}
 	cfg := aws.Config{
 		Region:                     Region,
-		Credentials:                aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider("local", "local", "")),
+		Credentials:                aws.NewCredentialsCache(credentials.NewStaticCredentialsProvider(DefaultAccessKeyID, DefaultSecretAccessKey, "")),
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired,
 		ResponseChecksumValidation: aws.ResponseChecksumValidationWhenRequired,
 	}
@@ -300,25 +363,124 @@ func classify(r *http.Request, key string) operation {
 	return opOther
 }
 
-// middleware wraps gofakes3 with expiry checks, the upload limit and
-// notifications.
+// withBodyTimeout gives every read of a request body and every write of a
+// response a deadline of Options.BodyTimeout from that read or write (see
+// there), and answers a body that stopped coming with S3's 400
+// RequestTimeout.
+func (s *Server) withBodyTimeout(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rc := http.NewResponseController(w)
+		// A deadline of the previous request on this connection must not
+		// carry over (the server resets only those it sets itself).
+		_ = rc.SetWriteDeadline(time.Time{})
+		dw := &deadlineWriter{ResponseWriter: w, rc: rc, d: s.opts.BodyTimeout}
+		if r.Body != nil && r.Body != http.NoBody {
+			body := &deadlineBody{body: r.Body, rc: rc, d: s.opts.BodyTimeout}
+			r = r.WithContext(context.WithValue(r.Context(), deadlineBodyKey{}, body))
+			r.Body = body
+		}
+		next.ServeHTTP(dw, r)
+	})
+}
+
+type deadlineBodyKey struct{}
+
+// bodyTimedOut reports whether r's body stopped coming for BodyTimeout.
+func bodyTimedOut(r *http.Request) bool {
+	b, _ := r.Context().Value(deadlineBodyKey{}).(*deadlineBody)
+	return b != nil && b.timedOut
+}
+
+// refuseTimedOut answers a request whose body stopped coming.
+func refuseTimedOut(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	writeError(w, r, http.StatusBadRequest, "RequestTimeout",
+		"Your socket connection to the server was not read from or written to within the timeout period. Idle connections will be closed.")
+}
+
+// deadlineBody is a request body each read of which has its own deadline.
+type deadlineBody struct {
+	body     io.ReadCloser
+	rc       *http.ResponseController
+	d        time.Duration
+	timedOut bool
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	_ = b.rc.SetReadDeadline(time.Now().Add(b.d))
+	n, err := b.body.Read(p)
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		b.timedOut = true
+	}
+	return n, err
+}
+
+func (b *deadlineBody) Close() error { return b.body.Close() }
+
+// deadlineWriter is a response each write of which has its own deadline.
+type deadlineWriter struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	_ = w.rc.SetWriteDeadline(time.Now().Add(w.d))
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// maxVerifiedBody bounds the bodies of requests other than PutObject and
+// UploadPart (XML documents: a multipart completion, tags, a batch
+// delete), which are read whole and checked against their signed SHA-256
+// before anything acts on them.
+const maxVerifiedBody = 8 << 20
+
+// middleware wraps gofakes3 with the signature and expiry checks, the
+// upload limit and notifications.
 func (s *Server) middleware(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if code, status, msg := checkPresignExpiry(r.URL.Query(), time.Now()); code != "" {
-			writeError(w, r, status, code, msg)
+			refuse(w, r, status, code, msg)
 			return
 		}
 		bucket, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+		op := classify(r, key)
+		var check *payloadCheck
+		if !isPreflight(r) {
+			var aerr *authError
+			if check, aerr = s.auth.verify(r); aerr != nil {
+				s.log.Debug("s3server: request refused", "method", r.Method, "path", r.URL.Path, "code", aerr.code, "message", aerr.message)
+				refuse(w, r, aerr.status, aerr.code, aerr.message)
+				return
+			}
+		}
+		if check != nil && op != opPut && op != opUploadPart {
+			// A small document: checked whole before anything reads it.
+			body, err := io.ReadAll(io.LimitReader(r.Body, maxVerifiedBody+1))
+			switch {
+			case len(body) > maxVerifiedBody:
+				refuse(w, r, http.StatusBadRequest, "MaxMessageLengthExceeded", "Your request was too big.")
+				return
+			case check.failed():
+				refuse(w, r, http.StatusBadRequest, codeSHA256Mismatch, errContentSHA256Mismatch.Error())
+				return
+			case bodyTimedOut(r):
+				refuseTimedOut(w, r)
+				return
+			case err != nil:
+				refuse(w, r, http.StatusBadRequest, "IncompleteBody", "You did not provide the number of bytes specified by the Content-Length HTTP header.")
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
 		if key != "" && r.URL.Query().Has("tagging") {
 			s.serveTagging(w, r, bucket, key)
 			return
 		}
-		if missing := missingSignedHeader(r); missing != "" {
-			writeError(w, r, http.StatusForbidden, "SignatureDoesNotMatch",
-				"The request signature we calculated does not match the signature you provided. (local S3: the signed header "+missing+" is missing)")
-			return
-		}
-		op := classify(r, key)
 		if op == opPut && r.Header.Get("If-None-Match") == "*" && s.exists(bucket, key) {
 			// S3 conditional write: the key is taken, nothing changes.
 			w.Header().Set("Connection", "close") // the body is not read
@@ -341,6 +503,15 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 
 		rec := newRecorder()
 		next.ServeHTTP(rec, r)
+		if bodyTimedOut(r) {
+			refuseTimedOut(w, r) // nothing was stored
+			return
+		}
+		if check.failed() {
+			// The body read was not the signed one: nothing was stored.
+			refuse(w, r, http.StatusBadRequest, codeSHA256Mismatch, errContentSHA256Mismatch.Error())
+			return
+		}
 		if rec.status >= 300 {
 			if errorCode(rec.body.Bytes()) == codeEntityTooLarge {
 				writeError(w, r, http.StatusRequestEntityTooLarge, codeEntityTooLarge,
@@ -367,24 +538,25 @@ func (s *Server) middleware(next http.Handler) http.Handler {
 	})
 }
 
-const codeEntityTooLarge = "EntityTooLarge"
+const (
+	codeEntityTooLarge = "EntityTooLarge"
+	codeSHA256Mismatch = "XAmzContentSHA256Mismatch"
+)
 
-// missingSignedHeader returns a header that the presigned request's
-// X-Amz-SignedHeaders names but the request does not carry ("" when none).
-func missingSignedHeader(r *http.Request) string {
-	signed := r.URL.Query().Get("X-Amz-SignedHeaders")
-	if signed == "" {
-		return ""
+// isPreflight reports a CORS preflight, which S3 answers unsigned (gofakes3
+// answers it).
+func isPreflight(r *http.Request) bool {
+	return r.Method == http.MethodOptions && r.Header.Get("Origin") != "" && r.Header.Get("Access-Control-Request-Method") != ""
+}
+
+// refuse answers a request before its body is read: the connection is
+// closed after the answer, so that an unread body is not taken for the
+// next request.
+func refuse(w http.ResponseWriter, r *http.Request, status int, code, msg string) {
+	if r.ContentLength != 0 {
+		w.Header().Set("Connection", "close")
 	}
-	for _, name := range strings.Split(signed, ";") {
-		if name == "" || name == "host" || name == "content-length" && r.ContentLength >= 0 {
-			continue // net/http keeps these apart from Header
-		}
-		if _, ok := r.Header[http.CanonicalHeaderKey(name)]; !ok {
-			return name
-		}
-	}
-	return ""
+	writeError(w, r, status, code, msg)
 }
 
 // exists reports whether an object is stored at bucket/key.

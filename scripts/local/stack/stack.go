@@ -119,6 +119,18 @@ type Options struct {
 	// MaxRowBytes is the longest row the diff reads [the snapshot
 	// package's 1 MiB]; tests lower it to make oversized rows cheaply.
 	MaxRowBytes int
+	// SortMemoryBytes is the diff's memory for sorted runs before they
+	// spill [diff.DefaultSortMemoryBytes] (CATALOG_SORT_MEMORY_MB), SpillDir
+	// where they spill [<DataDir>/tmp] (CATALOG_SPILL_DIR).
+	SortMemoryBytes int64
+	SpillDir        string
+	// MetricsNamespace is the metric lines' CloudWatch namespace
+	// [metrics.DefaultNamespace] (CATALOG_METRICS_NAMESPACE).
+	MetricsNamespace string
+	// WebhookKeys seal webhook secrets (CATALOG_WEBHOOK_KEYS: keys
+	// separated by commas, the first sealing) [one key kept in
+	// <DataDir>/webhook-key, made on first use].
+	WebhookKeys string
 
 	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
 	// age from which it takes an event [30s] (DESIGN 8).
@@ -356,7 +368,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		ChunkRows:  o.ChunkRows, ChunkBytes: o.ChunkBytes, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
 		MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL, AdminToken: st.AdminToken,
 		UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", ""),
+		// The key pair the S3 stand-in verifies every signature with.
+		Credentials: credentials.NewStaticCredentialsProvider(s3server.DefaultAccessKeyID, s3server.DefaultSecretAccessKey, ""),
 	}
 	st.Stores, err = st.Config.OpenStores(ctx)
 	if err != nil {
@@ -445,8 +458,10 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	st.Config.AnalyticsQueueURL, st.Config.WebhooksQueueURL = st.AnalyticsQueue.URL, st.WebhooksQueue.URL
 	st.Config.AnalyticsDLQURL, st.Config.WebhooksDLQURL = st.AnalyticsQueue.DLQURL, st.WebhooksQueue.DLQURL
-	if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
-		return nil, err
+	if st.Config.WebhookKeys = o.WebhookKeys; st.Config.WebhookKeys == "" {
+		if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
+			return nil, err
+		}
 	}
 
 	// S3, with object-created notifications to arrivals.
@@ -454,6 +469,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	s3srv, err := s3server.Start(ctx, s3server.Options{
 		Dir: filepath.Join(dataDir, "s3"), Addr: o.S3Addr, Buckets: []string{st.Bucket},
 		MaxUploadBytes: o.MaxUploadBytes, NotifyPrefix: "snapshots/", Logger: o.Logger,
+		AccessKeyID: s3server.DefaultAccessKeyID, SecretAccessKey: s3server.DefaultSecretAccessKey,
 		Notify: func(ctx context.Context, ev lambdaevents.S3Event) error {
 			body, err := json.Marshal(ev)
 			if err != nil {
@@ -484,11 +500,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	// The diff's sorted runs spill here (as on Lambda to /tmp); the files
 	// are unlinked at creation, so nothing is left behind.
-	spillDir := filepath.Join(dataDir, "tmp")
+	spillDir := o.SpillDir
+	if spillDir == "" {
+		spillDir = filepath.Join(dataDir, "tmp")
+	}
 	if err := os.MkdirAll(spillDir, 0o755); err != nil {
 		return nil, err
 	}
-	st.Config.SpillDir = spillDir
+	st.Config.SpillDir, st.Config.SortMemoryBytes = spillDir, o.SortMemoryBytes
 	diffConfig := st.Config.Diff()
 	diffConfig.RetryBackoff = time.Second
 	if o.MaxRowBytes > 0 {
@@ -583,7 +602,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	st.APIURL = "http://" + ln.Addr().String()
-	st.server = &http.Server{Handler: withRequestIDs(st.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	st.server = newAPIServer(withRequestIDs(st.Handler()), defaultAPILimits, o.Logger)
 	st.wg.Add(1)
 	go func() {
 		defer st.wg.Done()
@@ -596,6 +615,60 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	return st, nil
+}
+
+// apiLimits bound what one client can hold of the API server: a
+// connection and a goroutine for at most these times, headers and a body
+// of at most these sizes.
+type apiLimits struct {
+	readHeader time.Duration // the request line and headers
+	read       time.Duration // the whole request, body included
+	write      time.Duration // from the end of the headers to the end of the answer
+	idle       time.Duration // a keep-alive connection waiting for its next request
+	maxHeader  int           // bytes of request line and headers
+	maxBody    int64         // bytes of body
+}
+
+// defaultAPILimits follow API Gateway's where it has one: it takes 10 KB
+// of request line and headers and a 10 MB body, and gives a request 30 s.
+// The API's bodies are small JSON documents (the handlers bound each
+// route's further), so a whole request is read within 30 s; the write
+// bound, generous, only ends a client that stops reading its answer.
+var defaultAPILimits = apiLimits{
+	readHeader: 10 * time.Second,
+	read:       30 * time.Second,
+	write:      2 * time.Minute,
+	idle:       time.Minute,
+	maxHeader:  16 << 10,
+	maxBody:    10 << 20,
+}
+
+// newAPIServer is the API's HTTP server with limits l: a body over
+// l.maxBody is refused before any handler reads it, as API Gateway
+// refuses it (413, its own error shape), and cannot grow past it while
+// read.
+func newAPIServer(h http.Handler, l apiLimits, log *slog.Logger) *http.Server {
+	bounded := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > l.maxBody {
+			w.Header().Set("Connection", "close") // the body is not read
+			w.Header().Set("apigw-requestid", randomID())
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestEntityTooLarge)
+			io.WriteString(w, `{"message":"Request Entity Too Large"}`+"\n")
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, l.maxBody)
+		h.ServeHTTP(w, r)
+	})
+	return &http.Server{
+		Handler:           bounded,
+		ReadHeaderTimeout: l.readHeader,
+		ReadTimeout:       l.read,
+		WriteTimeout:      l.write,
+		IdleTimeout:       l.idle,
+		MaxHeaderBytes:    l.maxHeader,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
 }
 
 // startReplicas starts o.Replicas streaming replicas of srv (or takes
@@ -661,7 +734,7 @@ func (st *Stack) metrics(function string) *metrics.Recorder {
 	if st.Options.Metrics == nil {
 		return nil
 	}
-	return metrics.New(st.Options.Metrics, metrics.Options{Function: function})
+	return metrics.New(st.Options.Metrics, metrics.Options{Namespace: st.Options.MetricsNamespace, Function: function})
 }
 
 // withRequestIDs gives each HTTP request the ids it has behind API Gateway
