@@ -181,6 +181,8 @@ var localVariables = []struct {
 	{"CATALOG_SPILL_DIR", func(c config.Config, o *stack.Options) { o.SpillDir = c.SpillDir }},
 	{"CATALOG_STUCK_AFTER", func(c config.Config, o *stack.Options) { o.StallAfter = c.StuckAfter }},
 	{"CATALOG_STUCK_MAX_REDRIVES", func(c config.Config, o *stack.Options) { o.MaxRedrives = c.StuckMaxRedrives }},
+	{"CATALOG_DIFF_ATTEMPTS", func(c config.Config, o *stack.Options) { o.DiffAttempts = c.DiffAttempts }},
+	{"CATALOG_APPLY_ATTEMPTS", func(c config.Config, o *stack.Options) { o.ApplyAttempts = c.ApplyAttempts }},
 	{"CATALOG_METRICS_NAMESPACE", func(c config.Config, o *stack.Options) { o.MetricsNamespace = c.MetricsNamespace }},
 	{"CATALOG_ADMIN_TOKEN", func(c config.Config, o *stack.Options) { o.AdminToken = c.AdminToken }},
 	{"CATALOG_LOG_LEVEL", func(config.Config, *stack.Options) {}}, // the logger's level: environment.logLevel

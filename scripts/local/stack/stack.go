@@ -164,6 +164,10 @@ type Options struct {
 	// MaxRedrives is how many times it re-drives a generation [3].
 	StuckSweepEvery time.Duration
 	MaxRedrives     int
+	// DiffAttempts is how many runs a generation's diff gets, ApplyAttempts
+	// how many tries a chunk the database refuses, before the generation
+	// ends rejected and undone (I10) [3 each].
+	DiffAttempts, ApplyAttempts int
 	// WebhookAWSRules applies AWS's webhook URL rules (https to public
 	// addresses only) instead of also taking http://127.0.0.1:<port>.
 	WebhookAWSRules bool
@@ -368,6 +372,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		ChunkRows:  o.ChunkRows, ChunkBytes: o.ChunkBytes, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
 		MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL, AdminToken: st.AdminToken,
 		UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
+		DiffAttempts: o.DiffAttempts, ApplyAttempts: o.ApplyAttempts,
 		// The key pair the S3 stand-in verifies every signature with.
 		Credentials: credentials.NewStaticCredentialsProvider(s3server.DefaultAccessKeyID, s3server.DefaultSecretAccessKey, ""),
 	}
