@@ -23,6 +23,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/url"
 	"sort"
 	"strings"
@@ -33,6 +34,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 	catalogsql "github.com/retailcatalog/catalog/sql"
@@ -492,4 +494,38 @@ func migrationsHash() string {
 		h.Write([]byte{0xff})
 	}
 	return hex.EncodeToString(h.Sum(nil))[:12]
+}
+
+// Outbox returns the events waiting in every shard's outbox (shard by
+// shard, oldest first), read as the relay takes them, leaving them all.
+func Outbox(t testing.TB, s *pgstore.Stores) []catalog.OutboxEntry {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out []catalog.OutboxEntry
+	for shard := range s.ShardCount() {
+		_, err := s.DrainOutbox(ctx, shard, catalog.OutboxFilter{}, math.MaxInt32,
+			func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+				out = append(out, entries...)
+				return make([]bool, len(entries)), nil // none published: none deleted
+			})
+		if err != nil {
+			t.Fatalf("pgstoretest: read the outbox of shard %d: %v", shard, err)
+		}
+	}
+	return out
+}
+
+// AgeOutbox makes every event waiting in the outboxes d older, as if d had
+// passed since they were written (the relay's sweeper takes events by
+// age; their event times stay).
+func AgeOutbox(t testing.TB, s *pgstore.Stores, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i, sh := range s.Shards {
+		if _, err := sh.Pool().Exec(ctx, `UPDATE outbox SET created_at = created_at - make_interval(secs => $1)`, d.Seconds()); err != nil {
+			t.Fatalf("pgstoretest: age the outbox of shard %d: %v", i, err)
+		}
+	}
 }
