@@ -24,8 +24,9 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // Each call gives migrated databases of its own, as many shards as asked;
 // after the test's cleanup they are as new (no row, sequences restarted, a
 // connection the test left open ended) and the next test gets them.
+//
+// Not parallel: no other test may take the databases freed in between.
 func TestEachTestGetsDatabasesAsNew(t *testing.T) {
-	t.Parallel()
 	ctx := context.Background()
 	var used []string
 	t.Run("writes", func(t *testing.T) {
@@ -90,6 +91,47 @@ func TestEachTestGetsDatabasesAsNew(t *testing.T) {
 		require.NoError(t, err)
 		require.EqualValues(t, 1, gen, "as in a new database")
 	})
+}
+
+// Outbox lists the events waiting without taking them; AgeOutbox makes
+// them as old as the relay's sweeper needs, on every shard.
+func TestOutboxAndAgeOutbox(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgstoretest.New(t, pgstoretest.Shards(2))
+	for i, id := range []string{"r0", "r1"} {
+		require.NoError(t, s.CreateRetailer(ctx, catalog.Retailer{ID: id, Shard: i, TokenHash: []byte(id)}))
+		gen, err := s.ReserveGeneration(ctx, id, "csv", time.Now().Add(time.Hour), 0)
+		require.NoError(t, err)
+		_, err = s.BeginDiff(ctx, id, gen, "")
+		require.NoError(t, err)
+		require.NoError(t, s.Hold(ctx, id, gen, catalog.HoldEmptySnapshot, "empty", catalog.Counts{}))
+	}
+	for range 2 {
+		got := pgstoretest.Outbox(t, s)
+		require.Len(t, got, 2, "one held event per shard, left where it was")
+		require.Equal(t, []string{"r0", "r1"}, []string{got[0].RetailerID, got[1].RetailerID})
+		require.Equal(t, "catalog.snapshot.held", got[0].Type)
+	}
+	sweep := func() (taken int) {
+		for shard := range 2 {
+			n, err := s.DrainOutbox(ctx, shard, catalog.OutboxFilter{OlderThan: 30 * time.Second}, 10,
+				func(_ context.Context, es []catalog.OutboxEntry) ([]bool, error) {
+					done := make([]bool, len(es))
+					for i := range done {
+						done[i] = true
+					}
+					return done, nil
+				})
+			require.NoError(t, err)
+			taken += n
+		}
+		return taken
+	}
+	require.Zero(t, sweep(), "too young for the sweeper")
+	pgstoretest.AgeOutbox(t, s, 31*time.Second)
+	require.Equal(t, 2, sweep())
+	require.Empty(t, pgstoretest.Outbox(t, s))
 }
 
 // cleanups is a testing.TB whose cleanups run when run is called, so that
