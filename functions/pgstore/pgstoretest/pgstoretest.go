@@ -199,9 +199,11 @@ func (s *server) take(ctx context.Context, k kind) (string, error) {
 var kindNames = [2]string{"control", "shard"}
 
 // copyTemplate creates database name as a copy of the template of kind k,
-// with the template's privileges on the database itself (the migrations
-// grant CONNECT and TEMPORARY to the function roles and revoke PUBLIC's),
-// which a copy does not take.
+// with what a copy does not take of the template: its privileges on the
+// database itself (the migrations grant CONNECT and TEMPORARY to the
+// function roles and revoke PUBLIC's). Its commits do not wait for the
+// disk (synchronous_commit off): a test server that crashes loses its
+// tests anyway, and what a commit makes visible is the same.
 func (s *server) copyTemplate(ctx context.Context, k kind, name string) error {
 	db := pgx.Identifier{name}.Sanitize()
 	if _, err := s.admin.Exec(ctx, "CREATE DATABASE "+db+" TEMPLATE "+pgx.Identifier{s.templates[k]}.Sanitize()); err != nil {
@@ -214,14 +216,14 @@ func (s *server) copyTemplate(ctx context.Context, k kind, name string) error {
 	if err != nil {
 		return fmt.Errorf("privileges of template %s: %w", s.templates[k], err)
 	}
-	var stmts []string
+	stmts := []string{"ALTER DATABASE " + db + " SET synchronous_commit = off"}
 	for rows.Next() {
 		var set bool
 		var privilege, grantee string
 		if err := rows.Scan(&set, &privilege, &grantee); err != nil {
 			return err
 		}
-		if set && len(stmts) == 0 {
+		if set && len(stmts) == 1 {
 			stmts = append(stmts, "REVOKE ALL ON DATABASE "+db+" FROM PUBLIC")
 		}
 		if privilege != "" {
@@ -230,9 +232,6 @@ func (s *server) copyTemplate(ctx context.Context, k kind, name string) error {
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("privileges of template %s: %w", s.templates[k], err)
-	}
-	if len(stmts) == 0 {
-		return nil
 	}
 	_, err = s.admin.Exec(ctx, strings.Join(stmts, ";\n"))
 	return err
@@ -474,9 +473,16 @@ func (s *server) buildTemplate(ctx context.Context, conn *pgx.Conn, name string,
 	return nil
 }
 
-// migrationsHash is a short hash of every migration file, names and contents.
+// layout is the version of what copyTemplate makes of a copy (the
+// templates' names change with it, so that no process takes the databases
+// an older layout left).
+const layout = "1"
+
+// migrationsHash is a short hash of layout and of every migration file,
+// names and contents.
 func migrationsHash() string {
 	h := sha256.New()
+	fmt.Fprintf(h, "pgstoretest layout %s\x00", layout)
 	for _, migrations := range []fs.FS{catalogsql.Control, catalogsql.Shard} {
 		files, err := fs.Glob(migrations, "*/*.sql")
 		if err != nil {
