@@ -9,10 +9,11 @@
 // first building them under an advisory lock. A test's databases are copies
 // of the templates (CREATE DATABASE ... TEMPLATE), emptied at the test's
 // cleanup (every row deleted, every sequence restarted: as new) and handed
-// to the next test of the process; the process drops them when its tests
-// are over (testenv.Main). Copying a template costs ~90 ms a database here
-// (its 8 MB go through the WAL), emptying one ~2 ms, so a process copies
-// only as many databases as its tests use at once.
+// to the next test of the process; when its tests are over (testenv.Main)
+// the process leaves them, renamed, to the next process on the server.
+// Copying a template costs ~90 ms a database here (its 8 MB go through the
+// WAL) and dropping one up to ~0.8 s (a checkpoint), emptying one ~2 ms: a
+// run copies only as many databases as its tests use at once.
 //
 // A package whose tests use it must run them through testenv.Main.
 package pgstoretest
@@ -55,12 +56,12 @@ func Shards(n int) Option { return func(o *options) { o.shards = n } }
 // retailer. At the test's cleanup the databases are emptied (through the
 // stores' pools) and the stores closed.
 //
-// A call costs ~26 ms with one shard and ~7 ms more per further shard on
-// the 2-core test machine, shared (BenchmarkNew: the stores opened, a first
-// query on each database, the databases emptied, the stores closed); the
-// first calls of a process copy the templates (~90 ms a database) or take
-// the databases an earlier process left, and the first call on a new
-// server builds the templates (~1 s).
+// A call costs ~26-29 ms with one shard and ~10-16 ms more per further
+// shard on the 2-core test machine, shared (BenchmarkNew, load average 5-7:
+// the stores opened, a first query on each database, the databases
+// emptied, the stores closed). The first calls of a process copy the
+// templates (~90 ms a database) or take the databases an earlier process
+// left; the first call on a new server builds the templates (~1.5 s).
 func New(t testing.TB, opts ...Option) *pgstore.Stores {
 	t.Helper()
 	l := reserve(t, opts)
