@@ -56,12 +56,13 @@ func Shards(n int) Option { return func(o *options) { o.shards = n } }
 // retailer. At the test's cleanup the databases are emptied (through the
 // stores' pools) and the stores closed.
 //
-// A call costs ~26-29 ms with one shard and ~10-16 ms more per further
-// shard on the 2-core test machine, shared (BenchmarkNew, load average 5-7:
-// the stores opened, a first query on each database, the databases
-// emptied, the stores closed). The first calls of a process copy the
-// templates (~90 ms a database) or take the databases an earlier process
-// left; the first call on a new server builds the templates (~1.5 s).
+// A call costs ~19 ms with one shard and ~11-14 ms more per further shard
+// on the 2-core test machine at a load average of 3 (~29 ms and ~10-16 ms
+// at 5-7; BenchmarkNew: the stores opened, a first query on each
+// database, the databases emptied, the stores closed). The first calls of
+// a process copy the templates (~90 ms a database) or take the databases
+// an earlier process left; the first call on a new server builds the
+// templates (~1.5 s).
 func New(t testing.TB, opts ...Option) *pgstore.Stores {
 	t.Helper()
 	l := reserve(t, opts)
