@@ -19,6 +19,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 )
 
 // replacingBlobs replaces the upload with other bytes right after the
@@ -102,7 +103,7 @@ func (q *backoffQueue) ChangeVisibility(_ context.Context, queueURL, receiptHand
 // later uploads wait behind it in the group).
 func TestFailedJobBacksOff(t *testing.T) {
 	t.Parallel()
-	store := inmem.NewStore()
+	store := pgstoretest.New(t)
 	require.NoError(t, store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
 	gen, err := store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)

@@ -14,8 +14,8 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/snapshot"
-	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
@@ -24,18 +24,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // openStores opens stores on a control and a shard database of their own, migrated.
 func openStores(t *testing.T) *pgstore.Stores {
 	t.Helper()
-	ctx := context.Background()
-	server := testenv.Postgres(t)
-	prefix := testenv.Name("pgs")
-	control, err := pgserver.CreateDatabase(ctx, server, prefix+"control")
-	require.NoError(t, err)
-	shard, err := pgserver.CreateDatabase(ctx, server, prefix+"shard")
-	require.NoError(t, err)
-	s, err := pgstore.Open(ctx, control, []string{shard}, pgstore.PoolOptions{MaxConns: 8})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.Migrate(ctx), "migrations are idempotent")
+	s := pgstoretest.New(t)
+	require.NoError(t, s.Migrate(context.Background()), "migrations are idempotent")
 	return s
 }
 

@@ -19,22 +19,28 @@ import (
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 const admin = "admin-token"
 
-// fixture is the upload routes on the in-memory stand-ins.
+// fixture is the upload routes on databases of the test's own (four
+// shards) and the in-memory blob store and queue.
 type fixture struct {
 	t       *testing.T
-	store   *inmem.Store
+	store   *pgstore.Stores
 	queue   *inmem.Queue
 	h       *upload.Handler
 	metrics *metricstest.Capture
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: &inmem.Store{Shards: 4}, queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
+	f := &fixture{t: t, store: pgstoretest.New(t, pgstoretest.Shards(4)), queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
 	f.h = upload.New(upload.Config{AdminToken: admin, DiffQueueURL: "diff-jobs", Region: "us-east-1"},
 		f.store, inmem.NewBlobs(), f.queue, slog.New(slog.DiscardHandler))
 	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "upload"})
