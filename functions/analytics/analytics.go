@@ -48,7 +48,7 @@ type Blobs interface {
 }
 
 // Versions is the consumers' record of the highest generation each has
-// written per product. pgstore.Stores and inmem.Store implement it.
+// written per product. pgstore.Stores implements it.
 type Versions interface {
 	// AdvanceVersions records, for products of a retailer (each once), the
 	// generation of the change the consumer is about to write, where it is

@@ -17,14 +17,30 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/retry"
+	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// upsert is a chunk op writing attrs (a JSON object) to id, with its hash.
+func upsert(id, attrs string) events.ChunkOp {
+	h := snapshot.HashAttributes([]byte(attrs))
+	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
+}
+
+// del is a chunk op deleting id.
+func del(id string) events.ChunkOp { return events.ChunkOp{Op: events.OpDelete, ProductID: id} }
+
+// fixture is the analytics consumer on databases of the test's own and an
+// in-memory blob store that fails on demand, retailer r1 registered.
 type fixture struct {
 	t     *testing.T
-	store *inmem.Store
+	store *pgstore.Stores
 	blobs *failingBlobs
 	vis   *inmem.Visibility
 	h     *analytics.Handler
@@ -45,7 +61,7 @@ func (b *failingBlobs) Put(ctx context.Context, key string, body []byte) error {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: &failingBlobs{Blobs: inmem.NewBlobs()}, vis: inmem.NewVisibility()}
+	f := &fixture{t: t, store: pgstoretest.New(t), blobs: &failingBlobs{Blobs: inmem.NewBlobs()}, vis: inmem.NewVisibility()}
 	f.h = analytics.New(analytics.Config{QueueURL: "analytics", Retry: retry.Schedule{Base: time.Second}}, f.store, f.blobs, f.vis, slog.New(slog.DiscardHandler))
 	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
 	return f
@@ -115,8 +131,8 @@ func TestWritesOneFilePerRetailerAndDay(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	require.Empty(t, f.handle(
-		f.event(1, 0, day, storetest.Upsert("a", `{"price":"1"}`), storetest.Upsert("b", `{"price":"2"}`)),
-		f.event(1, 1, day.Add(2*time.Minute), storetest.Upsert("c", `{"price":"3"}`)),
+		f.event(1, 0, day, upsert("a", `{"price":"1"}`), upsert("b", `{"price":"2"}`)),
+		f.event(1, 1, day.Add(2*time.Minute), upsert("c", `{"price":"3"}`)),
 	))
 	files := f.files()
 	require.Len(t, files, 2, "the second chunk committed after midnight")
@@ -138,7 +154,7 @@ func TestWritesOneFilePerRetailerAndDay(t *testing.T) {
 	require.Len(t, *row.Hash, 32)
 	require.True(t, day.Equal(row.AppliedAt))
 
-	require.Empty(t, f.handle(f.event(2, 0, day.Add(time.Hour), storetest.Delete("a"), storetest.Upsert("b", `{"price":"9"}`))))
+	require.Empty(t, f.handle(f.event(2, 0, day.Add(time.Hour), del("a"), upsert("b", `{"price":"9"}`))))
 	require.Equal(t, map[string]string{"b": `{"price":"9"}`, "c": `{"price":"3"}`}, f.latest())
 }
 
@@ -156,8 +172,8 @@ func nameOf(keys []string, date string) string {
 func TestOutOfOrderAndReplayedEventsChangeNothing(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	g1 := f.event(1, 0, day, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`))
-	g2 := f.event(2, 0, day, storetest.Upsert("a", `{"v":"2"}`), storetest.Delete("b"))
+	g1 := f.event(1, 0, day, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"1"}`))
+	g2 := f.event(2, 0, day, upsert("a", `{"v":"2"}`), del("b"))
 	require.Empty(t, f.handle(g2))
 	require.Empty(t, f.handle(g1))
 	require.Equal(t, map[string]string{"a": `{"v":"2"}`}, f.latest())
@@ -175,8 +191,8 @@ func TestOutOfOrderAndReplayedEventsChangeNothing(t *testing.T) {
 	require.Equal(t, rowsBefore, rows, "a replay writes nothing")
 
 	// Within one batch, the newest change of a product wins.
-	g3 := f.event(3, 0, day, storetest.Upsert("x", `{"v":"3"}`))
-	g4 := f.event(4, 0, day, storetest.Upsert("x", `{"v":"4"}`))
+	g3 := f.event(3, 0, day, upsert("x", `{"v":"3"}`))
+	g4 := f.event(4, 0, day, upsert("x", `{"v":"4"}`))
 	require.Empty(t, f.handle(g4, g3))
 	require.Equal(t, `{"v":"4"}`, f.latest()["x"])
 }
@@ -188,8 +204,8 @@ func TestOutOfOrderAndReplayedEventsChangeNothing(t *testing.T) {
 func TestFailuresRetryLater(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	good := f.event(1, 0, day, storetest.Upsert("a", `{"v":"1"}`))
-	bad := f.event(1, 1, day, storetest.Upsert("b", `{"v":"1"}`))
+	good := f.event(1, 0, day, upsert("a", `{"v":"1"}`))
+	bad := f.event(1, 1, day, upsert("b", `{"v":"1"}`))
 	require.NoError(t, f.blobs.Blobs.Put(context.Background(), events.ChunkKey("r1", 1, 1), []byte("{}\n")))
 	bad.Attributes["ApproximateReceiveCount"] = "3"
 	require.Equal(t, []string{bad.MessageId}, f.handle(good, bad))
@@ -197,7 +213,7 @@ func TestFailuresRetryLater(t *testing.T) {
 	require.Equal(t, map[string]string{"a": `{"v":"1"}`}, f.latest())
 
 	f.blobs.failPuts = true
-	next := f.event(2, 0, day, storetest.Upsert("a", `{"v":"2"}`))
+	next := f.event(2, 0, day, upsert("a", `{"v":"2"}`))
 	require.Equal(t, []string{next.MessageId}, f.handle(next))
 	f.blobs.failPuts = false
 	require.Empty(t, f.handle(next))

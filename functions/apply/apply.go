@@ -31,7 +31,7 @@ type Blobs interface {
 }
 
 // Store is what the apply needs of the databases, keyed by retailer.
-// pgstore.Stores and inmem.Store implement it.
+// pgstore.Stores implements it.
 type Store interface {
 	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
 	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -18,26 +20,38 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/retry"
+	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
-// fixture is the apply handler on the in-memory stand-ins, retailer r1
-// registered.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// upsert is a chunk op writing attrs (a JSON object) to id, with its hash.
+func upsert(id, attrs string) events.ChunkOp {
+	h := snapshot.HashAttributes([]byte(attrs))
+	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
+}
+
+// fixture is the apply handler on databases of the test's own and the
+// in-memory blob store, retailer r1 registered.
 type fixture struct {
 	t       *testing.T
-	store   *inmem.Store
+	store   *pgstore.Stores
 	blobs   *inmem.Blobs
 	h       *apply.Handler
 	metrics *metricstest.Capture
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), metrics: &metricstest.Capture{}}
+	f := &fixture{t: t, store: pgstoretest.New(t), blobs: inmem.NewBlobs(), metrics: &metricstest.Capture{}}
 	f.h = apply.New(f.store, f.blobs, slog.New(slog.DiscardHandler))
 	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "apply"})
 	t.Cleanup(func() { require.NoError(t, f.metrics.Validate()) })
@@ -112,8 +126,8 @@ func TestAppliesBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	gen := f.start(2)
-	m0 := f.chunk(gen, 0, 2, storetest.Upsert("a", `{"price":"1"}`), storetest.Upsert("b", `{"price":"2"}`))
-	m1 := f.chunk(gen, 1, 2, storetest.Upsert("c", `{"price":"3"}`))
+	m0 := f.chunk(gen, 0, 2, upsert("a", `{"price":"1"}`), upsert("b", `{"price":"2"}`))
+	m1 := f.chunk(gen, 1, 2, upsert("c", `{"price":"3"}`))
 	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1, m0))
 	require.NoError(t, err)
 	require.Empty(t, resp.BatchItemFailures, "a redelivered chunk in the batch is acknowledged")
@@ -148,10 +162,10 @@ func TestFailureReportsTheRestOfTheBatch(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	gen := f.start(3)
-	m0 := f.chunk(gen, 0, 3, storetest.Upsert("a", `{}`))
-	m1 := f.chunk(gen, 1, 3, storetest.Upsert("b", `{}`))
+	m0 := f.chunk(gen, 0, 3, upsert("a", `{}`))
+	m1 := f.chunk(gen, 1, 3, upsert("b", `{}`))
 	m1.SHA256 = "00" + m1.SHA256[2:] // the object does not match its message
-	m2 := f.chunk(gen, 2, 3, storetest.Upsert("c", `{}`))
+	m2 := f.chunk(gen, 2, 3, upsert("c", `{}`))
 	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1, m2))
 	require.NoError(t, err)
 	var failed []string
@@ -173,10 +187,10 @@ func TestFailureFailsOnlyItsGroup(t *testing.T) {
 	f := newFixture(t)
 	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r2", TokenHash: []byte("t2")}))
 	gen := f.start(4)
-	m0 := f.chunk(gen, 0, 4, storetest.Upsert("a", `{}`))
+	m0 := f.chunk(gen, 0, 4, upsert("a", `{}`))
 	m0.SHA256 = "00" + m0.SHA256[2:] // fails
-	m1 := f.chunk(gen, 1, 4, storetest.Upsert("b", `{}`))
-	m4 := f.chunk(gen, 4, 4, storetest.Upsert("e", `{}`)) // group r1#0 again, after the failure
+	m1 := f.chunk(gen, 1, 4, upsert("b", `{}`))
+	m4 := f.chunk(gen, 4, 4, upsert("e", `{}`)) // group r1#0 again, after the failure
 	// r2: its own generation and chunk.
 	ctx := context.Background()
 	gen2, err := f.store.ReserveGeneration(ctx, "r2", "csv", time.Now().Add(time.Hour), 0)
@@ -186,7 +200,7 @@ func TestFailureFailsOnlyItsGroup(t *testing.T) {
 	_, err = f.store.TakeOver(ctx, "r2", gen2)
 	require.NoError(t, err)
 	require.NoError(t, f.store.StartApplying(ctx, "r2", gen2, catalog.Counts{}, 1))
-	r2body := events.AppendUpsertLine(nil, []byte("x"), mustHash(t, storetest.Upsert("x", `{}`).Hash), []byte(`{}`))
+	r2body := events.AppendUpsertLine(nil, []byte("x"), mustHash(t, upsert("x", `{}`).Hash), []byte(`{}`))
 	r2key := events.ChunkKey("r2", gen2, 0)
 	require.NoError(t, f.blobs.Put(ctx, r2key, r2body))
 	sum := sha256.Sum256(r2body)
@@ -219,7 +233,7 @@ func TestSupersededAndUnknownAreAcknowledged(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	old := f.start(2)
-	stale := f.chunk(old, 0, 2, storetest.Upsert("zombie", `{}`))
+	stale := f.chunk(old, 0, 2, upsert("zombie", `{}`))
 	f.start(1)
 	require.NoError(t, f.blobs.Put(context.Background(), stale.Key, []byte("not even read")))
 	require.NoError(t, f.h.Apply(context.Background(), stale))
@@ -241,7 +255,7 @@ func TestRedeliveryFinishesTheDirectory(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	gen := f.start(2)
-	m := f.chunk(gen, 0, 2, storetest.Upsert("p", `{}`))
+	m := f.chunk(gen, 0, 2, upsert("p", `{}`))
 	ops, err := events.ReadChunk(bytesOf(t, f, m.Key))
 	require.NoError(t, err)
 	_, err = f.store.ApplyChunk(context.Background(), m, ops) // committed; the directory update never ran
@@ -313,9 +327,9 @@ func TestEventsPublishedWhileTheNextChunkApplies(t *testing.T) {
 		next: relay.New(relay.Config{}, f.store, f.blobs, sns, slog.New(slog.DiscardHandler))}
 	f.h.Events = flusher
 	gen := f.start(3)
-	m0 := f.chunk(gen, 0, 3, storetest.Upsert("a", `{}`))
-	m1 := f.chunk(gen, 1, 3, storetest.Upsert("b", `{}`))
-	m2 := f.chunk(gen, 2, 3, storetest.Upsert("c", `{}`))
+	m0 := f.chunk(gen, 0, 3, upsert("a", `{}`))
+	m1 := f.chunk(gen, 1, 3, upsert("b", `{}`))
+	m2 := f.chunk(gen, 2, 3, upsert("c", `{}`))
 	var overlapped bool
 	f.h.Observe = func(m events.ChunkMessage, start bool) {
 		if start && m.Seq == 1 {
@@ -336,7 +350,7 @@ func TestEventsPublishedWhileTheNextChunkApplies(t *testing.T) {
 		types = append(types, m.Attributes[events.AttrType])
 	}
 	require.ElementsMatch(t, []string{events.TypeChanges, events.TypeChanges, events.TypeChanges, events.TypeSnapshotApplied}, types)
-	require.Empty(t, f.store.Outbox())
+	require.Empty(t, pgstoretest.Outbox(t, f.store))
 	flusher.mu.Lock()
 	defer flusher.mu.Unlock()
 	require.Zero(t, flusher.late)
@@ -347,8 +361,6 @@ func TestEventsPublishedWhileTheNextChunkApplies(t *testing.T) {
 func TestFailingTopicLeavesEventsToTheSweeper(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	now := time.Now()
-	f.store.Now = func() time.Time { return now }
 	sns := inmem.NewTopic()
 	down := errors.New("topic down")
 	sns.Fail = func(topic.Message) error { return down }
@@ -356,19 +368,94 @@ func TestFailingTopicLeavesEventsToTheSweeper(t *testing.T) {
 	flusher := &countingFlusher{next: r}
 	f.h.Events = flusher
 	gen := f.start(2)
-	m0 := f.chunk(gen, 0, 2, storetest.Upsert("a", `{}`))
-	m1 := f.chunk(gen, 1, 2, storetest.Upsert("b", `{}`))
+	m0 := f.chunk(gen, 0, 2, upsert("a", `{}`))
+	m1 := f.chunk(gen, 1, 2, upsert("b", `{}`))
 	resp, err := f.h.HandleSQS(context.Background(), sqsEvent(t, m0, m1))
 	require.Zero(t, flusher.markReturned())
 	require.NoError(t, err)
 	require.Empty(t, resp.BatchItemFailures, "a failed publish fails no chunk")
-	require.Len(t, f.store.Outbox(), 3, "two chunks' events and the applied event wait")
+	require.Len(t, pgstoretest.Outbox(t, f.store), 3, "two chunks' events and the applied event wait")
 	require.Zero(t, sns.Published())
 
 	sns.Fail = nil
-	now = now.Add(31 * time.Second)
+	pgstoretest.AgeOutbox(t, f.store, 31*time.Second)
 	st, err := r.Sweep(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 3, st.Published)
-	require.Empty(t, f.store.Outbox())
+	require.Empty(t, pgstoretest.Outbox(t, f.store))
+}
+
+// refusingStore refuses, for its content, every write of one chunk.
+type refusingStore struct {
+	apply.Store
+	seq int
+}
+
+func (s refusingStore) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []events.ChunkOp) (catalog.ApplyResult, error) {
+	if m.Seq == s.seq {
+		return catalog.ApplyResult{}, fmt.Errorf("apply chunk %d: %w: new row violates check constraint", m.Seq, catalog.ErrRefused)
+	}
+	return s.Store.ApplyChunk(ctx, m, ops)
+}
+
+// delays records the visibility changes asked of it.
+type delays struct{ got []time.Duration }
+
+func (d *delays) Delay(_ context.Context, queueURL, _ string, dur time.Duration) error {
+	if queueURL != "https://sqs/000/apply-small.fifo" {
+		return fmt.Errorf("unexpected queue %s", queueURL)
+	}
+	d.got = append(d.got, dur)
+	return nil
+}
+
+// undoJobs records the undo diff jobs sent.
+type undoJobs struct{ gens []int64 }
+
+func (j *undoJobs) SendDiffJob(_ context.Context, _ string, gen int64) error {
+	j.gens = append(j.gens, gen)
+	return nil
+}
+
+// I10: a chunk the database refuses for its content comes back after the
+// retry schedule, not the queue's visibility timeout; on its last attempt
+// the generation ends rejected (apply_failed) and, as one of its chunks was
+// written, the undo is reserved and its diff job sent.
+func TestRefusedChunkEndsTheGeneration(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	g1 := f.start(1)
+	require.NoError(t, f.h.Apply(ctx, f.chunk(g1, 0, 1, upsert("a", `{"v":"1"}`))))
+	g2 := f.start(2)
+	d, jobs := &delays{}, &undoJobs{}
+	h := apply.New(refusingStore{Store: f.store, seq: 1}, f.blobs, slog.New(slog.DiscardHandler))
+	h.Jobs = jobs
+	h.Refused = &apply.RefusedRetry{Schedule: retry.Schedule{Base: time.Second}, Queue: d,
+		QueueURLs: []string{"https://sqs/000/apply-small.fifo", "https://sqs/000/apply-large.fifo"}}
+	require.NoError(t, h.Apply(ctx, f.chunk(g2, 0, 2, upsert("a", `{"v":"2"}`))))
+	refused := f.chunk(g2, 1, 2, upsert("b", `{"v":"2"}`))
+	for receive := 1; receive <= 3; receive++ {
+		ev := sqsEvent(t, refused)
+		ev.Records[0].Attributes = map[string]string{"ApproximateReceiveCount": strconv.Itoa(receive)}
+		ev.Records[0].EventSourceARN = "arn:aws:sqs:us-east-1:000:apply-small.fifo"
+		resp, err := h.HandleSQS(ctx, ev)
+		require.NoError(t, err)
+		if receive < 3 {
+			require.Len(t, resp.BatchItemFailures, 1, "receive %d: tried again", receive)
+			continue
+		}
+		require.Empty(t, resp.BatchItemFailures, "the last receive ends the generation: the message is done with")
+	}
+	require.Equal(t, []time.Duration{time.Second, 2 * time.Second}, d.got)
+	st, err := f.store.Generation(ctx, "r1", g2)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, catalog.CodeApplyFailed, st.ErrorCode)
+	require.Contains(t, st.ErrorMessage, "chunk 2 of 2 was refused by the database on each of 3 tries: new row violates check constraint")
+	require.Equal(t, []int64{g2 + 1}, jobs.gens, "the undo's diff job")
+	undo, err := f.store.Generation(ctx, "r1", g2+1)
+	require.NoError(t, err)
+	require.Equal(t, catalog.ModeRollback, undo.Mode)
+	require.Equal(t, &g1, undo.SourceGeneration)
 }

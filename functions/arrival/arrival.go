@@ -29,8 +29,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/queue"
 )
 
-// Store is what the arrival needs of the databases. pgstore.Stores and
-// inmem.Store implement it.
+// Store is what the arrival needs of the databases. pgstore.Stores
+// implements it.
 type Store interface {
 	// MarkArrived records that gen's upload arrived at (the event's time):
 	// a slot awaiting it becomes received, or expired when at is more than

@@ -16,7 +16,11 @@ import (
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 const diffJobs = "https://sqs.example/diff-jobs.fifo"
 
@@ -37,7 +41,7 @@ func sqsEvent(t *testing.T, evs ...lambdaevents.S3Event) lambdaevents.SQSEvent {
 func TestArrival(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	store, q := inmem.NewStore(), inmem.NewQueue()
+	store, q := pgstoretest.New(t), inmem.NewQueue()
 	for _, id := range []string{"r1", "r2"} {
 		require.NoError(t, store.CreateRetailer(ctx, catalog.Retailer{ID: id, TokenHash: []byte(id)}))
 	}

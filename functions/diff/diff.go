@@ -66,8 +66,8 @@ type Backoff interface {
 }
 
 // Store is what the diff needs of the databases, keyed by retailer: the
-// registry, the fence and the generation's state. pgstore.Stores and
-// inmem.Store implement it.
+// registry, the fence and the generation's state. pgstore.Stores
+// implements it.
 type Store interface {
 	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
 	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)

@@ -23,13 +23,18 @@ import (
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
-// fixture is a diff handler on the in-memory stand-ins, with retailer r1
-// registered.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// fixture is a diff handler on databases of the test's own and the
+// in-memory blob store and queue, with retailer r1 registered.
 type fixture struct {
 	t       *testing.T
-	store   *inmem.Store
+	store   *pgstore.Stores
 	blobs   *inmem.Blobs
 	queue   *inmem.Queue
 	h       *diff.Handler
@@ -37,7 +42,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, largeThreshold int) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
+	f := &fixture{t: t, store: pgstoretest.New(t), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
 	f.h = diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: largeThreshold,
 		SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, f.queue, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "diff"})
@@ -186,7 +191,7 @@ func TestChunking(t *testing.T) {
 // long header makes every row large: issue 9).
 func TestChunksBoundedInBytes(t *testing.T) {
 	t.Parallel()
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue()}
+	f := &fixture{t: t, store: pgstoretest.New(t), blobs: inmem.NewBlobs(), queue: inmem.NewQueue()}
 	const budget = 4000
 	f.h = diff.New(diff.Config{ChunkRows: 5000, ChunkBytes: budget, InflightCap: 20, LargeThreshold: 1000,
 		SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, f.queue, slog.New(slog.DiscardHandler))
@@ -236,7 +241,7 @@ func TestQueueBySize(t *testing.T) {
 // sent after messages.
 type supersedingQueue struct {
 	*inmem.Queue
-	store *inmem.Store
+	store *pgstore.Stores
 	after int
 	sends int
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 )
 
 // replacingBlobs replaces the upload with other bytes right after the
@@ -102,13 +105,16 @@ func (q *backoffQueue) ChangeVisibility(_ context.Context, queueURL, receiptHand
 // later uploads wait behind it in the group).
 func TestFailedJobBacksOff(t *testing.T) {
 	t.Parallel()
-	store := inmem.NewStore()
+	store := pgstoretest.New(t)
 	require.NoError(t, store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
 	gen, err := store.ReserveGeneration(context.Background(), "r1", "", time.Now().Add(time.Hour), 0)
 	require.NoError(t, err)
 	q := &backoffQueue{Queue: inmem.NewQueue()}
 	var logs bytes.Buffer
-	h := diff.New(diff.Config{JobQueueURL: "jobs.fifo", RetryBackoff: time.Second}, store, failingBlobs{}, q, slog.New(slog.NewJSONHandler(&logs, nil)))
+	// More attempts than the three receives: the back-off alone is looked at
+	// here (TestDiffEndsAfterItsLastAttempt: what the last attempt does).
+	h := diff.New(diff.Config{JobQueueURL: "jobs.fifo", RetryBackoff: time.Second, MaxAttempts: 10}, store, failingBlobs{}, q,
+		slog.New(slog.NewJSONHandler(&logs, nil)))
 	body := events.ObjectCreatedMessage("us-east-1", "b", events.UploadKey("r1", gen), time.Now())
 	for receives := 1; receives <= 3; receives++ {
 		resp, err := h.HandleSQS(context.Background(), lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{{
@@ -141,4 +147,43 @@ func (failingBlobs) Put(context.Context, string, []byte) error {
 }
 func (failingBlobs) Create(context.Context, string) (blob.Writer, error) {
 	return nil, errors.New("storage unavailable")
+}
+
+// jobsSent records the diff jobs a handler sends (an undo's).
+type jobsSent struct{ gens []int64 }
+
+func (j *jobsSent) SendDiffJob(_ context.Context, _ string, gen int64) error {
+	j.gens = append(j.gens, gen)
+	return nil
+}
+
+// I10: a diff that fails on each of its attempts ends its generation
+// rejected (diff_failed, with the last failure) on the last one, instead of
+// being retried for ever; a job that comes after that finds it final.
+func TestDiffEndsAfterItsLastAttempt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	store := pgstoretest.New(t)
+	require.NoError(t, store.CreateRetailer(ctx, catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))
+	gen, err := store.ReserveGeneration(ctx, "r1", "", time.Now().Add(time.Hour), 0)
+	require.NoError(t, err)
+	jobs := &jobsSent{}
+	h := diff.New(diff.Config{MaxAttempts: 3}, store, failingBlobs{}, inmem.NewQueue(), slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	h.Jobs = jobs
+	job := events.DiffJob{RetailerID: "r1", Generation: gen, Key: events.UploadKey("r1", gen)}
+	for attempt := 1; attempt <= 2; attempt++ {
+		require.ErrorContains(t, h.Diff(ctx, job), fmt.Sprintf("diff attempt %d of 3", attempt))
+		st, err := store.Generation(ctx, "r1", gen)
+		require.NoError(t, err)
+		require.Equal(t, catalog.StateDiffing, st.State)
+	}
+	require.NoError(t, h.Diff(ctx, job), "the last attempt ends the generation")
+	st, err := store.Generation(ctx, "r1", gen)
+	require.NoError(t, err)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, catalog.CodeDiffFailed, st.ErrorCode)
+	require.Contains(t, st.ErrorMessage, "the diff failed on each of its 3 attempts; the last failure:")
+	require.Contains(t, st.ErrorMessage, "storage unavailable")
+	require.Empty(t, jobs.gens, "it never took over: nothing to undo")
+	require.NoError(t, h.Diff(ctx, job), "a late job finds it final")
 }

@@ -1,7 +1,8 @@
-// Package inmem holds the in-memory stand-in of every boundary the handlers
-// use: Blobs (the blob store), Queue (the queue) and Store (the control and
-// shard databases). The unit tests and the benchmarks share them, and each
-// passes the same contract suite as its real adapter (blobtest, queuetest,
-// storetest), so a test on the stand-in says something about production.
-// Nothing here talks to a network or a database.
+// Package inmem holds the in-memory stand-ins of the boundaries the unit
+// tests and the benchmarks fake: Blobs (the blob store), Queue (the queue),
+// Topic (the topic) and Visibility (a consumer's retry delays). Each of the
+// first three passes the contract suite of its real adapter (blobtest,
+// queuetest, topictest), so a test on a stand-in says something about
+// production. Nothing here talks to a network. The databases have no
+// stand-in: tests run on PostgreSQL (pgstore/pgstoretest).
 package inmem

@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/retailcatalog/catalog/functions/blob/blobtest"
-	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/queue/queuetest"
 )
@@ -33,9 +32,4 @@ func TestQueueContract(t *testing.T) {
 				return out
 			}}
 	})
-}
-
-func TestStoreContract(t *testing.T) {
-	t.Parallel()
-	storetest.Run(t, func(t *testing.T) storetest.Store { return inmem.NewStore() })
 }

@@ -61,8 +61,7 @@ func ReadsNote() string {
 		StorefrontFlushEvery, StorefrontFlushEvery, StorefrontFlushEvery)
 }
 
-// Store keeps usage. pgstore.Stores (the control database) and inmem.Store
-// implement it.
+// Store keeps usage. pgstore.Stores (the control database) implements it.
 type Store interface {
 	// AddUsage adds each record's counters to its retailer-day.
 	AddUsage(ctx context.Context, records []costs.DayUsage) error

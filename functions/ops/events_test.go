@@ -13,6 +13,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 )
 
 // request calls a route of the ops handler with a token ("" none) and
@@ -135,7 +136,7 @@ func TestReplayWritesEventsAgain(t *testing.T) {
 	require.Equal(t, http.StatusAccepted, f.request(http.MethodPost, "/v1/admin/retailers/r1/replay", adminToken,
 		map[string]string{"since": since.Format(time.RFC3339)}, &got))
 	require.Zero(t, got.Changes+got.Lifecycle, "the replayed events still wait: not written twice")
-	for _, e := range f.store.Outbox() {
+	for _, e := range pgstoretest.Outbox(t, f.store) {
 		require.Equal(t, "r1", e.RetailerID, "only r1's events")
 	}
 	require.Equal(t, 3, published())

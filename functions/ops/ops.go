@@ -30,8 +30,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/queue"
 )
 
-// Store is what the ops function reads of the databases. pgstore.Stores and
-// inmem.Store implement it.
+// Store is what the ops function reads of the databases. pgstore.Stores
+// implements it.
 type Store interface {
 	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
 	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)

@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -71,14 +72,17 @@ func (f *fixture) call(method, path, body string, out any) int {
 	return w.Code
 }
 
-// catalogOf is a retailer's live catalog as the storefront serves it.
+// catalogOf is a retailer's live catalog as the storefront serves it, each
+// product's attributes compacted (jsonb writes them with spaces).
 func (f *fixture) catalogOf(retailer string) map[string]string {
 	f.t.Helper()
 	products, err := f.store.Products(context.Background(), retailer, "", 1000, 0, true)
 	require.NoError(f.t, err)
 	out := map[string]string{}
 	for _, p := range products {
-		out[p.ProductID] = string(p.Attributes)
+		var b bytes.Buffer
+		require.NoError(f.t, json.Compact(&b, p.Attributes))
+		out[p.ProductID] = b.String()
 	}
 	return out
 }
@@ -97,9 +101,9 @@ func TestReconcileFindsAndRepairs(t *testing.T) {
 	require.Equal(t, 1, rep.RetailersChecked)
 	require.Empty(t, rep.Divergent)
 
-	f.store.Tamper("r1", "a", []byte(`{"price":"100"}`)) // changed
-	f.store.Tamper("r1", "b", nil)                       // removed
-	f.store.Tamper("r1", "zz", []byte(`{"price":"9"}`))  // added
+	f.tamper("r1", "a", []byte(`{"price":"100"}`)) // changed
+	f.tamper("r1", "b", nil)                       // removed
+	f.tamper("r1", "zz", []byte(`{"price":"9"}`))  // added
 	rep = f.reconcile("r1", false)
 	require.Equal(t, []ops.ReconcileDivergence{{RetailerID: "r1", Generation: 1, Missing: 1, Extra: 1, Different: 1,
 		Examples: []string{"a", "b", "zz"}}}, rep.Divergent)
@@ -174,7 +178,7 @@ func TestReconcileEveryRetailer(t *testing.T) {
 		f.onboard(id)
 		f.upload(id, catalogCSV)
 	}
-	f.store.Tamper("r3", "b", []byte(`{"price":"0"}`))
+	f.tamper("r3", "b", []byte(`{"price":"0"}`))
 	rep := f.reconcile("", false)
 	require.Equal(t, "done", rep.State)
 	require.Equal(t, 7, *rep.RetailersTotal)

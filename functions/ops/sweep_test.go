@@ -134,9 +134,12 @@ func (m *missingObject) Get(ctx context.Context, key string) ([]byte, error) {
 	return m.Blobs.Get(ctx, key)
 }
 
-// After MaxRedrives re-drives a generation is left to an operator: no
-// more re-drives, GenerationsStuck counts it, why says so.
-func TestSweepGivesUpAfterMaxRedrives(t *testing.T) {
+// After MaxRedrives re-drives a generation that still has not moved ends
+// rejected (diff_failed before it applies), counted by GenerationsFailed;
+// why says the pipeline could not finish it (I10). (Until I10 it was left
+// stuck for an operator; only an offboarding still is.) It never took
+// over, so nothing is undone.
+func TestSweepRejectsAfterMaxRedrives(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	lines := f.withMetrics()
@@ -147,15 +150,17 @@ func TestSweepGivesUpAfterMaxRedrives(t *testing.T) {
 		require.Equal(t, ops.SweepResult{Redriven: 1}, f.sweepLater(), "re-drive %d", i)
 		f.queue.Take(queues.DiffJobs) // lost again
 	}
-	require.Equal(t, ops.SweepResult{Stuck: 1}, f.sweepLater())
-	require.Empty(t, f.queue.Messages(queues.DiffJobs))
+	require.Equal(t, ops.SweepResult{Rejected: 1}, f.sweepLater())
+	require.Empty(t, f.queue.Messages(queues.DiffJobs), "nothing to undo: it never took over")
 	require.Equal(t, 3.0, lines.Sum(metrics.GenerationsRedriven))
+	require.Equal(t, 1.0, lines.Sum(metrics.GenerationsFailed, "Code=diff_failed"))
 	last := lines.Lines()[len(lines.Lines())-1]
-	require.Equal(t, 1.0, last[metrics.GenerationsStuck])
+	require.Equal(t, 0.0, last[metrics.GenerationsStuck])
 	w := f.why("r1", "")
-	require.Equal(t, ops.VerdictStuck, w.Verdict)
-	require.Contains(t, describe(w), "re-driven 3 times by the sweeper")
-	require.Contains(t, describe(w), "the sweeper gave up after its re-drives: an operator must look (alarm GenerationsStuck)")
+	require.Equal(t, ops.VerdictRejected, w.Verdict)
+	require.Contains(t, describe(w), "diff_failed: its diff made no progress")
+	require.Contains(t, describe(w), "the pipeline could not finish it")
+	require.Equal(t, ops.SweepResult{}, f.sweepLater(), "it is final")
 }
 
 // The scheduled task runs the sweep.

@@ -21,7 +21,12 @@ import (
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 const adminToken = "admin"
 
@@ -34,11 +39,12 @@ var queues = ops.Queues{
 	Reconcile: "inmem://reconcile-jobs", ReconcileDLQ: "inmem://reconcile-jobs-dlq",
 }
 
-// fixture is the pipeline's handlers and the ops handler on the in-memory
-// stand-ins, with a clock the test moves.
+// fixture is the pipeline's handlers and the ops handler on databases of
+// the test's own and the in-memory blob store and queue, with a clock (the
+// ops handler's) the test moves.
 type fixture struct {
 	t     *testing.T
-	store *inmem.Store
+	store *pgstore.Stores
 	blobs *inmem.Blobs
 	queue *inmem.Queue
 	diff  *diff.Handler
@@ -48,7 +54,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), now: time.Now()}
+	f := &fixture{t: t, store: pgstoretest.New(t), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), now: time.Now()}
 	log := slog.New(slog.DiscardHandler)
 	f.diff = diff.New(diff.Config{ChunkRows: 2, SmallQueueURL: queues.ApplySmall, LargeQueueURL: queues.ApplyLarge},
 		f.store, f.blobs, f.queue, log)
@@ -56,6 +62,26 @@ func newFixture(t *testing.T) *fixture {
 	f.ops = ops.New(ops.Config{AdminToken: adminToken, Queues: queues, Now: func() time.Time { return f.now }},
 		f.store, f.blobs, f.queue, log)
 	return f
+}
+
+// tamper changes a catalog row behind the pipeline's back, as a hand-made
+// UPDATE, DELETE or INSERT on the shard would: nil attributes remove the
+// row; otherwise the row gets them, keeping its generation and stored hash
+// (a new row takes the retailer's applied generation and a hash of zeros).
+func (f *fixture) tamper(retailerID, productID string, attributes []byte) {
+	f.t.Helper()
+	ctx := context.Background()
+	_, shard, err := f.store.ForRetailer(ctx, retailerID)
+	require.NoError(f.t, err)
+	if attributes == nil {
+		_, err = shard.Pool().Exec(ctx, `DELETE FROM products WHERE retailer_id = $1 AND product_id = $2`, retailerID, productID)
+	} else {
+		_, err = shard.Pool().Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
+			SELECT $1, $2, $3, '\x00000000000000000000000000000000', applied_generation FROM retailer_state WHERE retailer_id = $1
+			ON CONFLICT (retailer_id, product_id) DO UPDATE SET attributes = excluded.attributes, deleted = false, updated_at = now()`,
+			retailerID, productID, string(attributes))
+	}
+	require.NoError(f.t, err)
 }
 
 func (f *fixture) onboard(id string) {
@@ -239,7 +265,7 @@ func TestWhyDivergenceAndReplicaLag(t *testing.T) {
 	f := newFixture(t)
 	f.onboard("r1")
 	f.upload("r1", catalogCSV)
-	lagging := &staleReplicas{Store: f.store, stale: map[string]catalog.Product{}}
+	lagging := &staleReplicas{Stores: f.store, stale: map[string]catalog.Product{}}
 	f.ops = ops.New(ops.Config{AdminToken: adminToken, Queues: queues}, lagging, f.blobs, f.queue, slog.New(slog.DiscardHandler))
 	p, err := f.store.Product(context.Background(), "r1", "a", true)
 	require.NoError(t, err)
@@ -249,14 +275,14 @@ func TestWhyDivergenceAndReplicaLag(t *testing.T) {
 	requireVerdict(t, f.why("r1", "a"), ops.VerdictReplicaLag, "the storefront serves generation 1", "the writer has generation 2")
 	requireVerdict(t, f.why("r1", "b"), ops.VerdictCurrent, "the storefront serves the writer's generation 1")
 
-	f.store.Tamper("r1", "c", []byte(`{"price":"300"}`))
+	f.tamper("r1", "c", []byte(`{"price":"300"}`))
 	requireVerdict(t, f.why("r1", "c"), ops.VerdictStuck, "differs from generation 2's snapshot", "reconcile --retailer r1 --repair")
 }
 
 // staleReplicas is a store whose storefront reads come from a replica that
 // lags for the products in stale.
 type staleReplicas struct {
-	*inmem.Store
+	*pgstore.Stores
 	stale map[string]catalog.Product
 }
 
@@ -264,7 +290,7 @@ func (s *staleReplicas) Product(ctx context.Context, retailerID, productID strin
 	if p, ok := s.stale[productID]; ok && !fresh {
 		return p, nil
 	}
-	return s.Store.Product(ctx, retailerID, productID, fresh)
+	return s.Stores.Product(ctx, retailerID, productID, fresh)
 }
 
 func (s *staleReplicas) ReplicaHealth(ctx context.Context, retailerID string) (catalog.ReplicaHealth, error) {

@@ -14,8 +14,8 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/snapshot"
-	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
@@ -24,18 +24,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // openStores opens stores on a control and a shard database of their own, migrated.
 func openStores(t *testing.T) *pgstore.Stores {
 	t.Helper()
-	ctx := context.Background()
-	server := testenv.Postgres(t)
-	prefix := testenv.Name("pgs")
-	control, err := pgserver.CreateDatabase(ctx, server, prefix+"control")
-	require.NoError(t, err)
-	shard, err := pgserver.CreateDatabase(ctx, server, prefix+"shard")
-	require.NoError(t, err)
-	s, err := pgstore.Open(ctx, control, []string{shard}, pgstore.PoolOptions{MaxConns: 8})
-	require.NoError(t, err)
-	t.Cleanup(s.Close)
-	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.Migrate(ctx), "migrations are idempotent")
+	s := pgstoretest.New(t)
+	require.NoError(t, s.Migrate(context.Background()), "migrations are idempotent")
 	return s
 }
 
@@ -395,3 +385,6 @@ func TestStagedChunksOnOneSession(t *testing.T) {
 	require.Equal(t, map[string]string{"a": `{"v": "1"}`, "b": `{"v": "3"}`, "d": `{"v": "2"}`}, catalogOf(t, sh),
 		"e and the delete of a rolled back with their chunk")
 }
+
+// errOf is the error of a call that also returns an undo (Reject, Hold).
+func errOf(_ catalog.Undo, err error) error { return err }

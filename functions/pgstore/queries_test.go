@@ -79,5 +79,8 @@ func migratedDatabase(t *testing.T, name string, migrations fs.FS) *pgxpool.Pool
 	if err := Migrate(ctx, pool, migrations); err != nil {
 		t.Fatal(err)
 	}
+	if err := Migrate(ctx, pool, migrations); err != nil {
+		t.Fatalf("migrations are idempotent: the second run failed: %v", err)
+	}
 	return pool
 }

@@ -13,7 +13,7 @@ import (
 // the shard's or the control database's method of the same name. A
 // retailer the registry does not know is catalog.ErrNotFound. Handlers
 // declare the part they use as an interface of their own; Stores
-// implements all of them, and so does the in-memory store of package inmem.
+// implements all of them.
 
 func (s *Stores) shardOf(ctx context.Context, retailerID string) (*Shard, error) {
 	_, sh, err := s.ForRetailer(ctx, retailerID)

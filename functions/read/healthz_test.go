@@ -16,9 +16,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/httpapi"
-	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/read"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // GET /healthz reports whether the databases answer, asks at most once per
 // HealthTTL however many requests arrive (a public route must not reach
@@ -36,7 +39,7 @@ func TestHealthzChecksTheDatabasesCached(t *testing.T) {
 	}
 	var logs strings.Builder
 	var logMu sync.Mutex
-	h := read.New(inmem.NewStore(), slog.New(slog.NewJSONHandler(lockedWriter{&logMu, &logs}, nil)), ready)
+	h := read.New(pgstoretest.New(t), slog.New(slog.NewJSONHandler(lockedWriter{&logMu, &logs}, nil)), ready)
 	h.HealthTTL = time.Hour
 	get := func() (int, httpapi.ErrorBody) {
 		rec := httptest.NewRecorder()
@@ -75,7 +78,7 @@ func TestHealthzChecksTheDatabasesCached(t *testing.T) {
 
 	// Without a check the storefront is always ready.
 	rec := httptest.NewRecorder()
-	read.New(inmem.NewStore(), slog.New(slog.DiscardHandler), nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	read.New(pgstoretest.New(t), slog.New(slog.DiscardHandler), nil).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 }
 

@@ -9,16 +9,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/read"
 )
 
-// countingStore is the in-memory store with replica fallbacks counted, as
-// pgstore.Stores counts them.
+// countingStore is the stores with replica fallbacks the test makes up.
 type countingStore struct {
-	*inmem.Store
+	*pgstore.Stores
 	fallbacks atomic.Int64
 }
 
@@ -28,7 +28,7 @@ func (s *countingStore) ReplicaFallbacks() int64 { return s.fallbacks.Load() }
 // interval, never per request.
 func TestReplicaFallbacksFlushedAsDeltas(t *testing.T) {
 	t.Parallel()
-	store := &countingStore{Store: inmem.NewStore()}
+	store := &countingStore{Stores: pgstoretest.New(t)}
 	var out metricstest.Capture
 	h := read.New(store, slog.New(slog.DiscardHandler), nil)
 	h.Metrics = metrics.New(&out, metrics.Options{Function: "read"})

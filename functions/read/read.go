@@ -41,7 +41,7 @@ const (
 )
 
 // Store is what the storefront reads, keyed by retailer. pgstore.Stores
-// (through the read replicas) and inmem.Store implement it.
+// (through the read replicas) implements it.
 type Store interface {
 	// Product returns a live product; catalog.ErrNotFound when absent or
 	// deleted (or the retailer is unknown). With fresh it reads the

@@ -17,20 +17,34 @@ import (
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/catalog/storetest"
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
-// fixture is the relay and the apply handler on the in-memory stand-ins,
-// retailer r1 registered.
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// upsert is a chunk op writing attrs (a JSON object) to id, with its hash.
+func upsert(id, attrs string) events.ChunkOp {
+	h := snapshot.HashAttributes([]byte(attrs))
+	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
+}
+
+// del is a chunk op deleting id.
+func del(id string) events.ChunkOp { return events.ChunkOp{Op: events.OpDelete, ProductID: id} }
+
+// fixture is the relay and the apply handler on databases of the test's
+// own and the in-memory blob store and topic, retailer r1 registered.
 type fixture struct {
 	t     *testing.T
-	now   time.Time
-	store *inmem.Store
+	now   time.Time // when the fixture was made
+	store *pgstore.Stores
 	blobs *inmem.Blobs
 	topic *inmem.Topic
 	apply *apply.Handler
@@ -38,8 +52,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, now: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC), store: inmem.NewStore(), blobs: inmem.NewBlobs(), topic: inmem.NewTopic()}
-	f.store.Now = func() time.Time { return f.now }
+	f := &fixture{t: t, now: time.Now(), store: pgstoretest.New(t), blobs: inmem.NewBlobs(), topic: inmem.NewTopic()}
 	log := slog.New(slog.DiscardHandler)
 	f.apply = apply.New(f.store, f.blobs, log)
 	f.relay = relay.New(relay.Config{SweepAge: 30 * time.Second, DrainSize: 3}, f.store, f.blobs, f.topic, log)
@@ -73,6 +86,15 @@ func (f *fixture) applyChunk(gen int64, seq int, ops ...events.ChunkOp) {
 	sum := sha256.Sum256(body)
 	m := events.ChunkMessage{RetailerID: "r1", Generation: gen, Seq: seq, Rows: len(ops), Key: key, SHA256: hex.EncodeToString(sum[:])}
 	require.NoError(f.t, f.apply.Apply(context.Background(), m))
+}
+
+// appliedAt is when chunk seq of gen was applied, by the shard's clock.
+func (f *fixture) appliedAt(gen int64, seq int) time.Time {
+	f.t.Helper()
+	var at time.Time
+	require.NoError(f.t, f.store.Shards[0].Pool().QueryRow(context.Background(),
+		`SELECT applied_at FROM applied_chunks WHERE retailer_id = 'r1' AND generation = $1 AND seq = $2`, gen, seq).Scan(&at))
+	return at
 }
 
 // published decodes what the topic took since the last call.
@@ -118,7 +140,7 @@ func TestFlushPublishesChunkAndLifecycle(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	gen := f.start(1)
-	f.applyChunk(gen, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`))
+	f.applyChunk(gen, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"1"}`))
 	f.relay.Flush(context.Background(), "r1")
 	got := f.published()
 	require.Len(t, got, 2)
@@ -127,11 +149,11 @@ func TestFlushPublishesChunkAndLifecycle(t *testing.T) {
 	require.Equal(t, events.EventID(events.TypeChanges, "r1", gen, 0), ch.ID)
 	require.Equal(t, events.ChunkKey("r1", gen, 0), ch.Object, "no copy: the chunk object is the change object")
 	require.Equal(t, []string{"a", "b"}, ids(f.changes(ch)))
-	require.Equal(t, f.now, ch.Time)
+	require.True(t, f.appliedAt(gen, 0).Equal(ch.Time), "the event's time is its chunk's commit: %s", ch.Time)
 	require.Equal(t, events.TypeSnapshotApplied, applied.Type)
 	require.Equal(t, "applied", applied.Status.State)
 	require.Equal(t, events.Chunks{Total: 1, Applied: 1}, applied.Status.Chunks)
-	require.Empty(t, f.store.Outbox())
+	require.Empty(t, pgstoretest.Outbox(t, f.store))
 }
 
 // A chunk with ops that changed nothing gets a change object of its own,
@@ -141,13 +163,13 @@ func TestPartialChunkWritesChangeObject(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	g1 := f.start(1)
-	f.applyChunk(g1, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`), storetest.Upsert("c", `{"v":"1"}`))
+	f.applyChunk(g1, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"1"}`), upsert("c", `{"v":"1"}`))
 	f.relay.Flush(context.Background(), "r1")
 	f.published()
 
 	g2 := f.start(2)
-	f.applyChunk(g2, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"2"}`), storetest.Delete("zz"), storetest.Delete("c"))
-	f.applyChunk(g2, 1, storetest.Upsert("b", `{"v":"2"}`))
+	f.applyChunk(g2, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"2"}`), del("zz"), del("c"))
+	f.applyChunk(g2, 1, upsert("b", `{"v":"2"}`))
 	f.relay.Flush(context.Background(), "r1")
 	got := f.published()
 	require.Len(t, got, 2, "chunk 0's changes and the applied event; chunk 1 changed nothing")
@@ -158,7 +180,7 @@ func TestPartialChunkWritesChangeObject(t *testing.T) {
 	empty, err := f.blobs.Get(context.Background(), events.ChangeKey("r1", g2, 1))
 	require.NoError(t, err)
 	require.Empty(t, empty)
-	require.Empty(t, f.store.Outbox())
+	require.Empty(t, pgstoretest.Outbox(t, f.store))
 }
 
 // A publish that fails leaves the events in the outbox; the sweeper
@@ -184,25 +206,32 @@ func TestSweeperPublishesWhatTheFastPathMissed(t *testing.T) {
 		return nil
 	}
 	gen := f.start(1)
-	f.applyChunk(gen, 0, storetest.Upsert("a", `{"v":"1"}`))
+	f.applyChunk(gen, 0, upsert("a", `{"v":"1"}`))
 	f.relay.Flush(context.Background(), "r1")
-	require.Len(t, f.store.Outbox(), 2)
+	require.Len(t, pgstoretest.Outbox(t, f.store), 2)
 	down = false
 	st, err := f.relay.Sweep(context.Background())
 	require.NoError(t, err)
 	require.Zero(t, st.Taken, "younger than SweepAge: the fast path's")
-	f.now = f.now.Add(31 * time.Second)
+	pgstoretest.AgeOutbox(t, f.store, 31*time.Second)
 	down = true
 	_, err = f.relay.Sweep(context.Background())
 	require.NoError(t, err)
 	down = false
-	f.now = f.now.Add(time.Minute)
+	pgstoretest.AgeOutbox(t, f.store, time.Minute)
 	st, err = f.relay.Sweep(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, 2, st.Published)
 	require.Len(t, f.published(), 2)
-	require.Empty(t, f.store.Outbox())
-	require.Equal(t, []float64{0, 31, 0}, ages(), "waiting since the failed fast path; none after the sweep that published")
+	require.Empty(t, pgstoretest.Outbox(t, f.store))
+	// Waiting since the failed fast path (the clock is the database's:
+	// the first two are a little over 0 s and 31 s); none after the sweep
+	// that published.
+	got := ages()
+	require.Len(t, got, 3)
+	require.True(t, got[0] >= 0 && got[0] < 1, "%v", got)
+	require.True(t, got[1] >= 31 && got[1] < 32, "%v", got)
+	require.Zero(t, got[2], "%v", got)
 	require.NoError(t, lines.Validate())
 }
 
@@ -212,13 +241,13 @@ func TestChangedChunkObjectIsNotPublished(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	gen := f.start(1)
-	f.applyChunk(gen, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Delete("gone"))
+	f.applyChunk(gen, 0, upsert("a", `{"v":"1"}`), del("gone"))
 	require.NoError(t, f.blobs.Put(context.Background(), events.ChunkKey("r1", gen, 0), []byte(`{"op":"delete","product_id":"x"}`+"\n")))
 	f.relay.Flush(context.Background(), "r1")
 	got := f.published()
 	require.Len(t, got, 1)
 	require.Equal(t, events.TypeSnapshotApplied, got[0].Type)
-	left := f.store.Outbox()
+	left := pgstoretest.Outbox(t, f.store)
 	require.Len(t, left, 1)
 	require.Equal(t, events.TypeChanges, left[0].Type)
 }
@@ -231,11 +260,11 @@ func TestReplayFindsTheChangeObjects(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	g1 := f.start(1)
-	f.applyChunk(g1, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"1"}`))
+	f.applyChunk(g1, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"1"}`))
 	g2 := f.start(3)
-	f.applyChunk(g2, 0, storetest.Upsert("a", `{"v":"1"}`), storetest.Upsert("b", `{"v":"2"}`)) // a changed nothing
-	f.applyChunk(g2, 1, storetest.Upsert("b", `{"v":"2"}`))                                     // nothing changed
-	f.applyChunk(g2, 2, storetest.Upsert("c", `{"v":"2"}`))
+	f.applyChunk(g2, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"2"}`)) // a changed nothing
+	f.applyChunk(g2, 1, upsert("b", `{"v":"2"}`))                           // nothing changed
+	f.applyChunk(g2, 2, upsert("c", `{"v":"2"}`))
 	f.relay.Flush(context.Background(), "r1")
 	first := map[string]events.Envelope{}
 	for _, env := range f.published() {
@@ -263,7 +292,7 @@ func TestReplayFindsTheChangeObjects(t *testing.T) {
 			require.Equal(t, orig.Count, env.Count)
 		}
 	}
-	require.Empty(t, f.store.Outbox())
+	require.Empty(t, pgstoretest.Outbox(t, f.store))
 }
 
 // goneBlobs is a bucket in which one object has expired.

@@ -16,7 +16,7 @@ import (
 )
 
 // UsageSource reads the metered usage of a range of UTC days.
-// pgstore.Stores and inmem.Store implement it.
+// pgstore.Stores implements it.
 type UsageSource interface {
 	// Usage returns one record per retailer-day of [from, to].
 	Usage(ctx context.Context, from, to time.Time) ([]costs.DayUsage, error)

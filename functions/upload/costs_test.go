@@ -14,6 +14,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
 
@@ -30,7 +31,7 @@ func (s *reportStore) PresignGet(ctx context.Context, key string, ttl time.Durat
 }
 
 func costsFixture(t *testing.T, reports upload.ReportStore, records int) (*upload.Handler, string) {
-	store := &inmem.Store{Shards: 1}
+	store := pgstoretest.New(t)
 	today := time.Now().UTC().Format(costs.DateLayout)
 	var usage []costs.DayUsage
 	for i := range records {
@@ -78,7 +79,7 @@ func TestCostsRoute(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, get(h, q, "").Code)
 	require.Equal(t, http.StatusUnauthorized, get(h, q, "wrong").Code)
 
-	unconfigured := upload.New(upload.Config{AdminToken: admin}, &inmem.Store{Shards: 1}, inmem.NewBlobs(), inmem.NewQueue(), slog.New(slog.DiscardHandler))
+	unconfigured := upload.New(upload.Config{AdminToken: admin}, pgstoretest.New(t), inmem.NewBlobs(), inmem.NewQueue(), slog.New(slog.DiscardHandler))
 	require.Equal(t, http.StatusServiceUnavailable, get(unconfigured, q, admin).Code)
 }
 

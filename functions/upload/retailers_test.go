@@ -12,6 +12,7 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/upload"
 )
 
@@ -73,7 +74,7 @@ func TestTokenRotationAndRecovery(t *testing.T) {
 func TestOffboardRoute(t *testing.T) {
 	t.Parallel()
 	blobs := inmem.NewBlobs()
-	store, q := &inmem.Store{Shards: 4}, inmem.NewQueue()
+	store, q := pgstoretest.New(t, pgstoretest.Shards(4)), inmem.NewQueue()
 	h := upload.New(upload.Config{AdminToken: admin, DiffQueueURL: "diff-jobs.fifo"}, store, blobs, q, slog.New(slog.DiscardHandler))
 	f := &fixture{t: t, store: store, queue: q, h: h}
 	token := f.onboard("r1")

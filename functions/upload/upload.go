@@ -36,8 +36,8 @@ type Presigner interface {
 }
 
 // Store is what the upload routes need of the databases: the retailer
-// registry and, keyed by retailer, its generations. pgstore.Stores and
-// inmem.Store implement it.
+// registry and, keyed by retailer, its generations. pgstore.Stores
+// implements it.
 type Store interface {
 	// ShardCount is the number of shards retailers are placed on.
 	ShardCount() int

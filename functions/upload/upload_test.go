@@ -19,22 +19,28 @@ import (
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 const admin = "admin-token"
 
-// fixture is the upload routes on the in-memory stand-ins.
+// fixture is the upload routes on databases of the test's own (four
+// shards) and the in-memory blob store and queue.
 type fixture struct {
 	t       *testing.T
-	store   *inmem.Store
+	store   *pgstore.Stores
 	queue   *inmem.Queue
 	h       *upload.Handler
 	metrics *metricstest.Capture
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: &inmem.Store{Shards: 4}, queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
+	f := &fixture{t: t, store: pgstoretest.New(t, pgstoretest.Shards(4)), queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
 	f.h = upload.New(upload.Config{AdminToken: admin, DiffQueueURL: "diff-jobs", Region: "us-east-1"},
 		f.store, inmem.NewBlobs(), f.queue, slog.New(slog.DiscardHandler))
 	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "upload"})
@@ -140,7 +146,7 @@ func TestConfirmResendsTheDiffJob(t *testing.T) {
 	require.Equal(t, "not_held", e.Error.Code)
 	_, err := f.store.BeginDiff(ctx, "r1", 1, "")
 	require.NoError(t, err)
-	require.NoError(t, f.store.Hold(ctx, "r1", 1, "empty_snapshot", "empty", catalog.Counts{}))
+	require.NoError(t, errOf(f.store.Hold(ctx, "r1", 1, "empty_snapshot", "empty", catalog.Counts{})))
 
 	var st upload.Status
 	require.Equal(t, http.StatusOK, f.call("POST", "/v1/retailers/r1/snapshots/1/confirm", token, "", &st))
@@ -219,3 +225,6 @@ func TestListPagesWithBefore(t *testing.T) {
 		require.Equal(t, "invalid_before", e.Error.Code, bad)
 	}
 }
+
+// errOf is the error of a call that also returns an undo (Reject, Hold).
+func errOf(_ catalog.Undo, err error) error { return err }

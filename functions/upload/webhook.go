@@ -10,8 +10,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/webhook"
 )
 
-// WebhookStore keeps retailers' webhooks. pgstore.Stores and inmem.Store
-// implement it.
+// WebhookStore keeps retailers' webhooks. pgstore.Stores implements it.
 type WebhookStore interface {
 	// SetWebhook saves a retailer's webhook (its secret sealed), replacing the old one.
 	SetWebhook(ctx context.Context, w catalog.Webhook) error

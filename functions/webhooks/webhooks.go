@@ -41,8 +41,8 @@ import (
 // Consumer names the webhooks consumer's version state.
 const Consumer = "webhooks"
 
-// Store is what the consumer asks of the databases. pgstore.Stores and
-// inmem.Store implement it.
+// Store is what the consumer asks of the databases. pgstore.Stores
+// implements it.
 type Store interface {
 	// Webhook returns a retailer's webhook; catalog.ErrNotFound when it has none.
 	Webhook(ctx context.Context, retailerID string) (catalog.Webhook, error)

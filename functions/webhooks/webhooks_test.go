@@ -19,10 +19,15 @@ import (
 	"github.com/retailcatalog/catalog/functions/inmem"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/webhook"
 	"github.com/retailcatalog/catalog/functions/webhooks"
+	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
+
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 const secret = "0123456789abcdef-secret"
 
@@ -61,9 +66,11 @@ func (rc *receiver) deliveries() []delivery {
 	return append([]delivery(nil), rc.got...)
 }
 
+// fixture is the webhooks consumer on databases of the test's own, with a
+// receiver, retailers r1 (its webhook registered) and r2 (none).
 type fixture struct {
 	t     *testing.T
-	store *inmem.Store
+	store *pgstore.Stores
 	vis   *inmem.Visibility
 	recv  *receiver
 	srv   *httptest.Server
@@ -71,7 +78,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	f := &fixture{t: t, store: inmem.NewStore(), vis: inmem.NewVisibility(), recv: &receiver{t: t}}
+	f := &fixture{t: t, store: pgstoretest.New(t), vis: inmem.NewVisibility(), recv: &receiver{t: t}}
 	f.srv = httptest.NewServer(f.recv)
 	t.Cleanup(f.srv.Close)
 	box, err := webhook.ParseKeys(webhook.NewKey())

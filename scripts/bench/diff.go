@@ -99,7 +99,12 @@ func benchDiff(ctx context.Context, args []string) error {
 
 	// Baseline: the old snapshot's first diff writes generation 1's index.
 	blobsDir := filepath.Join(work, "blobs")
-	child := diffChildOptions{blobsDir: blobsDir, spillDir: filepath.Join(work, "spill"), sortMemory: *sortMemory << 20}
+	databases, stopDatabases, err := startDiffDatabases(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopDatabases()
+	child := diffChildOptions{blobsDir: blobsDir, spillDir: filepath.Join(work, "spill"), sortMemory: *sortMemory << 20, databases: databases}
 	if err := os.MkdirAll(child.spillDir, 0o755); err != nil {
 		return err
 	}
@@ -202,20 +207,26 @@ type childRun struct {
 
 // diffChildOptions are the settings every diff child of a run shares.
 type diffChildOptions struct {
-	blobsDir   string // the blob store's files
-	spillDir   string // the diff's spilled sorted runs
-	sortMemory int64  // the diff's budget for sorted runs, bytes (0: its default)
+	blobsDir   string         // the blob store's files
+	spillDir   string         // the diff's spilled sorted runs
+	sortMemory int64          // the diff's budget for sorted runs, bytes (0: its default)
+	databases  *diffDatabases // each child's store: copies of its templates
 }
 
 // runDiffChild runs one diff of generation gen in a child process (so that
 // its peak RSS is its own): the upload is file, the baseline generation's
-// index is under o.blobsDir.
+// index is under o.blobsDir, the store is on new copies of the databases'
+// templates (the PostgreSQL server's memory is not the child's).
 func runDiffChild(ctx context.Context, o diffChildOptions, file string, gen, baseline, baselineProducts int64, cpuprofile string) (childRun, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return childRun{}, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "diff-child", "-blobs", o.blobsDir, "-file", file,
+	control, shard, err := o.databases.fresh(ctx)
+	if err != nil {
+		return childRun{}, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "diff-child", "-control", control, "-shard", shard, "-blobs", o.blobsDir, "-file", file,
 		"-gen", strconv.FormatInt(gen, 10), "-baseline", strconv.FormatInt(baseline, 10),
 		"-baseline-products", strconv.FormatInt(baselineProducts, 10), "-cpuprofile", cpuprofile,
 		"-spill-dir", o.spillDir, "-sort-memory", strconv.FormatInt(o.sortMemory, 10))
@@ -234,11 +245,14 @@ func runDiffChild(ctx context.Context, o diffChildOptions, file string, gen, bas
 	return childRun{measured: m, res: res}, nil
 }
 
-// diffChild runs one diff through diff.Handler over local files and prints
-// a diffResult. Counted: from opening the upload to the last chunk object
-// written and its message handed to the (discarding) queue.
+// diffChild runs one diff through diff.Handler over local files, its store
+// on the databases of -control and -shard (PostgreSQL, as in production),
+// and prints a diffResult. Counted: from opening the upload to the last
+// chunk object written and its message handed to the (discarding) queue.
 func diffChild(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("diff-child", flag.ContinueOnError)
+	controlDSN := fs.String("control", "", "")
+	shardDSN := fs.String("shard", "", "")
 	blobsDir := fs.String("blobs", "", "")
 	file := fs.String("file", "", "")
 	gen := fs.Int64("gen", 1, "")
@@ -255,10 +269,11 @@ func diffChild(ctx context.Context, args []string) error {
 	blobs := &inmem.Blobs{Dir: *blobsDir}
 	blobs.Link(key, *file)
 	queue := inmem.NewQueue()
-	store, err := benchStore(ctx, *gen, *baseline, *baselineProducts)
+	store, err := benchStore(ctx, *controlDSN, *shardDSN, *gen, *baseline, *baselineProducts)
 	if err != nil {
 		return err
 	}
+	defer store.Close()
 	var logs bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logs, nil))
 	h := diff.New(diff.Config{SmallQueueURL: "small", LargeQueueURL: "large", MaxUploadBytes: 16 << 30,

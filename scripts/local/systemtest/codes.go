@@ -47,7 +47,7 @@ func FindCodes(t *testing.T, root string) SourceCodes {
 	for _, dir := range codeSources {
 		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") ||
-				strings.Contains(filepath.ToSlash(path), "test/") { // storetest, metricstest...: test helpers
+				strings.Contains(filepath.ToSlash(path), "test/") { // pgstoretest, metricstest...: test helpers
 				return err
 			}
 			fset := token.NewFileSet()

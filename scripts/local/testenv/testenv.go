@@ -124,6 +124,14 @@ func SQS(t testing.TB) string {
 	return sqsURL
 }
 
+// AtExit registers f to run when Main's tests are over, before the services
+// the process started stop (the last registered runs first).
+func AtExit(f func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	stoppers = append(stoppers, func() error { f(); return nil })
+}
+
 // Main runs a package's tests and then stops what they started: call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()

@@ -1,4 +1,4 @@
-package storetest
+package pgstore_test
 
 import (
 	"context"
@@ -22,11 +22,11 @@ import (
 // drainAll takes and deletes every pending event of retailerID, oldest first.
 func drainAll(t *testing.T, s Store, retailerID string) []catalog.OutboxEntry {
 	t.Helper()
-	shard, err := s.RetailerShard(ctx(t), retailerID)
+	shard, err := s.RetailerShard(tctx(t), retailerID)
 	require.NoError(t, err)
 	var out []catalog.OutboxEntry
 	for {
-		n, err := s.DrainOutbox(ctx(t), shard, catalog.OutboxFilter{RetailerID: retailerID}, 3,
+		n, err := s.DrainOutbox(tctx(t), shard, catalog.OutboxFilter{RetailerID: retailerID}, 3,
 			func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
 				out = append(out, entries...)
 				done := make([]bool, len(entries))
@@ -72,8 +72,8 @@ func testChangeEvents(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1 := start(t, s, r, 2, catalog.Counts{Inserted: 2, Products: 2})
-	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`), Upsert("b", `{"v":"1"}`))
-	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`)) // a duplicate: no event
+	applyChunk(t, s, r, g1, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 0, upsert("a", `{"v":"1"}`)) // a duplicate: no event
 	got := drainAll(t, s, r)
 	require.Equal(t, []string{"catalog.changes 0 2 []"}, kinds(got))
 	e := got[0]
@@ -85,7 +85,7 @@ func testChangeEvents(t *testing.T, s Store, id func(string) string) {
 	require.Empty(t, drainAll(t, s, r), "a drained event is gone")
 
 	// The last chunk: a equal, zz absent, c new; the generation is applied.
-	applyChunk(t, s, r, g1, 1, Upsert("a", `{"v":"1"}`), Delete("zz"), Upsert("c", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 1, upsert("a", `{"v":"1"}`), del("zz"), upsert("c", `{"v":"1"}`))
 	got = drainAll(t, s, r)
 	require.Equal(t, []string{"catalog.changes 1 1 [a zz]", "catalog.snapshot.applied"}, kinds(got))
 	st := got[1].Status
@@ -97,7 +97,7 @@ func testChangeEvents(t *testing.T, s Store, id func(string) string) {
 
 	// A chunk that changes nothing still leaves its (empty) record.
 	g2 := start(t, s, r, 1, catalog.Counts{Unchanged: 3, Products: 3})
-	applyChunk(t, s, r, g2, 0, Upsert("b", `{"v":"1"}`))
+	applyChunk(t, s, r, g2, 0, upsert("b", `{"v":"1"}`))
 	require.Equal(t, []string{"catalog.changes 0 0 [b]", "catalog.snapshot.applied"}, kinds(drainAll(t, s, r)))
 }
 
@@ -105,9 +105,9 @@ func testLifecycleEvents(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	g1, _ := arrive(t, s, r)
-	require.NoError(t, err2(s.Reject(ctx(t), r, g1, catalog.Rejection{Code: "malformed_csv", Message: "bad quote", Line: 3})))
+	require.NoError(t, errOf(s.Reject(tctx(t), r, g1, catalog.Rejection{Code: "malformed_csv", Message: "bad quote", Line: 3})))
 	g2, _ := arrive(t, s, r)
-	require.NoError(t, err2(s.Hold(ctx(t), r, g2, "empty_snapshot", "empty", catalog.Counts{})))
+	require.NoError(t, errOf(s.Hold(tctx(t), r, g2, "empty_snapshot", "empty", catalog.Counts{})))
 	got := drainAll(t, s, r)
 	require.Equal(t, []string{events.TypeSnapshotRejected, events.TypeSnapshotHeld}, kinds(got))
 	require.Equal(t, "malformed_csv", got[0].Status.ErrorCode)
@@ -115,7 +115,7 @@ func testLifecycleEvents(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, catalog.StateHeld, got[1].Status.State)
 
 	// Confirmed, then overtaken by a newer upload: superseded, by it.
-	require.NoError(t, s.Confirm(ctx(t), r, g2))
+	require.NoError(t, s.Confirm(tctx(t), r, g2))
 	require.Empty(t, drainAll(t, s, r), "a confirmation is no lifecycle event")
 	g3 := start(t, s, r, 1, catalog.Counts{})
 	got = drainAll(t, s, r)
@@ -129,20 +129,20 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, r)
 	for range 4 {
 		g, _ := arrive(t, s, r)
-		require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
+		require.NoError(t, errOf(s.Reject(tctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
 	}
-	shard, err := s.RetailerShard(ctx(t), r)
+	shard, err := s.RetailerShard(tctx(t), r)
 	require.NoError(t, err)
 	mine := catalog.OutboxFilter{RetailerID: r}
 
 	// A failed publish deletes nothing; a partial one deletes what it reports.
-	n, err := s.DrainOutbox(ctx(t), shard, mine, 10, func(context.Context, []catalog.OutboxEntry) ([]bool, error) {
+	n, err := s.DrainOutbox(tctx(t), shard, mine, 10, func(context.Context, []catalog.OutboxEntry) ([]bool, error) {
 		return nil, errors.New("topic down")
 	})
 	require.Error(t, err)
 	require.Zero(t, n)
 	var first []int64
-	_, err = s.DrainOutbox(ctx(t), shard, mine, 10, func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+	_, err = s.DrainOutbox(tctx(t), shard, mine, 10, func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
 		for _, e := range entries {
 			first = append(first, e.Generation)
 		}
@@ -156,7 +156,7 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 	// Two relays at once never take the same event.
 	for range 6 {
 		g, _ := arrive(t, s, r)
-		require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
+		require.NoError(t, errOf(s.Reject(tctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
 	}
 	var mu sync.Mutex
 	seen := map[int64]int{}
@@ -166,7 +166,7 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := s.DrainOutbox(ctx(t), shard, mine, 3, func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
+			_, err := s.DrainOutbox(tctx(t), shard, mine, 3, func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
 				mu.Lock()
 				for _, e := range entries {
 					seen[e.ID]++
@@ -192,8 +192,8 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 
 	// The sweeper's filter: only events at least OlderThan old.
 	g, _ := arrive(t, s, r)
-	require.NoError(t, err2(s.Reject(ctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
-	n, err = s.DrainOutbox(ctx(t), shard, catalog.OutboxFilter{OlderThan: time.Hour}, 100,
+	require.NoError(t, errOf(s.Reject(tctx(t), r, g, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 1})))
+	n, err = s.DrainOutbox(tctx(t), shard, catalog.OutboxFilter{OlderThan: time.Hour}, 100,
 		func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
 			for _, e := range entries {
 				require.NotEqual(t, r, e.RetailerID, "an event of a second ago is not an hour old")
@@ -211,7 +211,7 @@ func testConsumerVersions(t *testing.T, s Store, id func(string) string) {
 	advance := func(consumer string, ids []string, gens []int64, fail error) []bool {
 		t.Helper()
 		var got []bool
-		err := s.AdvanceVersions(ctx(t), consumer, r, ids, gens, func(newer []bool) error {
+		err := s.AdvanceVersions(tctx(t), consumer, r, ids, gens, func(newer []bool) error {
 			got = newer
 			return fail
 		})
@@ -226,27 +226,27 @@ func testConsumerVersions(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, []bool{true}, advance("analytics", []string{"a"}, []int64{6}, boom))
 	require.Equal(t, []bool{true}, advance("analytics", []string{"a"}, []int64{6}, nil), "a failed write recorded nothing")
 	require.Equal(t, []bool{false}, advance("analytics", []string{"a"}, []int64{6}, nil))
-	err := s.AdvanceVersions(ctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1}, func([]bool) error { return nil })
+	err := s.AdvanceVersions(tctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1}, func([]bool) error { return nil })
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
 
 func testWebhooks(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
-	_, err := s.Webhook(ctx(t), r)
+	_, err := s.Webhook(tctx(t), r)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	require.NoError(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: r, URL: "https://a.example/1", SecretSealed: []byte{1, 2}}))
-	require.NoError(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: r, URL: "https://a.example/2", SecretSealed: []byte{3}}))
-	w, err := s.Webhook(ctx(t), r)
+	require.NoError(t, s.SetWebhook(tctx(t), catalog.Webhook{RetailerID: r, URL: "https://a.example/1", SecretSealed: []byte{1, 2}}))
+	require.NoError(t, s.SetWebhook(tctx(t), catalog.Webhook{RetailerID: r, URL: "https://a.example/2", SecretSealed: []byte{3}}))
+	w, err := s.Webhook(tctx(t), r)
 	require.NoError(t, err)
 	require.Equal(t, "https://a.example/2", w.URL, "the newest replaces the old")
 	require.Equal(t, []byte{3}, w.SecretSealed)
 	require.Equal(t, r, w.RetailerID)
-	require.NoError(t, s.DeleteWebhook(ctx(t), r))
-	require.NoError(t, s.DeleteWebhook(ctx(t), r))
-	_, err = s.Webhook(ctx(t), r)
+	require.NoError(t, s.DeleteWebhook(tctx(t), r))
+	require.NoError(t, s.DeleteWebhook(tctx(t), r))
+	_, err = s.Webhook(tctx(t), r)
 	require.ErrorIs(t, err, catalog.ErrNotFound)
-	require.Error(t, s.SetWebhook(ctx(t), catalog.Webhook{RetailerID: id("nobody"), URL: "https://a.example/", SecretSealed: []byte{1}}),
+	require.Error(t, s.SetWebhook(tctx(t), catalog.Webhook{RetailerID: id("nobody"), URL: "https://a.example/", SecretSealed: []byte{1}}),
 		"only a registered retailer has a webhook")
 }
 
@@ -255,18 +255,18 @@ func testReplay(t *testing.T, s Store, id func(string) string) {
 	onboard(t, s, r)
 	before := time.Now().Add(-time.Minute)
 	g1 := start(t, s, r, 2, catalog.Counts{Inserted: 2, Products: 2})
-	applyChunk(t, s, r, g1, 0, Upsert("a", `{"v":"1"}`))
-	applyChunk(t, s, r, g1, 1, Upsert("b", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 0, upsert("a", `{"v":"1"}`))
+	applyChunk(t, s, r, g1, 1, upsert("b", `{"v":"1"}`))
 	g2, _ := arrive(t, s, r)
-	require.NoError(t, err2(s.Reject(ctx(t), r, g2, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 2})))
+	require.NoError(t, errOf(s.Reject(tctx(t), r, g2, catalog.Rejection{Code: "malformed_csv", Message: "bad", Line: 2})))
 	first := drainAll(t, s, r)
 	require.Len(t, first, 4, "two chunks, applied, rejected")
 
-	changes, lifecycle, err := s.Replay(ctx(t), r, before)
+	changes, lifecycle, err := s.Replay(tctx(t), r, before)
 	require.NoError(t, err)
 	require.Equal(t, 2, changes)
 	require.Equal(t, 2, lifecycle)
-	changes, lifecycle, err = s.Replay(ctx(t), r, before)
+	changes, lifecycle, err = s.Replay(tctx(t), r, before)
 	require.NoError(t, err)
 	require.Zero(t, changes+lifecycle, "what is still pending is not written twice")
 	replayed := drainAll(t, s, r)
@@ -291,7 +291,7 @@ func testReplay(t *testing.T, s Store, id func(string) string) {
 		}
 		require.True(t, times[key(e)].Equal(e.EventTime), "%s keeps its time: %s, replayed %s", key(e), times[key(e)], e.EventTime)
 	}
-	changes, lifecycle, err = s.Replay(ctx(t), r, time.Now().Add(time.Hour))
+	changes, lifecycle, err = s.Replay(tctx(t), r, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Zero(t, changes+lifecycle, "nothing since an hour from now")
 }
