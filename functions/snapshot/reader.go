@@ -82,6 +82,7 @@ type Reader struct {
 	skipping bool
 	skip     splitState
 
+	products int64     // records counted against Limits.MaxProducts
 	probs    []Problem // problems found so far (at most MaxProblems)
 	unlisted bool      // a problem past MaxProblems was found
 
@@ -307,6 +308,9 @@ func (r *Reader) nextRow() (RowView, error) {
 		if r.skipped(&raw) {
 			continue
 		}
+		if err := r.count(raw.line); err != nil {
+			return RowView{}, err
+		}
 		id, e := r.parse(raw)
 		if e != nil {
 			if r.problem(e) {
@@ -328,6 +332,16 @@ func (r *Reader) blank(raw *rawRecord) bool {
 // line of Lines.
 func (r *Reader) skipped(raw *rawRecord) bool {
 	return r.blank(raw) || r.Lines != nil && !r.wanted(raw.line)
+}
+
+// count counts the record starting on line as a product, and returns the
+// rejection that stops the reader when it is one past Limits.MaxProducts.
+func (r *Reader) count(line int) error {
+	r.products++
+	if r.products > r.lim.MaxProducts {
+		return lineErr(CodeTooManyProducts, line, "more than %d products, the limit: the file is read no further", r.lim.MaxProducts)
+	}
+	return nil
 }
 
 // parse checks and canonicalizes one record into p.out; it returns the
@@ -516,13 +530,13 @@ func (r *Reader) more() bool {
 		r.r, r.w = 0, n
 	}
 	p := r.buf[r.w:]
-	if lim := r.lim.MaxFileBytes; lim > 0 && int64(len(p)) > lim-r.nread+1 {
-		p = p[:lim-r.nread+1]
+	if room := r.lim.MaxFileBytes - r.nread; int64(len(p)) > room {
+		p = p[:room+1] // one byte past the limit says it is passed
 	}
 	for tries := 0; ; tries++ {
 		n, err := r.in.Read(p)
 		r.nread += int64(n)
-		if lim := r.lim.MaxFileBytes; lim > 0 && r.nread > lim {
+		if lim := r.lim.MaxFileBytes; r.nread > lim {
 			n -= int(r.nread - lim)
 			r.nread = lim
 			err = NewError(CodeFileTooLarge, 0, fmt.Sprintf("file is over the limit of %d bytes (decompressed)", lim))
