@@ -165,8 +165,8 @@ func (r *Reader) split(p *pipeline) {
 		if r.skipped(&raw) {
 			continue
 		}
-		if err := r.count(raw.line); err != nil {
-			b.term = err
+		if r.products++; r.products > r.lim.MaxProducts {
+			b.term = r.tooManyProducts(raw.line)
 			send()
 			return
 		}

@@ -308,8 +308,8 @@ func (r *Reader) nextRow() (RowView, error) {
 		if r.skipped(&raw) {
 			continue
 		}
-		if err := r.count(raw.line); err != nil {
-			return RowView{}, err
+		if r.products++; r.products > r.lim.MaxProducts {
+			return RowView{}, r.tooManyProducts(raw.line)
 		}
 		id, e := r.parse(raw)
 		if e != nil {
@@ -334,14 +334,11 @@ func (r *Reader) skipped(raw *rawRecord) bool {
 	return r.blank(raw) || r.Lines != nil && !r.wanted(raw.line)
 }
 
-// count counts the record starting on line as a product, and returns the
-// rejection that stops the reader when it is one past Limits.MaxProducts.
-func (r *Reader) count(line int) error {
-	r.products++
-	if r.products > r.lim.MaxProducts {
-		return lineErr(CodeTooManyProducts, line, "more than %d products, the limit: the file is read no further", r.lim.MaxProducts)
-	}
-	return nil
+// tooManyProducts is the rejection that stops the reader at the record
+// starting on line, one past Limits.MaxProducts: every non-blank record
+// counts (r.products), before it is parsed.
+func (r *Reader) tooManyProducts(line int) error {
+	return lineErr(CodeTooManyProducts, line, "more than %d products, the limit: the file is read no further", r.lim.MaxProducts)
 }
 
 // parse checks and canonicalizes one record into p.out; it returns the
