@@ -123,6 +123,14 @@ type Config struct {
 	LargeQueueURL  string
 	MaxUploadBytes int64 // an upload over this is rejected (file_too_large)
 	MaxRowBytes    int   // a row over this is rejected (row_too_large)
+	// MaxInflatedBytes bounds the decompressed bytes of a snapshot: a gzip
+	// file that inflates past it is rejected (file_too_large) as soon as it
+	// does [snapshot.DefaultMaxFileBytes, 50 GiB].
+	MaxInflatedBytes int64
+	// MaxProducts bounds the products of a snapshot: the first one past it
+	// rejects the snapshot (too_many_products) and the file is read no
+	// further [snapshot.DefaultMaxProducts, 50 million].
+	MaxProducts int64
 	// SupersedeCheckRows: while reading, check every this many rows that the
 	// generation is still the latest.
 	SupersedeCheckRows int
@@ -728,17 +736,15 @@ func duplicateProblems(entries *catalog.Sorter) []snapshot.Problem {
 	return out
 }
 
-// newReader opens a snapshot stream. The decompressed size is bounded too
-// (ten times the upload limit), so a gzip bomb is rejected, not read.
+// newReader opens a snapshot stream. The decompressed size and the
+// products are bounded too (Config.MaxInflatedBytes, MaxProducts), so a
+// gzip bomb is rejected as soon as it passes them, not read.
 func (r *run) newReader(body io.Reader) (*snapshot.Reader, error) {
 	format, err := snapshot.ParseFormat(r.decision.Format)
 	if err != nil {
 		return nil, err
 	}
-	limits := snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes}
-	if r.h.cfg.MaxUploadBytes > 0 {
-		limits.MaxFileBytes = 10 * r.h.cfg.MaxUploadBytes
-	}
+	limits := snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes, MaxFileBytes: r.h.cfg.MaxInflatedBytes, MaxProducts: r.h.cfg.MaxProducts}
 	return snapshot.NewReader(body, format, limits)
 }
 
@@ -751,10 +757,10 @@ func (r *run) rejectOrFail(ctx context.Context, err error) (bool, error) {
 }
 
 func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
-	problems := se.List()
-	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", se.Message,
+	problems := se.List() // messages bounded (I12), also that of an Error built here
+	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", problems[0].Message,
 		"problems", len(problems), "more_problems", se.More)
-	rej := catalog.Rejection{Code: se.Code, Message: se.Message, Line: se.Line, More: se.More,
+	rej := catalog.Rejection{Code: se.Code, Message: problems[0].Message, Line: se.Line, More: se.More,
 		Problems: make([]catalog.Problem, len(problems))}
 	for i, p := range problems {
 		rej.Problems[i] = catalog.Problem{Code: p.Code, Line: p.Line, Message: p.Message}

@@ -131,6 +131,8 @@ type Options struct {
 	// separated by commas, the first sealing) [one key kept in
 	// <DataDir>/webhook-key, made on first use].
 	WebhookKeys string
+	// MaxInflatedBytes, MaxProducts bound a snapshot decompressed and its products [50 GiB, 50 million].
+	MaxInflatedBytes, MaxProducts int64
 
 	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
 	// age from which it takes an event [30s] (DESIGN 8).
@@ -518,6 +520,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.MaxRowBytes > 0 {
 		diffConfig.MaxRowBytes = o.MaxRowBytes
 	}
+	diffConfig.MaxInflatedBytes, diffConfig.MaxProducts = o.MaxInflatedBytes, o.MaxProducts
 	st.Diff = diff.New(diffConfig, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
 	st.Arrival = arrival.New(st.Config.Arrival(), st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
