@@ -662,8 +662,11 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		var se *snapshot.Error
 		if errors.As(err, &se) {
 			// The rows read so far may repeat ids too: their duplicates
-			// join the list, so that one round fixes the file.
-			if entries.Finish() == nil {
+			// join the list, so that one round fixes the file. Not when the
+			// file is refused for its size (the product or inflate limit:
+			// it was read no further): sorting what a gzip bomb held would
+			// take the diff's budget, to no use.
+			if !sizeLimit(se) && entries.Finish() == nil {
 				dups := duplicateProblems(entries)
 				_, total := entries.Duplicates()
 				se = snapshot.Merge(se, dups...)
@@ -723,6 +726,17 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	// instead of twice what pass 1 had live at its last collection.
 	runtime.GC()
 	return false, nil
+}
+
+// sizeLimit reports whether the reader stopped at a limit of the whole
+// file (too_many_products, file_too_large).
+func sizeLimit(se *snapshot.Error) bool {
+	for _, p := range se.List() {
+		if p.Code == snapshot.CodeTooManyProducts || p.Code == snapshot.CodeFileTooLarge {
+			return true
+		}
+	}
+	return false
 }
 
 // duplicateProblems are the duplicate product_ids the sorter found, as
