@@ -41,9 +41,10 @@ SELECT reserved_generation FROM retailer_state WHERE retailer_id = $1 FOR NO KEY
 -- name: reservation_window_full
 -- With $2 reservations allowed per rolling hour: the $2-th newest
 -- reservation of the last hour, if there is one, means the hour is full; the
--- answer is how long until it is an hour old and a slot frees.
+-- answer is how long until it is an hour old and a slot frees. The undos
+-- the pipeline reserves itself (I10) are not the retailer's: they do not count.
 SELECT extract(epoch FROM created_at + interval '1 hour' - now())::float8 FROM generations
-WHERE retailer_id = $1 AND created_at > now() - interval '1 hour'
+WHERE retailer_id = $1 AND created_at > now() - interval '1 hour' AND undoes IS NULL
 ORDER BY generation DESC OFFSET $2 - 1 LIMIT 1;
 
 -- name: reserve_generation

@@ -205,3 +205,23 @@ func TestRejectBoundsItsMessages(t *testing.T) {
 		require.NotContains(t, p.Message, "\x00")
 	}
 }
+
+// The undos the pipeline reserves itself are not the retailer's
+// reservations: they do not count against its hourly limit.
+func TestUndosDoNotCountAgainstTheReservationLimit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh := newStores(t).Shards[0]
+	applied(t, sh, upsert("a", `{"v":"1"}`))
+	g2 := halfApplied(t, sh, upsert("a", `{"v":"2"}`))
+	undo, err := sh.Reject(ctx, "r1", g2, applyFailed)
+	require.NoError(t, err)
+	require.NotZero(t, undo.Generation)
+	// g1 and g2 were reserved (2 of 4 an hour): two more go, the fifth does not.
+	for range 2 {
+		_, err := sh.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour), 4)
+		require.NoError(t, err)
+	}
+	_, err = sh.ReserveGeneration(ctx, "r1", "csv", time.Now().Add(time.Hour), 4)
+	require.ErrorIs(t, err, catalog.ErrRateLimited)
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -163,14 +164,22 @@ func comeBackSoon(st *stack.Stack, ev lambdaevents.SQSEvent) {
 // the row limit, sometimes PUT a second time to the same URL with other
 // content (later or racing the first), sometimes two uploads close
 // together, duplicate S3 events, and at the end, sometimes, a flood of
-// reservations up to the hourly limit; meanwhile chunk sends and applies
-// crash on both sides of their commits. Once everything settles, for every
-// retailer: a second PUT got 412 and changed nothing, a flood got 429 at
-// the limit, every generation is in a final state (none held), every file
-// the system could not accept is rejected with its code (or superseded
-// unread, when a newer upload arrived before its diff began), the newest upload
-// is applied and the catalog equals it (I1); every change event has left
-// the outbox and the analytics files reconstruct every catalog.
+// reservations up to the hourly limit; files the catalog cannot hold (a
+// NUL, a number numeric cannot hold, a lone surrogate, a bad attribute
+// name: I11) and files with a product the shard refuses on every try (I10);
+// meanwhile chunk sends and applies crash on both sides of their commits,
+// and a reader samples each retailer's storefront. Once everything
+// settles, for every retailer: a second PUT got 412 and changed nothing, a
+// flood got 429 at the limit, every generation is in a final state (none
+// held) within its bound, every file the system could not accept is
+// rejected with its code (or superseded unread, when a newer upload arrived
+// before its diff began), a generation the shard refused is rejected
+// apply_failed and undone by a rollback to the generation applied before
+// it, the newest generation is applied and the catalog equals its content
+// (I1: the newest upload, unless an undo superseded its slot), and no
+// product the storefront served was ever anything but a value of one of
+// the retailer's uploads; every change event has left the outbox and the
+// analytics files reconstruct every catalog.
 //
 // CATALOG_PROPERTY_SCHEDULES sets how many schedules run (default 200;
 // CATALOG_PROPERTY_SEEDS is read too), CATALOG_PROPERTY_PARALLEL how many
@@ -196,6 +205,14 @@ func TestPropertyLatestWins(t *testing.T) {
 		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
 		WrapApply:     faultyApply(all, func() *stack.Stack { return e.Stack }),
 	})
+	// Every shard refuses, for good, a product titled "poison" (as it
+	// refuses a value it cannot hold): a chunk carrying one is refused on
+	// every try, its generation ends apply_failed and is undone (I10).
+	for _, sh := range e.Stack.Stores.Shards {
+		_, err := sh.Pool().Exec(context.Background(),
+			`ALTER TABLE products ADD CONSTRAINT refuse_poison CHECK (attributes->>'title' IS DISTINCT FROM 'poison') NOT VALID`)
+		require.NoError(t, err)
+	}
 	start := time.Now()
 	var mu sync.Mutex
 	finals := map[string]fixtures.Catalog{} // retailer -> its catalog once settled
@@ -280,6 +297,24 @@ type upload struct {
 	gen      int64
 	want     fixtures.Catalog // nil: must not be applied
 	rejected string           // the code a bad file ends rejected with
+	// sent is what the file holds when the shard refuses it half way
+	// (rejected apply_failed): some of its rows may be served for a while.
+	sent fixtures.Catalog
+}
+
+// unstorable are files the catalog cannot hold (I11), each rejected at the
+// diff with its code, before any chunk.
+var unstorable = []struct {
+	file, code string
+}{
+	{"product_id,title\np1,ok\np2,a\x00b\n", "unsupported_value"},
+	{`{"product_id":"p1","t":"ok"}` + "\n" + `{"product_id":"p2","t":"a\u0000"}` + "\n", "unsupported_value"},
+	{`{"product_id":"p1","t\u0000":"ok"}` + "\n", "unsupported_value"},
+	{`{"product_id":"p1","w":1e200000}` + "\n", "unsupported_value"},
+	{`{"product_id":"p1","t":"\ud800"}` + "\n", "unsupported_value"},
+	{"product_id," + strings.Repeat("n", 1025) + "\np1,x\n", "invalid_attribute_name"},
+	{"product_id,\"a\tb\"\np1,x\n", "invalid_attribute_name"},
+	{"product_id,_delete\np1,true\n", "invalid_attribute_name"},
 }
 
 // retailerRun is one retailer's part of a schedule.
@@ -290,6 +325,60 @@ type retailerRun struct {
 	current fixtures.Catalog
 	uploads []upload
 	granted int // reservations made (the hourly limit counts them)
+
+	// known are the values each product had in any file that may be
+	// applied, in whole or in part (registered before its PUT): the only
+	// values the storefront may ever serve.
+	knownMu sync.Mutex
+	known   map[string][]map[string]string
+}
+
+// register records the values of a file that may be applied.
+func (r *retailerRun) register(c fixtures.Catalog) {
+	r.knownMu.Lock()
+	defer r.knownMu.Unlock()
+	if r.known == nil {
+		r.known = map[string][]map[string]string{}
+	}
+	for id, attrs := range c {
+		r.known[id] = append(r.known[id], attrs)
+	}
+}
+
+// servable reports whether the storefront may serve attrs for id: the
+// values of one of the retailer's files, never a mix of two for one product.
+func (r *retailerRun) servable(id string, attrs map[string]string) bool {
+	r.knownMu.Lock()
+	defer r.knownMu.Unlock()
+	for _, k := range r.known[id] {
+		if reflect.DeepEqual(k, attrs) {
+			return true
+		}
+	}
+	return false
+}
+
+// sample reads the retailer's storefront every few hundred milliseconds
+// until ctx ends, and reports every product it served that no file of the
+// retailer ever held.
+func (r *retailerRun) sample(ctx context.Context) []string {
+	var bad []string
+	for ctx.Err() == nil {
+		products, err := r.sc.e.API.Catalog(ctx, r.id)
+		if err == nil {
+			for _, p := range products {
+				var attrs map[string]string
+				if json.Unmarshal(p.Attributes, &attrs) != nil || !r.servable(p.ProductID, attrs) {
+					bad = append(bad, fmt.Sprintf("%s = %s (generation %d)", p.ProductID, p.Attributes, p.Generation))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(300+r.sc.rng.IntN(300)) * time.Millisecond):
+		}
+	}
+	return bad
 }
 
 // run plays the schedule and checks it; it returns each retailer's final
@@ -304,20 +393,35 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 		runs[i] = &retailerRun{sc: sc, id: id, token: sc.e.Onboard(id), current: fixtures.Generate("p", 12+sc.rng.IntN(12))}
 	}
 	var wg sync.WaitGroup
-	for _, r := range runs {
+	sampling, stopSampling := context.WithCancel(ctx)
+	sampled := make([][]string, len(runs))
+	var samplers sync.WaitGroup
+	for i, r := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			r.play(ctx)
 		}()
+		samplers.Add(1)
+		go func() {
+			defer samplers.Done()
+			sampled[i] = r.sample(sampling)
+		}()
 	}
 	wg.Wait()
 	if t.Failed() {
+		stopSampling()
+		samplers.Wait()
 		return nil
 	}
 	out := map[string]fixtures.Catalog{}
 	for _, r := range runs {
 		out[r.id] = r.check(ctx)
+	}
+	stopSampling()
+	samplers.Wait()
+	for i, r := range runs {
+		require.Empty(t, sampled[i], "seed %d: the storefront served values of %s that none of its files held", sc.seed, r.id)
 	}
 	return out
 }
@@ -375,16 +479,35 @@ func (r *retailerRun) play(ctx context.Context) {
 	for range 1 + rng.IntN(3) {
 		slot := r.reserve(ctx)
 		switch roll := rng.IntN(100); {
-		case roll < 12: // malformed: a duplicate id
+		case roll < 8: // what the catalog cannot hold
+			u := unstorable[rng.IntN(len(unstorable))]
+			r.put(ctx, slot, []byte(u.file))
+			r.uploads = append(r.uploads, upload{gen: slot.Generation, rejected: u.code})
+		case roll < 14: // a product the shard refuses on every try, half way
+			bad := r.mutate()
+			ids := bad.IDs()
+			bad[ids[rng.IntN(len(ids))]]["title"] = "poison"
+			r.register(bad) // its other chunks are written until it is undone
+			r.put(ctx, slot, r.encode(bad))
+			r.uploads = append(r.uploads, upload{gen: slot.Generation, rejected: "apply_failed", sent: bad})
+			if rng.chance(60) {
+				// Most often nothing newer comes before the shard has refused
+				// it: it ends rejected, and its undo runs.
+				_, err := r.sc.e.API.WaitSettled(ctx, r.token, r.id, slot.Generation, nil)
+				require.NoError(t, err, "seed %d: generation %d of %s", r.sc.seed, slot.Generation, r.id)
+			}
+		case roll < 20: // malformed: a duplicate id
 			r.put(ctx, slot, []byte("product_id,title\nsame,1\nother,2\nsame,3\n"))
 			r.uploads = append(r.uploads, upload{gen: slot.Generation, rejected: "duplicate_product_id"})
-		case roll < 22: // a row over the row limit
+		case roll < 28: // a row over the row limit
 			bad := r.mutate()
 			bad["huge"] = fixtures.Row(strings.Repeat("x", propertyMaxRowBytes+100))
 			r.put(ctx, slot, bad.CSV(nil))
 			r.uploads = append(r.uploads, upload{gen: slot.Generation, rejected: "row_too_large"})
-		case roll < 47: // a second PUT of other content to the same URL
+		case roll < 50: // a second PUT of other content to the same URL
 			a, b := r.mutate(), r.mutate()
+			r.register(a)
+			r.register(b)
 			da, db := r.encode(a), r.encode(b)
 			if rng.chance(50) {
 				r.put(ctx, slot, da)
@@ -416,6 +539,7 @@ func (r *retailerRun) play(ctx context.Context) {
 			r.uploads = append(r.uploads, upload{gen: slot.Generation, want: r.current})
 		default:
 			r.current = r.mutate()
+			r.register(r.current)
 			r.put(ctx, slot, r.encode(r.current))
 			r.uploads = append(r.uploads, upload{gen: slot.Generation, want: r.current})
 		}
@@ -435,12 +559,19 @@ func (r *retailerRun) play(ctx context.Context) {
 		last = r.reserve(ctx)
 	}
 	r.current = r.mutate()
+	r.register(r.current)
 	r.put(ctx, last, r.encode(r.current))
 	r.uploads = append(r.uploads, upload{gen: last.Generation, want: r.current})
 }
 
 // final are the states nothing happens to any more.
 var final = []string{"applied", "superseded", "rejected", "expired"}
+
+// finalWithin bounds how long after its file arrived a generation is final
+// (I10), as the schedule sees it (it looks once every schedule of its
+// round has played, so the bound is loose: a generation stuck for ever
+// breaks it).
+const finalWithin = 3 * time.Minute
 
 // check waits until every generation of the retailer is final, checks the
 // outcome, and returns the catalog.
@@ -464,28 +595,66 @@ func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
 		case <-time.After(150 * time.Millisecond):
 		}
 	}
-	require.Len(t, list, r.granted, "seed %d: %s's generations", seed, r.id)
+	settledAt := time.Now()
 	byGen := map[int64]apiclient.Status{}
+	var undos []apiclient.Status // oldest first
 	for _, s := range list {
 		byGen[s.Generation] = s
+		if s.ReceivedAt != nil {
+			require.Less(t, settledAt.Sub(*s.ReceivedAt), finalWithin, "seed %d: %s generation %d final within its bound", seed, r.id, s.Generation)
+		}
+		if s.Undoes != nil {
+			undos = append([]apiclient.Status{s}, undos...)
+		}
 	}
+	require.Len(t, list, r.granted+len(undos), "seed %d: %s's generations: its reservations and the undos", seed, r.id)
+	content := map[int64]fixtures.Catalog{} // what each generation that may be applied holds
 	for _, u := range r.uploads {
 		s := byGen[u.gen]
 		if u.rejected != "" {
-			// Rejected, or superseded unread by a newer upload that arrived first.
+			// Rejected, or superseded unread by a newer upload that arrived
+			// first (or, for one the shard refuses, superseded before it
+			// reached the refused chunk).
 			require.Contains(t, []string{"rejected", "superseded"}, s.State, "seed %d: %s generation %d", seed, r.id, u.gen)
 			if s.State == "rejected" {
-				require.Equal(t, u.rejected, s.Error.Code, "seed %d: %s generation %d", seed, r.id, u.gen)
+				require.Equal(t, u.rejected, s.Error.Code, "seed %d: %s generation %d: %s", seed, r.id, u.gen, s.Error.Message)
 			}
 			continue
 		}
 		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s generation %d: %+v", seed, r.id, u.gen, s.Error)
+		content[u.gen] = u.want
 	}
-	newest := r.uploads[len(r.uploads)-1]
-	require.Equal(t, list[0].Generation, newest.gen, "seed %d: %s", seed, r.id)
-	require.Equal(t, "applied", list[0].State, "seed %d: %s's newest upload %d: %v", seed, r.id, newest.gen, states(list))
-	require.Equal(t, newest.want, r.sc.e.Catalog(r.id), "seed %d: catalog of %s", seed, r.id)
-	return newest.want
+	// Each undo (I10) returns the catalog to the generation applied before
+	// the one it undoes, which was rejected half way.
+	for _, s := range undos {
+		require.Equal(t, "rollback", s.Mode, "seed %d: %s generation %d", seed, r.id, s.Generation)
+		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s undo %d", seed, r.id, s.Generation)
+		require.Equal(t, "rejected", byGen[*s.Undoes].State, "seed %d: %s undo %d undoes %d", seed, r.id, s.Generation, *s.Undoes)
+		require.NotNil(t, s.SourceGeneration)
+		src := *s.SourceGeneration
+		if src == 0 {
+			content[s.Generation] = fixtures.Catalog{}
+			continue
+		}
+		require.Equal(t, "applied", byGen[src].State, "seed %d: %s undo %d's source %d", seed, r.id, s.Generation, src)
+		c, ok := content[src]
+		require.True(t, ok, "seed %d: %s undo %d's source %d has no known content", seed, r.id, s.Generation, src)
+		content[s.Generation] = c
+	}
+	newest := list[0]
+	require.Equal(t, "applied", newest.State, "seed %d: %s's newest generation %d: %v", seed, r.id, newest.Generation, states(list))
+	if len(undos) == 0 {
+		require.Equal(t, r.uploads[len(r.uploads)-1].gen, newest.Generation, "seed %d: %s", seed, r.id)
+	}
+	want, ok := content[newest.Generation]
+	require.True(t, ok, "seed %d: %s's newest generation %d has no known content", seed, r.id, newest.Generation)
+	got := r.sc.e.Catalog(r.id)
+	if len(want) == 0 {
+		require.Empty(t, got, "seed %d: catalog of %s", seed, r.id)
+	} else {
+		require.Equal(t, want, got, "seed %d: catalog of %s", seed, r.id)
+	}
+	return want
 }
 
 func states(list []apiclient.Status) []string {
