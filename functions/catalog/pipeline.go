@@ -45,7 +45,7 @@ type DiffDecision struct {
 	// (set by TakeOver): its upload, or its source's for a rollback. It is
 	// kept for as long as it is the baseline's, for an undo to read.
 	BaselineObjectKey string
-	Stopped       []int64 // newer generations that may have written rows (I5); set by TakeOver
+	Stopped           []int64 // newer generations that may have written rows (I5); set by TakeOver
 	// ETag is the version of the upload pinned for the generation, "" until
 	// the first read pins one; every read of the upload asks for it.
 	ETag string

@@ -35,6 +35,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/s3blob"
 	"github.com/retailcatalog/catalog/functions/secrets"
+	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/functions/upload"
@@ -68,6 +69,8 @@ type Config struct {
 	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS [catalog.DefaultLargeThresholdRows]
 	InflightCap        int           // CATALOG_INFLIGHT_CAP [catalog.DefaultInflightCap]
 	MaxUploadBytes     int64         // CATALOG_MAX_UPLOAD_BYTES (default 12 GiB)
+	MaxInflatedBytes   int64         // CATALOG_MAX_INFLATED_BYTES: a snapshot's decompressed bytes, at most (default 50 GiB)
+	MaxProducts        int64         // CATALOG_MAX_PRODUCTS: a snapshot's products, at most (default 50,000,000)
 	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL [upload.DefaultUploadTTL]
 	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
 	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
@@ -166,6 +169,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.MaxUploadBytes = int64(maxUpload)
+	maxInflated, err := intVar(getenv, "CATALOG_MAX_INFLATED_BYTES", snapshot.DefaultMaxFileBytes)
+	if err != nil {
+		return c, err
+	}
+	c.MaxInflatedBytes = int64(maxInflated)
+	maxProducts, err := intVar(getenv, "CATALOG_MAX_PRODUCTS", snapshot.DefaultMaxProducts)
+	if err != nil {
+		return c, err
+	}
+	c.MaxProducts = int64(maxProducts)
 	sortMB, err := intVar(getenv, "CATALOG_SORT_MEMORY_MB", 256)
 	if err != nil {
 		return c, err
@@ -536,6 +549,7 @@ func (c *Config) SNSClient(ctx context.Context) (*sns.Client, error) {
 func (c *Config) Diff() diff.Config {
 	return diff.Config{ChunkRows: c.ChunkRows, ChunkBytes: c.ChunkBytes, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
 		SmallQueueURL: c.ApplySmallQueueURL, LargeQueueURL: c.ApplyLargeQueueURL, MaxUploadBytes: c.MaxUploadBytes,
+		MaxInflatedBytes: c.MaxInflatedBytes, MaxProducts: c.MaxProducts,
 		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL, MaxAttempts: c.DiffAttempts}
 }
 

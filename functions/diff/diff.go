@@ -123,6 +123,14 @@ type Config struct {
 	LargeQueueURL  string
 	MaxUploadBytes int64 // an upload over this is rejected (file_too_large)
 	MaxRowBytes    int   // a row over this is rejected (row_too_large)
+	// MaxInflatedBytes bounds the decompressed bytes of a snapshot: a gzip
+	// file that inflates past it is rejected (file_too_large) as soon as it
+	// does [snapshot.DefaultMaxFileBytes, 50 GiB].
+	MaxInflatedBytes int64
+	// MaxProducts bounds the products of a snapshot: the first one past it
+	// rejects the snapshot (too_many_products) and the file is read no
+	// further [snapshot.DefaultMaxProducts, 50 million].
+	MaxProducts int64
 	// SupersedeCheckRows: while reading, check every this many rows that the
 	// generation is still the latest.
 	SupersedeCheckRows int
@@ -654,8 +662,11 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		var se *snapshot.Error
 		if errors.As(err, &se) {
 			// The rows read so far may repeat ids too: their duplicates
-			// join the list, so that one round fixes the file.
-			if entries.Finish() == nil {
+			// join the list, so that one round fixes the file. Not when the
+			// file is refused for its size (the product or inflate limit:
+			// it was read no further): sorting what a gzip bomb held would
+			// take the diff's budget, to no use.
+			if !sizeLimit(se) && entries.Finish() == nil {
 				dups := duplicateProblems(entries)
 				_, total := entries.Duplicates()
 				se = snapshot.Merge(se, dups...)
@@ -717,6 +728,17 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	return false, nil
 }
 
+// sizeLimit reports whether the reader stopped at a limit of the whole
+// file (too_many_products, file_too_large).
+func sizeLimit(se *snapshot.Error) bool {
+	for _, p := range se.List() {
+		if p.Code == snapshot.CodeTooManyProducts || p.Code == snapshot.CodeFileTooLarge {
+			return true
+		}
+	}
+	return false
+}
+
 // duplicateProblems are the duplicate product_ids the sorter found, as
 // problems (each naming both lines).
 func duplicateProblems(entries *catalog.Sorter) []snapshot.Problem {
@@ -728,17 +750,15 @@ func duplicateProblems(entries *catalog.Sorter) []snapshot.Problem {
 	return out
 }
 
-// newReader opens a snapshot stream. The decompressed size is bounded too
-// (ten times the upload limit), so a gzip bomb is rejected, not read.
+// newReader opens a snapshot stream. The decompressed size and the
+// products are bounded too (Config.MaxInflatedBytes, MaxProducts), so a
+// gzip bomb is rejected as soon as it passes them, not read.
 func (r *run) newReader(body io.Reader) (*snapshot.Reader, error) {
 	format, err := snapshot.ParseFormat(r.decision.Format)
 	if err != nil {
 		return nil, err
 	}
-	limits := snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes}
-	if r.h.cfg.MaxUploadBytes > 0 {
-		limits.MaxFileBytes = 10 * r.h.cfg.MaxUploadBytes
-	}
+	limits := snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes, MaxFileBytes: r.h.cfg.MaxInflatedBytes, MaxProducts: r.h.cfg.MaxProducts}
 	return snapshot.NewReader(body, format, limits)
 }
 
@@ -751,10 +771,10 @@ func (r *run) rejectOrFail(ctx context.Context, err error) (bool, error) {
 }
 
 func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
-	problems := se.List()
-	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", se.Message,
+	problems := se.List() // messages bounded (I12), also that of an Error built here
+	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", problems[0].Message,
 		"problems", len(problems), "more_problems", se.More)
-	rej := catalog.Rejection{Code: se.Code, Message: se.Message, Line: se.Line, More: se.More,
+	rej := catalog.Rejection{Code: se.Code, Message: problems[0].Message, Line: se.Line, More: se.More,
 		Problems: make([]catalog.Problem, len(problems))}
 	for i, p := range problems {
 		rej.Problems[i] = catalog.Problem{Code: p.Code, Line: p.Line, Message: p.Message}

@@ -526,7 +526,9 @@ func (h *Handler) snapshotValues(ctx context.Context, retailerID string, gen int
 		return nil, fmt.Errorf("open the upload of generation %d: %w", gen, err)
 	}
 	defer closeQuietly(obj.Body)
-	rd, err := snapshot.NewReader(obj.Body, format, snapshot.Limits{})
+	// The upload was accepted: the diff's product and inflate limits (which
+	// an operator may have raised) are not this read's to apply again.
+	rd, err := snapshot.NewReader(obj.Body, format, snapshot.Limits{MaxFileBytes: -1, MaxProducts: -1})
 	if err != nil {
 		return nil, fmt.Errorf("read the upload of generation %d: %w", gen, err)
 	}

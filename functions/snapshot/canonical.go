@@ -102,7 +102,7 @@ func Canonicalize(object []byte) ([]byte, error) {
 	if !utf8.Valid(object) {
 		return nil, NewError(CodeInvalidUTF8, 0, "invalid UTF-8")
 	}
-	var c canonicalizer
+	c := canonicalizer{maxGrowth: canonicalizeMaxGrowth}
 	out, jerr := c.object(nil, object, false)
 	if jerr != nil {
 		return nil, NewError(jerr.code, 0, jerr.message())
@@ -121,6 +121,7 @@ func (x *Canonicalizer) Append(dst, object []byte) ([]byte, error) {
 	if !utf8.Valid(object) {
 		return dst, &Error{Code: CodeInvalidUTF8, Message: "invalid UTF-8"}
 	}
+	x.c.maxGrowth = canonicalizeMaxGrowth
 	out, jerr := x.c.object(dst, object, false)
 	if jerr != nil {
 		return dst, &Error{Code: jerr.code, Message: jerr.message()}
@@ -128,9 +129,9 @@ func (x *Canonicalizer) Append(dst, object []byte) ([]byte, error) {
 	return out, nil
 }
 
-// maxNesting bounds the nesting of JSON arrays and objects, as encoding/json
-// does.
-const maxNesting = 10000
+// canonicalizeMaxGrowth bounds, for Canonicalize and Canonicalizer, how
+// much numbers written out in full (1e5 is 100000) may grow an object.
+const canonicalizeMaxGrowth = 64 << 20
 
 // jsonErr is a problem found in a JSON text, at byte offset pos.
 type jsonErr struct {
@@ -176,6 +177,17 @@ type canonicalizer struct {
 	tmp    []byte
 	sem    *jsonErr // first semantic (non-syntax) problem, reported after the parse
 
+	// maxGrowth bounds growth, the bytes by which numbers written out in
+	// full (1e5 is 100000) make the canonical form longer than their text:
+	// past it the parse stops (attributes_too_large), so that a row of
+	// short exponents never makes a huge canonical form. The reader sets
+	// it to the attributes limit: the canonical form is at least as long
+	// as the growth.
+	maxGrowth int
+	growth    int
+	inKey     bool // decoding an object key
+	inID      bool // decoding the row's product_id (its own checks apply)
+
 	// product_id of a row (top level only, when extractID is set)
 	extractID bool
 	idSeen    bool
@@ -197,7 +209,7 @@ type canonicalizer struct {
 // and appends its canonical form to dst. With extractID, a top-level
 // "product_id" member is taken out into c.id instead.
 func (c *canonicalizer) object(dst, src []byte, extractID bool) ([]byte, *jsonErr) {
-	c.src, c.pos, c.nest, c.sem = src, 0, 0, nil
+	c.src, c.pos, c.nest, c.sem, c.growth = src, 0, 0, nil, 0
 	c.extractID, c.idSeen, c.idString, c.idKind = extractID, false, false, ""
 	c.id = c.id[:0]
 	c.skipWS()
@@ -239,6 +251,17 @@ func (c *canonicalizer) semantic(code string, pos int, msg string) {
 	}
 }
 
+// enter counts one more level of nesting at c.pos (an array or object),
+// refusing one past MaxNesting: the parse stops there, so that no deeper
+// recursion happens.
+func (c *canonicalizer) enter() *jsonErr {
+	c.nest++
+	if c.nest > MaxNesting {
+		return &jsonErr{CodeUnsupportedValue, c.pos, fmt.Sprintf("arrays and objects nested deeper than %d levels at column %d: the catalog holds at most %d", MaxNesting, c.pos+1, MaxNesting)}
+	}
+	return nil
+}
+
 func (c *canonicalizer) skipWS() {
 	for c.pos < len(c.src) {
 		switch c.src[c.pos] {
@@ -253,9 +276,8 @@ func (c *canonicalizer) skipWS() {
 // parseObject parses the object at c.pos (which is '{') and appends its
 // canonical form to dst. depth is the object nesting level (0 = the row).
 func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
-	c.nest++
-	if c.nest > maxNesting {
-		return dst, c.syntax(fmt.Sprintf("nesting deeper than %d", maxNesting))
+	if err := c.enter(); err != nil {
+		return dst, err
 	}
 	start := c.pos
 	c.pos++ // '{'
@@ -276,7 +298,10 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 			keyPos := c.pos
 			k0 := len(arena)
 			var err *jsonErr
-			if arena, err = c.decodeString(arena); err != nil {
+			c.inKey = true
+			arena, err = c.decodeString(arena)
+			c.inKey = false
+			if err != nil {
 				return dst, err
 			}
 			k1 := len(arena)
@@ -294,7 +319,10 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 				c.skipWS()
 				if c.pos < len(c.src) && c.src[c.pos] == '"' {
 					c.idString = true
-					if c.id, err = c.decodeString(c.id[:0]); err != nil {
+					c.inID = true
+					c.id, err = c.decodeString(c.id[:0])
+					c.inID = false
+					if err != nil {
 						return dst, err
 					}
 				} else {
@@ -333,7 +361,7 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 	if len(mems) > 1 {
 		sorted = c.sortMembers(arena, mems, depth == 0, start)
 	} else if len(mems) == 1 && top {
-		c.noteNames(arena, mems)
+		c.noteNames(arena, mems, start)
 	}
 	dst = append(dst, '{')
 	for i, m := range sorted {
@@ -372,7 +400,7 @@ func (c *canonicalizer) sortMembers(arena []byte, mems []member, top bool, pos i
 	})
 	for i := 1; i < len(mems); i++ {
 		if k := arena[mems[i].k0:mems[i].k1]; bytes.Equal(k, arena[mems[i-1].k0:mems[i-1].k1]) {
-			c.semantic(CodeDuplicateColumn, pos, fmt.Sprintf("key %q appears twice in one object", k))
+			c.semantic(CodeDuplicateColumn, pos, fmt.Sprintf("key %s appears twice in one object", quoteCut(k)))
 			return mems
 		}
 	}
@@ -382,24 +410,33 @@ func (c *canonicalizer) sortMembers(arena []byte, mems []member, top bool, pos i
 			ko.perm = append(ko.perm, m.idx)
 		}
 		ko.valid = true
-		if c.extractID {
-			c.noteNames(arena, mems)
+		if c.extractID && !c.noteNames(arena, mems, pos) {
+			ko.valid = false // the next row with these keys is checked again
 		}
 	}
 	return mems
 }
 
-// noteNames adds the sorted top-level keys of a row to c.names, unless they
-// are the keys last noted (rows that only reorder their keys cost a
-// comparison, not a map lookup per key).
-func (c *canonicalizer) noteNames(arena []byte, sorted []member) {
+// noteNames checks the sorted top-level keys of a row (the object at pos)
+// as attribute names and adds them to c.names, unless they are the keys
+// last noted (rows that only reorder their keys cost a comparison, not a
+// check and a map lookup per key). It returns false, the problem noted,
+// when a key is no valid attribute name (attributeNameProblem).
+func (c *canonicalizer) noteNames(arena []byte, sorted []member, pos int) bool {
 	if c.noted.same(arena, sorted) {
-		return
+		return true
+	}
+	for _, m := range sorted {
+		if code, reason := attributeNameProblem(arena[m.k0:m.k1]); code != "" {
+			c.semantic(code, pos, reason)
+			return false
+		}
 	}
 	c.noted.set(arena, sorted)
 	for _, m := range sorted {
 		c.names.add(arena[m.k0:m.k1])
 	}
+	return true
 }
 
 // same reports whether the keys of mems are ko's keys, in the same order.
@@ -453,9 +490,8 @@ func (c *canonicalizer) value(dst []byte, depth int) ([]byte, *jsonErr) {
 	case b == '{':
 		return c.parseObject(dst, depth+1)
 	case b == '[':
-		c.nest++
-		if c.nest > maxNesting {
-			return dst, c.syntax(fmt.Sprintf("nesting deeper than %d", maxNesting))
+		if err := c.enter(); err != nil {
+			return dst, err
 		}
 		c.pos++
 		dst = append(dst, '[')
@@ -507,7 +543,9 @@ func (c *canonicalizer) literal(dst []byte, lit string) ([]byte, *jsonErr) {
 	return append(dst, lit...), nil
 }
 
-// number validates the JSON number at c.pos and appends its literal text.
+// number validates the JSON number at c.pos and appends it as the catalog
+// stores and prints it (appendNumeric). A plain number (no exponent, not
+// a negative zero, short) is already in that form and is copied.
 func (c *canonicalizer) number(dst []byte) ([]byte, *jsonErr) {
 	s, i := c.src, c.pos
 	digits := func() bool {
@@ -517,7 +555,8 @@ func (c *canonicalizer) number(dst []byte) ([]byte, *jsonErr) {
 		}
 		return i > j
 	}
-	if s[i] == '-' {
+	neg := s[i] == '-'
+	if neg {
 		i++
 	}
 	switch {
@@ -536,7 +575,9 @@ func (c *canonicalizer) number(dst []byte) ([]byte, *jsonErr) {
 			return dst, c.syntax("invalid number: expected a digit after '.'")
 		}
 	}
+	exp := false
 	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		exp = true
 		i++
 		if i < len(s) && (s[i] == '+' || s[i] == '-') {
 			i++
@@ -546,9 +587,140 @@ func (c *canonicalizer) number(dst []byte) ([]byte, *jsonErr) {
 			return dst, c.syntax("invalid number: expected a digit in the exponent")
 		}
 	}
-	dst = append(dst, s[c.pos:i]...)
+	lit := s[c.pos:i]
+	start := c.pos
 	c.pos = i
-	return dst, nil
+	if !exp && len(lit) <= numericMaxScale && !(neg && lit[1] == '0' && isZeroNumber(lit)) {
+		return append(dst, lit...), nil
+	}
+	n := len(dst)
+	out, reason := appendNumeric(dst, lit)
+	if reason != "" {
+		c.semantic(CodeUnsupportedValue, start, fmt.Sprintf("number %s at column %d cannot be stored exactly: %s; the catalog holds numbers of at most %d digits before the decimal point and %d after it",
+			cutPlain(lit, 40), start+1, reason, numericMaxIntDigits, numericMaxScale))
+		return append(dst, lit...), nil
+	}
+	if grown := len(out) - n - len(lit); grown > 0 {
+		c.growth += grown
+		limit := c.maxGrowth
+		if limit <= 0 {
+			limit = canonicalizeMaxGrowth
+		}
+		if c.growth > limit {
+			return out[:n], &jsonErr{CodeAttributesTooLarge, start, fmt.Sprintf(
+				"numbers written out in full (as the catalog stores them: 1e5 is 100000) make the product's attributes more than %d bytes in canonical form (JSON)", limit)}
+		}
+	}
+	return out, nil
+}
+
+// The bounds of PostgreSQL's numeric, which jsonb stores numbers as
+// (measured against PostgreSQL 15: numeric_in refuses more with "value
+// overflows numeric format").
+const (
+	// numericMaxIntDigits: digits before the decimal point, leading zeros
+	// not counted ((NUMERIC_WEIGHT_MAX+1) base-10000 digits).
+	numericMaxIntDigits = 131072
+	// numericMaxScale: digits after the decimal point, trailing zeros
+	// counted (NUMERIC_DSCALE_MAX): 1.50 has two.
+	numericMaxScale = 16383
+	// numericMaxExponent: numeric_in refuses an exponent of this size or
+	// more either way (INT_MAX/2), even on a zero.
+	numericMaxExponent = 1<<30 - 1
+)
+
+// isZeroNumber reports whether the JSON number lit (no exponent) is zero.
+func isZeroNumber(lit []byte) bool {
+	for _, b := range lit {
+		if b >= '1' && b <= '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendNumeric appends the valid JSON number lit as PostgreSQL's
+// numeric_out prints what numeric_in makes of it: the exact value in
+// positional notation, no exponent, as many digits after the point as the
+// text implies (its fraction digits minus its exponent, at least 0: 1.50
+// stays 1.50, 1.0e1 is 10, 1E2 is 100, 100e-2 is 1.00, 2.5e-3 is 0.0025),
+// no sign on a zero (-0 is 0, -0.0 is 0.0). A number numeric cannot hold
+// appends nothing and returns why.
+func appendNumeric(dst, lit []byte) ([]byte, string) {
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	mant, expText := lit, []byte(nil)
+	if k := bytes.IndexAny(lit, "eE"); k >= 0 {
+		mant, expText = lit[:k], lit[k+1:]
+	}
+	intPart, frac := mant, []byte(nil)
+	if k := bytes.IndexByte(mant, '.'); k >= 0 {
+		intPart, frac = mant[:k], mant[k+1:]
+	}
+	var exp int64
+	if len(expText) > 0 {
+		negExp := expText[0] == '-'
+		if expText[0] == '-' || expText[0] == '+' {
+			expText = expText[1:]
+		}
+		expText = bytes.TrimLeft(expText, "0")
+		if len(expText) > 10 {
+			return dst, "its exponent is out of range"
+		}
+		for _, d := range expText {
+			exp = exp*10 + int64(d-'0')
+		}
+		if exp >= numericMaxExponent {
+			return dst, "its exponent is out of range"
+		}
+		if negExp {
+			exp = -exp
+		}
+	}
+	scale := max(0, int64(len(frac))-exp)
+	if scale > numericMaxScale {
+		return dst, fmt.Sprintf("it has %d digits after the decimal point", scale)
+	}
+	ni, nd := int64(len(intPart)), int64(len(intPart)+len(frac))
+	digit := func(k int64) byte {
+		switch {
+		case k < 0 || k >= nd:
+			return '0'
+		case k < ni:
+			return intPart[k]
+		}
+		return frac[k-ni]
+	}
+	lead := int64(-1) // the first digit that is not 0
+	for k := int64(0); k < nd; k++ {
+		if digit(k) != '0' {
+			lead = k
+			break
+		}
+	}
+	point := ni + exp // the decimal point is before digit(point)
+	if lead >= 0 && point-lead > numericMaxIntDigits {
+		return dst, fmt.Sprintf("it has %d digits before the decimal point", point-lead)
+	}
+	if neg && lead >= 0 {
+		dst = append(dst, '-')
+	}
+	if lead < 0 || point <= lead {
+		dst = append(dst, '0')
+	} else {
+		for k := lead; k < point; k++ {
+			dst = append(dst, digit(k))
+		}
+	}
+	if scale > 0 {
+		dst = append(dst, '.')
+		for k := point; k < point+scale; k++ {
+			dst = append(dst, digit(k))
+		}
+	}
+	return dst, ""
 }
 
 // stringValue parses the string at c.pos and appends it canonically encoded.
@@ -646,12 +818,16 @@ func (c *canonicalizer) decodeString(dst []byte) ([]byte, *jsonErr) {
 				if r < 0xDC00 && i+11 < len(s) && s[i+6] == '\\' && s[i+7] == 'u' {
 					r2, ok2 = hex4(s, i+8)
 				}
-				if !ok2 || r2 < 0xDC00 || r2 > 0xDFFF {
-					c.pos = i
-					return dst, &jsonErr{CodeInvalidUTF8, i, fmt.Sprintf(`lone UTF-16 surrogate \u%04x in a string at column %d`, r, i+1)}
+				if ok2 && r2 >= 0xDC00 && r2 <= 0xDFFF {
+					r = utf16.DecodeRune(r, r2)
+					n = 12
+				} else {
+					c.semantic(CodeUnsupportedValue, i, fmt.Sprintf(`lone UTF-16 surrogate \u%04x in %s at column %d: the catalog stores only whole characters (a surrogate escape comes in pairs, like \ud83d\ude00)`,
+						r, c.stringKind(), i+1))
+					r = utf8.RuneError
 				}
-				r = utf16.DecodeRune(r, r2)
-				n = 12
+			} else if r == 0 && !c.inID {
+				c.semantic(CodeUnsupportedValue, i, fmt.Sprintf(`\u0000 (U+0000) in %s at column %d: the catalog cannot store it`, c.stringKind(), i+1))
 			}
 			dst = utf8.AppendRune(dst, r)
 			i += n
@@ -661,6 +837,14 @@ func (c *canonicalizer) decodeString(dst []byte) ([]byte, *jsonErr) {
 		}
 		start = i
 	}
+}
+
+// stringKind says what the string being decoded is, for messages.
+func (c *canonicalizer) stringKind() string {
+	if c.inKey {
+		return "a key"
+	}
+	return "a string"
 }
 
 func hex4(s []byte, i int) (rune, bool) {

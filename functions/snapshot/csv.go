@@ -68,7 +68,7 @@ func (r *Reader) readHeader() error {
 	r.idCol = -1
 	for i, name := range r.names {
 		if j, ok := seen[name]; ok {
-			return lineErr(CodeDuplicateColumn, line, "column %q appears twice in the header (columns %d and %d)", name, j+1, i+1)
+			return lineErr(CodeDuplicateColumn, line, "column %s appears twice in the header (columns %d and %d)", quoteCutString(name), j+1, i+1)
 		}
 		seen[name] = i
 		if name == "product_id" {
@@ -79,7 +79,7 @@ func (r *Reader) readHeader() error {
 		hint := ""
 		for _, name := range r.names {
 			if strings.EqualFold(strings.TrimSpace(name), "product_id") {
-				hint = fmt.Sprintf(" (found %q: names are case-sensitive and not trimmed)", name)
+				hint = fmt.Sprintf(" (found %s: names are case-sensitive and not trimmed)", quoteCutString(name))
 				break
 			}
 		}
@@ -88,10 +88,14 @@ func (r *Reader) readHeader() error {
 		}
 		return lineErr(CodeMissingProductIDColumn, line, "the header has no column named \"product_id\"%s", hint)
 	}
-	for i := range r.names {
-		if i != r.idCol {
-			r.order = append(r.order, i)
+	for i, name := range r.names {
+		if i == r.idCol {
+			continue
 		}
+		if code, reason := attributeNameProblem([]byte(name)); code != "" {
+			return lineErr(code, line, "column %d: %s", i+1, reason)
+		}
+		r.order = append(r.order, i)
 	}
 	slices.SortFunc(r.order, func(a, b int) int { return strings.Compare(r.names[a], r.names[b]) })
 	for k, col := range r.order {
@@ -123,7 +127,7 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 	if !p.plain && !utf8.Valid(rec) {
 		for i, f := range p.fields {
 			if !utf8.Valid(f) {
-				return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 in column %q", p.names[i])
+				return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 in column %s", quoteCutString(p.names[i]))
 			}
 		}
 		return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8")
@@ -131,6 +135,15 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 	id := p.fields[p.idCol]
 	if code, reason := productIDProblem(id); code != "" {
 		return nil, lineErr(code, line, "%s", reason)
+	}
+	// A NUL byte is the one character a cell may not hold: the catalog's
+	// jsonb cannot store U+0000. A plain record has none.
+	if !p.plain && bytes.IndexByte(rec, 0) >= 0 {
+		for _, col := range p.order {
+			if bytes.IndexByte(p.fields[col], 0) >= 0 {
+				return nil, lineErr(CodeUnsupportedValue, line, "column %s holds a NUL byte (U+0000), which the catalog cannot store", quoteCutString(p.names[col]))
+			}
+		}
 	}
 	out := append(p.out[:0], '{')
 	for k, col := range p.order {

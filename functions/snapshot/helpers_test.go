@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -122,8 +123,13 @@ func gz(t testing.TB, data []byte) []byte {
 }
 
 // marshalCanonical is the reference canonical form: encoding/json with
-// sorted map keys, json.Number and HTML escaping off.
+// sorted map keys, json.Number (normalized by refNumeric) and HTML
+// escaping off.
 func marshalCanonical(v any) ([]byte, error) {
+	v, err := normalizeNumbers(v)
+	if err != nil {
+		return nil, err
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -131,6 +137,79 @@ func marshalCanonical(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// normalizeNumbers returns v (as decoded with UseNumber) with every
+// json.Number as refNumeric writes it, or the error of a number the
+// catalog cannot hold.
+func normalizeNumbers(v any) (any, error) {
+	switch x := v.(type) {
+	case json.Number:
+		n, ok := refNumeric(string(x))
+		if !ok {
+			return nil, fmt.Errorf("number %.40s...: out of numeric's range", x)
+		}
+		return json.Number(n), nil
+	case []any:
+		out := make([]any, len(x))
+		for i, e := range x {
+			var err error
+			if out[i], err = normalizeNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			var err error
+			if out[k], err = normalizeNumbers(e); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	return v, nil
+}
+
+// refNumeric is the reference of appendNumeric, computed otherwise: the
+// value M×10^k of the JSON number text (M its digits, k its exponent less
+// its fraction digits), refused past PostgreSQL numeric's bounds (an
+// exponent of 2^30-1 or more either way, a scale over 16383, more than
+// 131072 digits before the point), else the exact value written with
+// math/big at the text's scale.
+func refNumeric(text string) (string, bool) {
+	mant, expText, _ := strings.Cut(strings.ToLower(text), "e")
+	exp := new(big.Int)
+	if expText != "" {
+		if _, ok := exp.SetString(strings.TrimPrefix(expText, "+"), 10); !ok {
+			panic("bad exponent " + expText)
+		}
+	}
+	if new(big.Int).Abs(exp).Cmp(big.NewInt(1<<30-1)) >= 0 {
+		return "", false
+	}
+	intPart, frac, _ := strings.Cut(strings.TrimPrefix(mant, "-"), ".")
+	k := exp.Int64() - int64(len(frac))
+	scale := max(0, -k)
+	if scale > 16383 {
+		return "", false
+	}
+	m := strings.TrimLeft(intPart+frac, "0")
+	if m == "" {
+		if scale == 0 {
+			return "0", true
+		}
+		return "0." + strings.Repeat("0", int(scale)), true
+	}
+	if int64(len(m))+k > 131072 {
+		return "", false
+	}
+	v, ok := new(big.Rat).SetString(text)
+	if !ok {
+		panic("bad number " + text)
+	}
+	return v.FloatString(int(scale)), true
 }
 
 func decodeNumber(data []byte) (any, error) {

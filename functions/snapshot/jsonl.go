@@ -33,6 +33,7 @@ func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, *Error) {
 		return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 at column %d", col)
 	}
 	c := &p.canon
+	c.maxGrowth = p.lim.MaxAttributesBytes
 	out, jerr := c.object(p.out[:0], rec, true)
 	p.out = out
 	if jerr != nil {

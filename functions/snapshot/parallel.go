@@ -165,6 +165,11 @@ func (r *Reader) split(p *pipeline) {
 		if r.skipped(&raw) {
 			continue
 		}
+		if r.products++; r.products > r.lim.MaxProducts {
+			b.term = r.tooManyProducts(raw.line)
+			send()
+			return
+		}
 		b.recs = append(b.recs, record{off: int32(len(b.data)), n: int32(len(raw.rec)), line: int32(raw.line), quotes: raw.quotes, truncated: raw.truncated})
 		b.data = append(b.data, raw.rec...)
 		if len(b.data) >= maxBytes || len(b.recs) >= maxRecs {

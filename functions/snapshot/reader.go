@@ -82,6 +82,7 @@ type Reader struct {
 	skipping bool
 	skip     splitState
 
+	products int64     // records counted against Limits.MaxProducts
 	probs    []Problem // problems found so far (at most MaxProblems)
 	unlisted bool      // a problem past MaxProblems was found
 
@@ -307,6 +308,9 @@ func (r *Reader) nextRow() (RowView, error) {
 		if r.skipped(&raw) {
 			continue
 		}
+		if r.products++; r.products > r.lim.MaxProducts {
+			return RowView{}, r.tooManyProducts(raw.line)
+		}
 		id, e := r.parse(raw)
 		if e != nil {
 			if r.problem(e) {
@@ -328,6 +332,13 @@ func (r *Reader) blank(raw *rawRecord) bool {
 // line of Lines.
 func (r *Reader) skipped(raw *rawRecord) bool {
 	return r.blank(raw) || r.Lines != nil && !r.wanted(raw.line)
+}
+
+// tooManyProducts is the rejection that stops the reader at the record
+// starting on line, one past Limits.MaxProducts: every non-blank record
+// counts (r.products), before it is parsed.
+func (r *Reader) tooManyProducts(line int) error {
+	return lineErr(CodeTooManyProducts, line, "more than %d products, the limit: the file is read no further", r.lim.MaxProducts)
 }
 
 // parse checks and canonicalizes one record into p.out; it returns the
@@ -516,13 +527,13 @@ func (r *Reader) more() bool {
 		r.r, r.w = 0, n
 	}
 	p := r.buf[r.w:]
-	if lim := r.lim.MaxFileBytes; lim > 0 && int64(len(p)) > lim-r.nread+1 {
-		p = p[:lim-r.nread+1]
+	if room := r.lim.MaxFileBytes - r.nread; int64(len(p)) > room {
+		p = p[:room+1] // one byte past the limit says it is passed
 	}
 	for tries := 0; ; tries++ {
 		n, err := r.in.Read(p)
 		r.nread += int64(n)
-		if lim := r.lim.MaxFileBytes; lim > 0 && r.nread > lim {
+		if lim := r.lim.MaxFileBytes; r.nread > lim {
 			n -= int(r.nread - lim)
 			r.nread = lim
 			err = NewError(CodeFileTooLarge, 0, fmt.Sprintf("file is over the limit of %d bytes (decompressed)", lim))

@@ -289,7 +289,8 @@ func TestReorderChangesNothing(t *testing.T) {
 		require.Equal(t, ra[0].Hash, ro[0].Hash)
 	}
 	require.Equal(t, `{"dims":{"h":2.50,"unit":{"name":"cm","si":true},"w":1},"price":10,"tags":["b","a"],"title":"T"}`, string(ra[0].Attributes))
-	// Array order does matter, and so does the literal text of a number.
+	// Array order does matter, and so does a number's scale (2.50 is
+	// numeric 2.50, printed so, not 2.5).
 	for _, other := range []string{
 		`{"product_id":"p1","title":"T","dims":{"w":1,"h":2.50,"unit":{"name":"cm","si":true}},"tags":["a","b"],"price":10}`,
 		`{"product_id":"p1","title":"T","dims":{"w":1,"h":2.5,"unit":{"name":"cm","si":true}},"tags":["b","a"],"price":10}`,
@@ -343,9 +344,10 @@ func TestCSVAndJSONLAgree(t *testing.T) {
 	require.Equal(t, c1[0].Hash, j1[0].Hash)
 }
 
-// randString returns tricky text: CSV and JSON specials, controls, unicode.
+// randString returns tricky text: CSV and JSON specials, controls (not
+// NUL, which the catalog cannot store), unicode.
 func randString(rng *rand.Rand, n int) string {
-	alphabet := []string{"a", "b", "Z", " ", ",", "\"", "\n", "\r", "\t", "\\", "/", "<", "&", "é", "😀", "\u2028", "\u0085", "\x00", "\x1f", "\x7f", "{", "'"}
+	alphabet := []string{"a", "b", "Z", " ", ",", "\"", "\n", "\r", "\t", "\\", "/", "<", "&", "é", "😀", "\u2028", "\u0085", "\x01", "\x1f", "\x7f", "{", "'"}
 	var b strings.Builder
 	for range rng.IntN(n) {
 		s := alphabet[rng.IntN(len(alphabet))]
@@ -541,7 +543,7 @@ func TestCanonicalize(t *testing.T) {
 		`[]`:               CodeMalformedJSON,
 		`{"a":1,"a":2}`:    CodeDuplicateColumn,
 		"{\"a\":\"\xff\"}": CodeInvalidUTF8,
-		`{"a":"\udfff"}`:   CodeInvalidUTF8,
+		`{"a":"\udfff"}`:   CodeUnsupportedValue,
 		`{"a":1}x`:         CodeMalformedJSON,
 	} {
 		_, err := Canonicalize([]byte(in))
@@ -550,7 +552,7 @@ func TestCanonicalize(t *testing.T) {
 		require.Equal(t, code, e.Code, in)
 		require.Equal(t, 0, e.Line)
 	}
-	deep := strings.Repeat("[", maxNesting) + strings.Repeat("]", maxNesting)
+	deep := strings.Repeat("[", MaxNesting) + strings.Repeat("]", MaxNesting)
 	_, err := Canonicalize([]byte(`{"a":` + deep + `}`))
 	require.Error(t, err)
 	_, err = Canonicalize([]byte(`{"a":` + deep[1:len(deep)-1] + `}`))

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,6 +43,29 @@ const (
 	MaxProductIDBytes = 256
 	// MaxProblems is the most problems a rejection lists.
 	MaxProblems = 100
+	// DefaultMaxFileBytes bounds the decompressed bytes of a snapshot
+	// (50 GiB): a gzip file that inflates past it is rejected
+	// (file_too_large).
+	DefaultMaxFileBytes = 50 << 30
+	// DefaultMaxProducts bounds the products of a snapshot (50 million).
+	DefaultMaxProducts = 50_000_000
+	// MaxAttributeNameBytes is the longest attribute name accepted (a CSV
+	// column name, a top-level JSON key), in bytes.
+	MaxAttributeNameBytes = 1024
+	// MaxNesting bounds the nesting of JSON arrays and objects in a row,
+	// the row's own object included. PostgreSQL's jsonb input refuses
+	// about 13,500 levels with its default max_stack_depth (2 MB); the
+	// catalog takes an order of magnitude less, so that every reader of a
+	// stored value (jsonb functions, consumers decoding events) has room.
+	MaxNesting = 1000
+	// MaxMessageBytes bounds a problem's message, in bytes, even once
+	// encoded as a JSON string (with HTML escaping, as encoding/json
+	// writes it): 100 problems fit a status of 64 KiB.
+	MaxMessageBytes = 512
+	// DeleteAttribute is the reserved name that marks a product deleted in
+	// a delta upload; it is never an attribute, and a full snapshot that
+	// uses it is rejected (invalid_attribute_name).
+	DeleteAttribute = "_delete"
 )
 
 // Limits bound what a reader accepts. Zero fields take the defaults.
@@ -57,9 +81,14 @@ type Limits struct {
 	// DefaultMaxAttributesBytes.
 	MaxAttributesBytes int
 	// MaxFileBytes bounds the decompressed bytes read; more is rejected with
-	// CodeFileTooLarge (this guards against gzip bombs). Default (<= 0)
-	// unlimited.
+	// CodeFileTooLarge (this guards against gzip bombs) as soon as the
+	// limit is passed. Default (0) DefaultMaxFileBytes; < 0 unlimited.
 	MaxFileBytes int64
+	// MaxProducts bounds the products of the snapshot: the record past it
+	// is rejected with CodeTooManyProducts and the reader reads no
+	// further. Every non-blank record after a CSV header counts, a row
+	// with a problem too. Default (0) DefaultMaxProducts; < 0 unlimited.
+	MaxProducts int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -70,8 +99,17 @@ func (l Limits) withDefaults() Limits {
 	if l.MaxAttributesBytes <= 0 {
 		l.MaxAttributesBytes = DefaultMaxAttributesBytes
 	}
-	if l.MaxFileBytes < 0 {
-		l.MaxFileBytes = 0
+	switch {
+	case l.MaxFileBytes == 0:
+		l.MaxFileBytes = DefaultMaxFileBytes
+	case l.MaxFileBytes < 0:
+		l.MaxFileBytes = math.MaxInt64
+	}
+	switch {
+	case l.MaxProducts == 0:
+		l.MaxProducts = DefaultMaxProducts
+	case l.MaxProducts < 0:
+		l.MaxProducts = math.MaxInt64
 	}
 	return l
 }
@@ -145,6 +183,16 @@ const (
 	CodeDuplicateProductID     = "duplicate_product_id"
 	CodeEmptyHeader            = "empty_header"
 	CodeAttributesTooLarge     = "attributes_too_large"
+	// CodeUnsupportedValue: a value or key the catalog cannot hold (U+0000,
+	// a lone UTF-16 surrogate escape, a number out of PostgreSQL numeric's
+	// range, nesting deeper than MaxNesting).
+	CodeUnsupportedValue = "unsupported_value"
+	// CodeInvalidAttributeName: an attribute name over
+	// MaxAttributeNameBytes, holding a control character, or reserved
+	// (DeleteAttribute).
+	CodeInvalidAttributeName = "invalid_attribute_name"
+	// CodeTooManyProducts: more products than Limits.MaxProducts.
+	CodeTooManyProducts = "too_many_products"
 )
 
 // Codes lists every error code, in the order of the constants above.
@@ -153,6 +201,7 @@ var Codes = []string{
 	CodeDuplicateColumn, CodeMissingProductID, CodeInvalidProductID,
 	CodeInvalidUTF8, CodeRowTooLarge, CodeFileTooLarge, CodeBadGzip,
 	CodeDuplicateProductID, CodeEmptyHeader, CodeAttributesTooLarge,
+	CodeUnsupportedValue, CodeInvalidAttributeName, CodeTooManyProducts,
 }
 
 // Problem is one reason a snapshot is rejected.
@@ -196,11 +245,15 @@ func (e *Error) Error() string {
 
 // List returns the problems of e: Problems, or the one problem of Code,
 // Line and Message when Problems is empty.
+//
+// A message is at most MaxMessageBytes (also JSON-encoded): Reject bounds
+// the problems it is given, and List bounds the one of an Error built by
+// hand.
 func (e *Error) List() []Problem {
 	if len(e.Problems) > 0 {
 		return e.Problems
 	}
-	return []Problem{{Code: e.Code, Line: e.Line, Message: e.Message}}
+	return []Problem{{Code: e.Code, Line: e.Line, Message: boundMessage(e.Message)}}
 }
 
 // NewError returns the Error of one problem.
@@ -209,8 +262,9 @@ func NewError(code string, line int, message string) *Error {
 }
 
 // Reject returns the Error listing problems (in line order, problems of
-// line 0 last, cut to the first MaxProblems), nil when there are none.
-// more says that problems exist past those given.
+// line 0 last, cut to the first MaxProblems, each message cut to
+// MaxMessageBytes), nil when there are none. more says that problems
+// exist past those given.
 func Reject(problems []Problem, more bool) *Error {
 	if len(problems) == 0 {
 		return nil
@@ -222,6 +276,9 @@ func Reject(problems []Problem, more bool) *Error {
 	})
 	if len(p) > MaxProblems {
 		p, more = p[:MaxProblems:MaxProblems], true
+	}
+	for i := range p {
+		p[i].Message = boundMessage(p[i].Message)
 	}
 	return &Error{Code: p[0].Code, Line: p[0].Line, Message: p[0].Message, Problems: p, More: more}
 }
@@ -259,7 +316,44 @@ func DuplicateProblem(id string, firstLine, secondLine int) Problem {
 // DuplicateError is the Error of one duplicate product_id (see
 // DuplicateProblem).
 func DuplicateError(id string, firstLine, secondLine int) *Error {
-	return lineErr(CodeDuplicateProductID, secondLine, "duplicate product_id %q, first on line %d", id, firstLine)
+	return lineErr(CodeDuplicateProductID, secondLine, "duplicate product_id %s, first on line %d", quoteCutString(id), firstLine)
+}
+
+// attributeNameProblem returns "" when name (valid UTF-8) may be the name
+// of an attribute (a CSV column name, a top-level JSON key other than
+// product_id), else an error code and the reason: a NUL byte
+// (CodeUnsupportedValue), over MaxAttributeNameBytes, a control character
+// (Unicode category Cc: U+0000-U+001F, U+007F-U+009F) or the reserved
+// DeleteAttribute (CodeInvalidAttributeName). Nested object keys are
+// values, not names: only what the catalog cannot store (U+0000) is
+// refused in them.
+func attributeNameProblem(name []byte) (code, reason string) {
+	if bytes.IndexByte(name, 0) >= 0 {
+		return CodeUnsupportedValue, fmt.Sprintf("attribute name %s holds a NUL byte (U+0000), which the catalog cannot store", quoteCut(name))
+	}
+	if len(name) > MaxAttributeNameBytes {
+		return CodeInvalidAttributeName, fmt.Sprintf("attribute name %s is %d bytes, over the limit of %d", quoteCut(name), len(name), MaxAttributeNameBytes)
+	}
+	if i := controlChar(name); i >= 0 {
+		r, _ := utf8.DecodeRune(name[i:])
+		return CodeInvalidAttributeName, fmt.Sprintf("attribute name %s holds control character U+%04X at byte %d", quoteCut(name), r, i+1)
+	}
+	if string(name) == DeleteAttribute {
+		return CodeInvalidAttributeName, `"_delete" is reserved (it marks a product deleted in a delta upload) and cannot be an attribute of a full snapshot: leave the products to delete out of the file`
+	}
+	return "", ""
+}
+
+// controlChar returns the byte offset of the first control character
+// (U+0000-U+001F, U+007F-U+009F) in s, valid UTF-8, or -1.
+func controlChar(s []byte) int {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || (c == 0xc2 && i+1 < len(s) && s[i+1] >= 0x80 && s[i+1] <= 0x9f) {
+			return i
+		}
+	}
+	return -1
 }
 
 // ValidProductID reports whether id is acceptable as a product_id: 1 to
@@ -287,12 +381,9 @@ func productIDProblem(id []byte) (code, reason string) {
 	if len(id) > MaxProductIDBytes {
 		return CodeInvalidProductID, fmt.Sprintf("product_id is %d bytes, the limit is %d", len(id), MaxProductIDBytes)
 	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if c < 0x20 || c == 0x7f || (c == 0xc2 && i+1 < len(id) && id[i+1] >= 0x80 && id[i+1] <= 0x9f) {
-			r, _ := utf8.DecodeRune(id[i:])
-			return CodeInvalidProductID, fmt.Sprintf("product_id contains control character U+%04X at byte %d", r, i+1)
-		}
+	if i := controlChar(id); i >= 0 {
+		r, _ := utf8.DecodeRune(id[i:])
+		return CodeInvalidProductID, fmt.Sprintf("product_id contains control character U+%04X at byte %d", r, i+1)
 	}
 	return "", ""
 }

@@ -130,7 +130,7 @@ func TestGuideExamplesGiveTheirCodes(t *testing.T) {
 		snapshot.CodeAttributesTooLarge: []byte("product_id,description\nSKU-1," + strings.Repeat("x", 300<<10) + "\n"),
 		snapshot.CodeBadGzip:            fixtures.Gzip([]byte("product_id,title\nSKU-1,Desk lamp\n"))[:20],
 	}
-	withoutFile := []string{snapshot.CodeFileTooLarge} // a limit of the server's, not of the file's form
+	withoutFile := []string{snapshot.CodeFileTooLarge, snapshot.CodeTooManyProducts} // limits of the server's, not of the file's form
 	for _, code := range snapshot.Codes {
 		section := g.sections["`"+code+"`"]
 		require.NotEmpty(t, section, code)

@@ -9,6 +9,7 @@
 package stack
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -110,7 +111,12 @@ type Options struct {
 	// VisibilityTimeout of the queues [30s], at least the handler timeout.
 	VisibilityTimeout time.Duration
 	HandlerTimeout    time.Duration // [25s]
-	UploadTTL         time.Duration // [upload.DefaultUploadTTL]
+	// DiffTimeout is the diff's timeout, the budget of one diff run (its
+	// Lambda has 15 minutes) [2m]; diff-jobs.fifo's visibility timeout is at
+	// least it plus 5 s. A snapshot's product and inflate limits are reached
+	// within it (50 million two-byte rows take ~40 s here).
+	DiffTimeout time.Duration
+	UploadTTL   time.Duration // [upload.DefaultUploadTTL]
 	// UploadGrace is how long after its slot's expiry an upload is still
 	// taken [arrival.DefaultGrace].
 	UploadGrace time.Duration
@@ -131,6 +137,8 @@ type Options struct {
 	// separated by commas, the first sealing) [one key kept in
 	// <DataDir>/webhook-key, made on first use].
 	WebhookKeys string
+	// MaxInflatedBytes, MaxProducts bound a snapshot decompressed and its products [50 GiB, 50 million].
+	MaxInflatedBytes, MaxProducts int64
 
 	// SweepEvery is how often the relay's sweeper runs [1m], SweepAge the
 	// age from which it takes an event [30s] (DESIGN 8).
@@ -218,6 +226,9 @@ func (o *Options) defaults() {
 	if o.VisibilityTimeout < o.HandlerTimeout {
 		o.VisibilityTimeout = o.HandlerTimeout + 5*time.Second
 	}
+	if o.DiffTimeout <= 0 {
+		o.DiffTimeout = 2 * time.Minute
+	}
 	if o.ReadConns <= 0 {
 		o.ReadConns = 8
 	}
@@ -259,6 +270,9 @@ const AnalyticsBatch = 100
 // Queue is one queue of the stack.
 type Queue struct {
 	Name, URL, DLQURL string
+	// the timeout of its function's invocations and its visibility
+	// timeout ([Options.HandlerTimeout, Options.VisibilityTimeout])
+	handlerTimeout, visibility time.Duration
 }
 
 // Stack is a running local system.
@@ -419,7 +433,11 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		{"reconcile-jobs", &st.ReconcileQueue},
 	} {
 		q.into.Name = o.Prefix + q.name
-		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, o.VisibilityTimeout, o.MaxReceives)
+		q.into.handlerTimeout, q.into.visibility = o.HandlerTimeout, o.VisibilityTimeout
+		if q.into == &st.DiffQueue {
+			q.into.handlerTimeout, q.into.visibility = o.DiffTimeout, max(o.VisibilityTimeout, o.DiffTimeout+5*time.Second)
+		}
+		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, q.into.visibility, o.MaxReceives)
 		if err != nil {
 			return nil, err
 		}
@@ -518,6 +536,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if o.MaxRowBytes > 0 {
 		diffConfig.MaxRowBytes = o.MaxRowBytes
 	}
+	diffConfig.MaxInflatedBytes, diffConfig.MaxProducts = o.MaxInflatedBytes, o.MaxProducts
 	st.Diff = diff.New(diffConfig, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
 	st.Arrival = arrival.New(st.Config.Arrival(), st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
@@ -780,7 +799,7 @@ func (st *Stack) poll(ctx context.Context, q Queue, batch int, window time.Durat
 		defer st.wg.Done()
 		err := eventsource.Run(ctx, st.SQS, eventsource.Options{
 			QueueURL: q.URL, BatchSize: batch, BatchWindow: window, Concurrency: concurrency,
-			VisibilityTimeout: st.Options.VisibilityTimeout, HandlerTimeout: st.Options.HandlerTimeout,
+			VisibilityTimeout: cmp.Or(q.visibility, st.Options.VisibilityTimeout), HandlerTimeout: cmp.Or(q.handlerTimeout, st.Options.HandlerTimeout),
 			WaitTime: time.Second, Logger: st.Options.Logger.With("queue", q.Name),
 		}, h)
 		if err != nil {

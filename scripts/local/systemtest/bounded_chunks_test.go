@@ -55,11 +55,13 @@ func (e *env) requireChunksWithin(retailer string, gen int64, budget int) int {
 // Issue 9, defect 2: CSV attributes repeat the header's names in every
 // row, so a ~1 MB file whose header has a 1,000,000-character column and
 // 6,000 short rows made ~1 GB chunks (6 GB in all); apply ran out of
-// memory and the chunk went to the DLQ. Now every product's canonical
-// attributes are over attributes_too_large's 256 KiB: the snapshot ends
-// rejected with that reason and its first lines (the reader stops after
-// 100 problems, so the rest is not even parsed), nothing in a DLQ, the
-// catalog kept. (Chunks that could still be large are bounded in bytes:
+// memory and the chunk went to the DLQ. A column name is now at most
+// 1,024 bytes (that file is rejected invalid_attribute_name on line 1), so
+// the same ~1 MB header is 1,000 names of 1,000 bytes, and ~1 MB of rows
+// is 60 rows. Every product's canonical attributes are over
+// attributes_too_large's 256 KiB: the snapshot ends rejected with that
+// reason and its first lines, nothing in a DLQ, the catalog kept. (Chunks
+// that could still be large are bounded in bytes:
 // TestAttributeBombDoesNotStopOthers.)
 func TestLongHeaderRejected(t *testing.T) {
 	t.Parallel()
@@ -69,9 +71,13 @@ func TestLongHeaderRejected(t *testing.T) {
 	require.Equal(t, "applied", e.Upload("wide", before.CSV(nil)).State)
 
 	var b strings.Builder
-	b.WriteString("product_id," + strings.Repeat("h", 1_000_000) + "\n")
-	for i := range 6000 {
-		fmt.Fprintf(&b, "p%04d,v\n", i)
+	b.WriteString("product_id")
+	for i := range 1000 {
+		fmt.Fprintf(&b, ",%04d%s", i, strings.Repeat("h", 996))
+	}
+	b.WriteString("\n")
+	for i := range 60 {
+		fmt.Fprintf(&b, "p%04d%s\n", i, strings.Repeat(",", 1000))
 	}
 	require.Less(t, b.Len(), 1_100_000, "a ~1 MB file")
 	s := e.Upload("wide", []byte(b.String()))
@@ -80,6 +86,19 @@ func TestLongHeaderRejected(t *testing.T) {
 	require.Equal(t, "attributes_too_large", s.Error.Code, s.Error.Message)
 	require.NotNil(t, s.Error.Line)
 	require.Equal(t, 2, *s.Error.Line)
+	e.RequireCatalog("wide", before)
+
+	// The header of one 1,000,000-character name.
+	b.Reset()
+	b.WriteString("product_id," + strings.Repeat("h", 1_000_000) + "\n")
+	for i := range 6000 {
+		fmt.Fprintf(&b, "p%04d,v\n", i)
+	}
+	s = e.Upload("wide", []byte(b.String()))
+	require.Equal(t, "rejected", s.State, "%+v", s)
+	require.Equal(t, "invalid_attribute_name", s.Error.Code, s.Error.Message)
+	require.Equal(t, 1, *s.Error.Line)
+	require.LessOrEqual(t, len(s.Error.Message), 512)
 	e.RequireCatalog("wide", before)
 	e.requireNoDeadLetters()
 }

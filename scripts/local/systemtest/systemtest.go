@@ -67,6 +67,9 @@ func Start(t *testing.T, o stack.Options) *Env {
 	if o.HandlerTimeout == 0 {
 		o.HandlerTimeout = 5 * time.Second
 	}
+	if o.DiffTimeout == 0 {
+		o.DiffTimeout = o.HandlerTimeout
+	}
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 6 * time.Second
 	}
