@@ -255,6 +255,8 @@ func TestEnvironmentMapping(t *testing.T) {
 		{"CATALOG_STUCK_AFTER", "2m", func(t *testing.T, r upRun) { require.Equal(t, 2*time.Minute, r.stack.StallAfter) }},
 		{"CATALOG_STUCK_MAX_REDRIVES", "5", func(t *testing.T, r upRun) { require.Equal(t, 5, r.stack.MaxRedrives) }},
 		{"CATALOG_DIFF_ATTEMPTS", "4", func(t *testing.T, r upRun) { require.Equal(t, 4, r.stack.DiffAttempts) }},
+		{"CATALOG_MAX_INFLATED_BYTES", "1073741824", func(t *testing.T, r upRun) { require.Equal(t, int64(1<<30), r.stack.MaxInflatedBytes) }},
+		{"CATALOG_MAX_PRODUCTS", "1000", func(t *testing.T, r upRun) { require.Equal(t, int64(1000), r.stack.MaxProducts) }},
 		{"CATALOG_APPLY_ATTEMPTS", "2", func(t *testing.T, r upRun) { require.Equal(t, 2, r.stack.ApplyAttempts) }},
 		{"CATALOG_METRICS_NAMESPACE", "Catalog/dev", func(t *testing.T, r upRun) { require.Equal(t, "Catalog/dev", r.stack.MetricsNamespace) }},
 		{"CATALOG_ADMIN_TOKEN", "admin-from-env", func(t *testing.T, r upRun) { require.Equal(t, "admin-from-env", r.stack.AdminToken) }},
