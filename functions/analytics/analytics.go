@@ -10,18 +10,47 @@
 // is higher (an older or equal one, a duplicate or a replay, writes
 // nothing). So the latest row per (retailer_id, product_id) by generation
 // equals the catalog, a delete being a latest row with op = delete.
+//
+// Per retailer of a batch, in this order and with no database transaction
+// open across the S3 PUT (I12): read which of the batch's changes are newer
+// than what was recorded (one read, no lock), write their Parquet files,
+// then record their generations (one statement that only raises). A crash
+// or a failed record after the write leaves the files and records nothing:
+// the retry writes the same rows again (into the same file when the batch
+// comes back whole, another one otherwise). Rows of one product and
+// generation are the same change, so the latest row per product by
+// generation still equals the catalog; only duplicates are added. Two
+// batches of one retailer at once may both write a change (both read
+// before either recorded): the same generation gives identical rows, and
+// of different generations the higher wins by generation whatever the
+// order of the files or of the records, since a record never lowers a
+// version. A change is skipped only when a version at least as high is
+// recorded, which happens only after a file holding that version was
+// written; and no file is ever replaced by one with other rows (a file's
+// name covers its events and its rows). So every change is in a file, or a
+// newer change of its product is.
+//
+// Each event of a batch fails alone (I12): a message that is no change
+// event, a change object that is gone, unreadable, not the one the event
+// names or slower than the batch's read budget, is reported failed by
+// itself (its own retry delay, then the DLQ after its queue's receives)
+// while the others are written. When a retailer's write fails, each of its
+// events is written on its own, so that one whose changes cannot be
+// written fails alone too.
 package analytics
 
 import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -38,6 +67,13 @@ const Consumer = "analytics"
 // Prefix is where the Parquet files go in the bucket.
 const Prefix = "analytics/changes/"
 
+// DefaultReadTimeout is how long the change objects of a batch may take to
+// be read [Config.ReadTimeout]; readConcurrency how many are read at once.
+const (
+	DefaultReadTimeout = 30 * time.Second
+	readConcurrency    = 16
+)
+
 // Blobs reads change objects and writes Parquet files. s3blob.Store and
 // inmem.Blobs implement it.
 type Blobs interface {
@@ -48,21 +84,28 @@ type Blobs interface {
 }
 
 // Versions is the consumers' record of the highest generation each has
-// written per product. pgstore.Stores implements it.
+// written per product. pgstore.Stores implements it. Neither call keeps a
+// transaction open after it returns.
 type Versions interface {
-	// AdvanceVersions records, for products of a retailer (each once), the
-	// generation of the change the consumer is about to write, where it is
-	// higher than the one recorded, and reports for each whether it was.
-	// write runs before the record is kept, with that report: when it
-	// fails, nothing is recorded, and the error is returned.
-	AdvanceVersions(ctx context.Context, consumer, retailerID string, productIDs []string, generations []int64,
-		write func(newer []bool) error) error
+	// NewerVersions reports, for products of a retailer, whether each
+	// generation is higher than the one the consumer recorded (none
+	// recorded: it is). It only reads.
+	NewerVersions(ctx context.Context, consumer, retailerID string, productIDs []string, generations []int64) ([]bool, error)
+	// RecordVersions records each generation where it is higher than the
+	// one recorded, and leaves the others: a record only raises, so
+	// recording again or late changes nothing.
+	RecordVersions(ctx context.Context, consumer, retailerID string, productIDs []string, generations []int64) error
 }
 
 // Config is what the analytics function is told at start.
 type Config struct {
 	QueueURL string         // its queue, whose messages' visibility a retry changes
 	Retry    retry.Schedule // the delays between deliveries of a failed message
+	// ReadTimeout bounds the reading of a batch's change objects
+	// [DefaultReadTimeout], and so does half the invocation's remaining
+	// time: an object not read by then fails its event alone, and the
+	// others are written in the time left.
+	ReadTimeout time.Duration
 }
 
 // Handler writes change events to Parquet.
@@ -76,6 +119,9 @@ type Handler struct {
 
 // New builds the handler.
 func New(cfg Config, versions Versions, blobs Blobs, queue retry.Visibility, log *slog.Logger) *Handler {
+	if cfg.ReadTimeout <= 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
 	return &Handler{cfg: cfg, versions: versions, blobs: blobs, queue: queue, log: log}
 }
 
@@ -91,7 +137,8 @@ type Row struct {
 }
 
 // FileKey is where the changes of a retailer on a day (UTC) from one batch
-// go: name is the batch's, the same when the same batch is delivered again.
+// go: name is the file's (fileName), the same when the same batch writes
+// the same rows again.
 func FileKey(retailerID string, day time.Time, name string) string {
 	return fmt.Sprintf("%sretailer_id=%s/date=%s/%s.parquet", Prefix, retailerID, day.UTC().Format(time.DateOnly), name)
 }
@@ -107,32 +154,24 @@ type event struct {
 }
 
 // HandleSQS is the Lambda entry. Each message is one envelope; a message
-// whose change object cannot be read, or whose retailer's files cannot be
-// written, is retried later (the schedule of Config.Retry), the others are
-// done.
+// that is not a change event, whose change object cannot be read in time,
+// or whose changes cannot be written, is retried later (the schedule of
+// Config.Retry), alone: the others are done.
 func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	failures := retry.Failures{Schedule: h.cfg.Retry, Queue: h.queue, QueueURL: h.cfg.QueueURL, Log: h.log}
+	read := h.readAll(ctx, ev.Records)
 	byRetailer := map[string][]event{}
-	for _, msg := range ev.Records {
-		var env events.Envelope
-		if err := json.Unmarshal([]byte(msg.Body), &env); err != nil {
-			failures.Fail(ctx, msg, fmt.Errorf("message %s is not a change event: %w", msg.MessageId, err))
-			continue
+	for i, msg := range ev.Records {
+		r := read[i]
+		switch {
+		case r.err != nil:
+			failures.Fail(ctx, msg, r.err)
+		case r.skip:
+			// the subscription filters these out; nothing to write
+		default:
+			byRetailer[r.env.RetailerID] = append(byRetailer[r.env.RetailerID], event{msg: msg, env: r.env, ops: r.ops})
+			metering.For(ctx, r.env.RetailerID) // the retailer's change event (DESIGN 10)
 		}
-		if env.Type != events.TypeChanges {
-			continue // the subscription filters these out; nothing to write
-		}
-		if err := env.Validate(); err != nil {
-			failures.Fail(ctx, msg, err)
-			continue
-		}
-		ops, err := h.readChanges(ctx, env)
-		if err != nil {
-			failures.Fail(ctx, msg, err)
-			continue
-		}
-		byRetailer[env.RetailerID] = append(byRetailer[env.RetailerID], event{msg: msg, env: env, ops: ops})
-		metering.For(ctx, env.RetailerID) // the retailer's change event (DESIGN 10)
 	}
 	retailers := make([]string, 0, len(byRetailer))
 	for r := range byRetailer {
@@ -140,13 +179,84 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 	}
 	slices.Sort(retailers)
 	for _, r := range retailers {
-		if err := h.write(ctx, r, byRetailer[r]); err != nil {
-			for _, e := range byRetailer[r] {
+		evs := byRetailer[r]
+		err := h.write(ctx, r, evs)
+		if err == nil {
+			continue
+		}
+		if len(evs) == 1 {
+			failures.Fail(ctx, evs[0].msg, err)
+			continue
+		}
+		// One event's changes may be what cannot be written: each on its
+		// own, so that only what fails alone is retried.
+		h.log.WarnContext(ctx, "writing the retailer's events together failed; writing each alone", "retailer_id", r,
+			"events", len(evs), "err", err)
+		for _, e := range evs {
+			if err := h.write(ctx, r, []event{e}); err != nil {
 				failures.Fail(ctx, e.msg, err)
 			}
 		}
 	}
 	return failures.Response(), nil
+}
+
+// readResult is what reading one message gave: its envelope and changes,
+// skip for an event that is not a change event, or why it failed.
+type readResult struct {
+	env  events.Envelope
+	ops  []events.ChunkOp
+	skip bool
+	err  error
+}
+
+// readAll reads the messages' change objects, readConcurrency at a time,
+// within the batch's read budget (Config.ReadTimeout, at most half the
+// time ctx has left): each message's outcome is its own.
+func (h *Handler) readAll(ctx context.Context, msgs []lambdaevents.SQSMessage) []readResult {
+	budget := h.cfg.ReadTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		budget = min(budget, time.Until(deadline)/2)
+	}
+	rctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	out := make([]readResult, len(msgs))
+	slots := make(chan struct{}, readConcurrency)
+	var wg sync.WaitGroup
+	for i, msg := range msgs {
+		var env events.Envelope
+		if err := json.Unmarshal([]byte(msg.Body), &env); err != nil {
+			out[i].err = fmt.Errorf("message %s is not a change event: %w", msg.MessageId, err)
+			continue
+		}
+		if env.Type != events.TypeChanges {
+			out[i].skip = true
+			continue
+		}
+		if err := env.Validate(); err != nil {
+			out[i].err = err
+			continue
+		}
+		out[i].env = env
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-rctx.Done():
+				out[i].err = fmt.Errorf("event %s: change object %s not read within the batch's read budget (%s): %w",
+					env.ID, env.Object, budget, rctx.Err())
+				return
+			}
+			out[i].ops, out[i].err = h.readChanges(rctx, env)
+			if out[i].err != nil && rctx.Err() != nil && ctx.Err() == nil {
+				out[i].err = fmt.Errorf("%w (the batch's read budget is %s)", out[i].err, budget)
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 // readChanges reads an event's change object, checking its checksum.
@@ -167,7 +277,9 @@ func (h *Handler) readChanges(ctx context.Context, env events.Envelope) ([]event
 }
 
 // write writes the changes of one retailer's events that are newer than
-// what was written before, one file per day.
+// what was recorded, one file per day, then records them: the versions are
+// read before and recorded after the PUTs, never in a transaction around
+// them.
 func (h *Handler) write(ctx context.Context, retailerID string, evs []event) error {
 	// The newest change of each product in the batch.
 	newest := map[string]Row{}
@@ -189,35 +301,42 @@ func (h *Handler) write(ctx context.Context, retailerID string, evs []event) err
 	for i, r := range rows {
 		ids[i], gens[i] = r.ProductID, r.Generation
 	}
-	name := batchName(evs)
-	var written, files int
-	err := h.versions.AdvanceVersions(ctx, Consumer, retailerID, ids, gens, func(newer []bool) error {
-		byDay := map[time.Time][]Row{}
-		for i, r := range rows {
-			if newer[i] {
-				day := r.AppliedAt.UTC().Truncate(24 * time.Hour)
-				byDay[day] = append(byDay[day], r)
-			}
-		}
-		for day, dayRows := range byDay {
-			body, err := Encode(dayRows)
-			if err != nil {
-				return err
-			}
-			key := FileKey(retailerID, day, name)
-			if err := h.blobs.Put(ctx, key, body); err != nil {
-				return fmt.Errorf("write %s: %w", key, err)
-			}
-			written += len(dayRows)
-			files++
-		}
-		return nil
-	})
+	newer, err := h.versions.NewerVersions(ctx, Consumer, retailerID, ids, gens)
 	if err != nil {
 		return fmt.Errorf("analytics of %s: %w", retailerID, err)
 	}
+	byDay := map[time.Time][]Row{}
+	var days []time.Time
+	ids, gens = ids[:0], gens[:0]
+	for i, r := range rows {
+		if !newer[i] {
+			continue
+		}
+		day := r.AppliedAt.UTC().Truncate(24 * time.Hour)
+		if byDay[day] == nil {
+			days = append(days, day)
+		}
+		byDay[day] = append(byDay[day], r)
+		ids, gens = append(ids, r.ProductID), append(gens, r.Generation)
+	}
+	slices.SortFunc(days, time.Time.Compare)
+	for _, day := range days {
+		body, err := Encode(byDay[day])
+		if err != nil {
+			return fmt.Errorf("analytics of %s: %w", retailerID, err)
+		}
+		key := FileKey(retailerID, day, fileName(evs, byDay[day]))
+		if err := h.blobs.Put(ctx, key, body); err != nil {
+			return fmt.Errorf("analytics of %s: write %s: %w", retailerID, key, err)
+		}
+	}
+	// Only after the files: a version recorded is a version written.
+	if err := h.versions.RecordVersions(ctx, Consumer, retailerID, ids, gens); err != nil {
+		return fmt.Errorf("analytics of %s: %d files written, their versions not recorded (the retry writes them again): %w",
+			retailerID, len(days), err)
+	}
 	h.log.InfoContext(ctx, "changes written", "retailer_id", retailerID, "events", len(evs),
-		"products", len(rows), "rows", written, "files", files, "ignored", len(rows)-written)
+		"products", len(rows), "rows", len(ids), "files", len(days), "ignored", len(rows)-len(ids))
 	return nil
 }
 
@@ -230,15 +349,29 @@ func rowOf(retailerID string, env events.Envelope, op events.ChunkOp) Row {
 	return r
 }
 
-// batchName names a batch's files by the events in it, so that the same
-// batch delivered again writes the same files.
-func batchName(evs []event) string {
+// fileName names a file by the batch's events and the rows in it (each
+// product with its generation): the same batch writing the same rows again
+// (a retry after a crash before the record) writes the same file, and a
+// file is never replaced by one with other rows, so no row once written
+// is lost.
+func fileName(evs []event, rows []Row) string {
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.env.ID
 	}
 	slices.Sort(ids)
-	sum := sha256.Sum256([]byte(strings.Join(ids, "\n")))
+	var buf []byte
+	buf = binary.AppendUvarint(buf, uint64(len(ids)))
+	for _, id := range ids {
+		buf = binary.AppendUvarint(buf, uint64(len(id)))
+		buf = append(buf, id...)
+	}
+	for _, r := range rows {
+		buf = binary.AppendUvarint(buf, uint64(len(r.ProductID)))
+		buf = append(buf, r.ProductID...)
+		buf = binary.AppendVarint(buf, r.Generation)
+	}
+	sum := sha256.Sum256(buf)
 	return hex.EncodeToString(sum[:16])
 }
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
@@ -208,26 +209,53 @@ func testDrainOutbox(t *testing.T, s Store, id func(string) string) {
 func testConsumerVersions(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
-	advance := func(consumer string, ids []string, gens []int64, fail error) []bool {
+	newer := func(consumer string, ids []string, gens []int64) []bool {
 		t.Helper()
-		var got []bool
-		err := s.AdvanceVersions(tctx(t), consumer, r, ids, gens, func(newer []bool) error {
-			got = newer
-			return fail
-		})
-		require.ErrorIs(t, err, fail)
+		got, err := s.NewerVersions(tctx(t), consumer, r, ids, gens)
+		require.NoError(t, err)
 		return got
 	}
-	require.Equal(t, []bool{true, true}, advance("analytics", []string{"a", "b"}, []int64{5, 5}, nil))
-	require.Equal(t, []bool{false, false, true}, advance("analytics", []string{"a", "b", "c"}, []int64{5, 4, 1}, nil),
-		"equal and older changes are not newer")
-	require.Equal(t, []bool{true}, advance("webhooks", []string{"a"}, []int64{1}, nil), "each consumer has its own")
-	boom := errors.New("write failed")
-	require.Equal(t, []bool{true}, advance("analytics", []string{"a"}, []int64{6}, boom))
-	require.Equal(t, []bool{true}, advance("analytics", []string{"a"}, []int64{6}, nil), "a failed write recorded nothing")
-	require.Equal(t, []bool{false}, advance("analytics", []string{"a"}, []int64{6}, nil))
-	err := s.AdvanceVersions(tctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1}, func([]bool) error { return nil })
+	record := func(consumer string, ids []string, gens []int64) {
+		t.Helper()
+		require.NoError(t, s.RecordVersions(tctx(t), consumer, r, ids, gens))
+	}
+	require.Equal(t, []bool{true, true}, newer("analytics", []string{"a", "b"}, []int64{5, 5}), "nothing recorded yet")
+	require.Equal(t, []bool{true, true}, newer("analytics", []string{"a", "b"}, []int64{5, 5}), "a read records nothing")
+	record("analytics", []string{"a", "b"}, []int64{5, 5})
+	require.Equal(t, []bool{false, false, true, true}, newer("analytics", []string{"a", "b", "c", "a"}, []int64{5, 4, 1, 6}),
+		"equal and older changes are not newer; answers in the order asked, a key twice answered twice")
+	require.Equal(t, []bool{true}, newer("webhooks", []string{"a"}, []int64{1}), "each consumer has its own")
+
+	// Only raising: a record of an older generation, or of the same one
+	// again, changes nothing; a key given twice keeps its highest.
+	record("analytics", []string{"a", "b"}, []int64{3, 5})
+	require.Equal(t, []bool{false, true}, newer("analytics", []string{"a", "a"}, []int64{5, 6}))
+	record("analytics", []string{"c", "c", "d"}, []int64{7, 2, 1})
+	require.Equal(t, []bool{false, true, false}, newer("analytics", []string{"c", "c", "d"}, []int64{7, 8, 1}))
+
+	// Many records of one key at once (two deliveries of one change): no
+	// deadlock, no error, the highest stays.
+	var wg sync.WaitGroup
+	for g := int64(10); g < 20; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			assert.NoError(t, s.RecordVersions(tctx(t), "analytics", r, []string{"z", "y", "x"}, []int64{g, g, g}))
+		}()
+	}
+	wg.Wait()
+	require.Equal(t, []bool{false, false, false, true}, newer("analytics", []string{"x", "y", "z", "z"}, []int64{19, 19, 19, 20}))
+
+	got, err := s.NewerVersions(tctx(t), "analytics", r, nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, got)
+	require.NoError(t, s.RecordVersions(tctx(t), "analytics", r, nil, nil))
+	_, err = s.NewerVersions(tctx(t), "analytics", r, []string{"a"}, nil)
+	require.Error(t, err)
+	require.Error(t, s.RecordVersions(tctx(t), "analytics", r, []string{"a"}, nil))
+	_, err = s.NewerVersions(tctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1})
 	require.ErrorIs(t, err, catalog.ErrNotFound)
+	require.ErrorIs(t, s.RecordVersions(tctx(t), "analytics", id("nobody"), []string{"a"}, []int64{1}), catalog.ErrNotFound)
 }
 
 func testWebhooks(t *testing.T, s Store, id func(string) string) {

@@ -532,16 +532,27 @@ WITH chunks AS (
 )
 SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM lifecycle);
 
--- name: advance_versions
--- A consumer's version state (DESIGN 8): records for each product ($3, each
--- once) the generation ($4) of the change the consumer is about to write,
--- where it is higher than the recorded one, and returns those products.
+-- name: newer_versions
+-- A consumer's version state (DESIGN 8): for each key ($3, with its
+-- generation $4), in the order given, whether the generation is higher
+-- than the one recorded (nothing recorded: it is). A read: no lock.
+SELECT v.generation IS NULL OR v.generation < u.generation
+FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(product_id, generation, i)
+LEFT JOIN consumer_versions v ON v.consumer = $1 AND v.retailer_id = $2 AND v.product_id = u.product_id COLLATE "C"
+ORDER BY u.i;
+
+-- name: record_versions
+-- Records for each key ($3) its highest generation ($4) where that is
+-- higher than the recorded one (only raising: a record again, or after a
+-- newer one, changes nothing). Rows go in key order, so concurrent records
+-- lock in one order.
 INSERT INTO consumer_versions AS v (consumer, retailer_id, product_id, generation)
-SELECT $1, $2, u.product_id, u.generation
+SELECT $1, $2, u.product_id, max(u.generation)
 FROM unnest($3::text[], $4::bigint[]) AS u(product_id, generation)
+GROUP BY u.product_id
+ORDER BY u.product_id COLLATE "C"
 ON CONFLICT (consumer, retailer_id, product_id) DO UPDATE SET generation = EXCLUDED.generation
-WHERE v.generation < EXCLUDED.generation
-RETURNING product_id;
+WHERE v.generation < EXCLUDED.generation;
 
 -- name: usage_add
 -- Adds counters to retailer-days (DESIGN 10): $1 days, $2 retailer ids, then

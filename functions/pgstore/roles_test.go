@@ -396,10 +396,14 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	hook, err := cons.Webhook(ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, "https://hooks.example/2", hook.URL)
-	require.NoError(t, cons.AdvanceVersions(ctx, "analytics", r, []string{"p1", "p2"}, []int64{g2, g2}, func(newer []bool) error {
-		require.Equal(t, []bool{true, true}, newer)
-		return nil
-	}))
+	newer, err := cons.NewerVersions(ctx, "analytics", r, []string{"p1", "p2"}, []int64{g2, g2})
+	require.NoError(t, err)
+	require.Equal(t, []bool{true, true}, newer)
+	require.NoError(t, cons.RecordVersions(ctx, "analytics", r, []string{"p1", "p2"}, []int64{g2, g2}))
+	newer, err = cons.NewerVersions(ctx, "analytics", r, []string{"p1", "p2"}, []int64{g2, g2 + 1})
+	require.NoError(t, err)
+	require.Equal(t, []bool{false, true}, newer)
+	require.NoError(t, cons.RecordVersions(ctx, "analytics", r, []string{"p2"}, []int64{g2 + 1}), "a record raises (UPDATE)")
 
 	control, shard := dsnsOf(admin)
 

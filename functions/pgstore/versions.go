@@ -7,44 +7,74 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// AdvanceVersions records, for products of a retailer (each once), the
-// generation of the change consumer is about to write, where it is higher
-// than the recorded one, and calls write with that report before the
-// transaction commits: when write fails, nothing is recorded. Concurrent
-// calls for the same products wait for each other (row locks), so a change
-// is reported newer to one of them only.
-func (s *Shard) AdvanceVersions(ctx context.Context, consumer, retailerID string, productIDs []string, generations []int64,
-	write func(newer []bool) error) error {
-	if len(productIDs) != len(generations) {
-		return fmt.Errorf("advance versions: %d products, %d generations", len(productIDs), len(generations))
+// The consumers' version state (DESIGN 8): per consumer, the highest
+// generation it has written (analytics: per product) or delivered
+// (webhooks: per event id) of each key. A consumer reads it before its
+// work (NewerVersions), makes its network call (a Parquet PUT, a webhook
+// POST) with no transaction open, and records it after (RecordVersions):
+// no transaction ever stays open across the call (I12), so a slow bucket
+// or receiver holds no connection of the shard. Two consumers doing the
+// same work at once may both do it; the record only raises, so the
+// outcome is the same (at least once).
+
+// NewerVersions reports, for keys of a retailer (a key may repeat), whether
+// each generation is higher than the one consumer has recorded for its key
+// (nothing recorded: it is). It only reads, in one statement: no
+// transaction stays open and no row is locked.
+func (s *Shard) NewerVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64) ([]bool, error) {
+	if len(keys) != len(generations) {
+		return nil, fmt.Errorf("newer versions: %d keys, %d generations", len(keys), len(generations))
 	}
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, q("advance_versions"), consumer, retailerID, productIDs, generations)
-		if err != nil {
-			return fmt.Errorf("advance versions of %s for %s: %w", retailerID, consumer, err)
-		}
-		advanced, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			return fmt.Errorf("advance versions of %s for %s: %w", retailerID, consumer, err)
-		}
-		set := make(map[string]bool, len(advanced))
-		for _, id := range advanced {
-			set[id] = true
-		}
-		newer := make([]bool, len(productIDs))
-		for i, id := range productIDs {
-			newer[i] = set[id]
-		}
-		return write(newer)
-	})
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, q("newer_versions"), consumer, retailerID, keys, generations)
+	if err != nil {
+		return nil, fmt.Errorf("newer versions of %s for %s: %w", retailerID, consumer, err)
+	}
+	newer, err := pgx.CollectRows(rows, pgx.RowTo[bool])
+	if err != nil {
+		return nil, fmt.Errorf("newer versions of %s for %s: %w", retailerID, consumer, err)
+	}
+	if len(newer) != len(keys) {
+		return nil, fmt.Errorf("newer versions of %s for %s: %d answers for %d keys", retailerID, consumer, len(newer), len(keys))
+	}
+	return newer, nil
 }
 
-// AdvanceVersions is Shard.AdvanceVersions on the retailer's shard.
-func (s *Stores) AdvanceVersions(ctx context.Context, consumer, retailerID string, productIDs []string, generations []int64,
-	write func(newer []bool) error) error {
+// RecordVersions records, for keys of a retailer (a key may repeat: its
+// highest generation counts), each generation where it is higher than the
+// one consumer has recorded, and leaves the others: a record only raises,
+// so recording again, or after a newer record, changes nothing. One
+// statement, its own transaction; keys are locked in key order, so
+// concurrent records never deadlock.
+func (s *Shard) RecordVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64) error {
+	if len(keys) != len(generations) {
+		return fmt.Errorf("record versions: %d keys, %d generations", len(keys), len(generations))
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, q("record_versions"), consumer, retailerID, keys, generations); err != nil {
+		return fmt.Errorf("record versions of %s for %s: %w", retailerID, consumer, err)
+	}
+	return nil
+}
+
+// NewerVersions is Shard.NewerVersions on the retailer's shard.
+func (s *Stores) NewerVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64) ([]bool, error) {
+	shard, err := s.RetailerShard(ctx, retailerID)
+	if err != nil {
+		return nil, err
+	}
+	return s.Shards[shard].NewerVersions(ctx, consumer, retailerID, keys, generations)
+}
+
+// RecordVersions is Shard.RecordVersions on the retailer's shard.
+func (s *Stores) RecordVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64) error {
 	shard, err := s.RetailerShard(ctx, retailerID)
 	if err != nil {
 		return err
 	}
-	return s.Shards[shard].AdvanceVersions(ctx, consumer, retailerID, productIDs, generations, write)
+	return s.Shards[shard].RecordVersions(ctx, consumer, retailerID, keys, generations)
 }

@@ -6,10 +6,15 @@
 // to 15 min; the queue's redrive count covers the schedule), then parked in
 // the dead-letter queue.
 //
-// Each event is delivered once: its id is recorded, in the transaction the
-// POST runs in, as delivered (the consumers' version state, keyed by event
-// id), so a duplicate or a replay of a delivered event sends nothing, and
-// two deliveries of one event at once wait for each other.
+// No database transaction is open while a delivery is made (I12), so a
+// slow receiver holds no database connection: the consumer reads whether
+// the event was delivered (the consumers' version state, keyed by event
+// id; a read, no lock), POSTs, and on a 2xx records the event as
+// delivered (one statement; a record that finds it recorded is fine). A
+// duplicate or a replay of a delivered event sends nothing. Delivery is at
+// least once: two deliveries of one event at once may both POST, and a
+// record that fails after the POST makes the retry POST again; receivers
+// deduplicate by X-Catalog-Event-Id (docs/RETAILERS.md).
 //
 // The consumer signs; a Poster makes the POST: in process locally, and on
 // AWS the webhook-sender function (functions/webhooksend), which runs
@@ -46,11 +51,14 @@ const Consumer = "webhooks"
 type Store interface {
 	// Webhook returns a retailer's webhook; catalog.ErrNotFound when it has none.
 	Webhook(ctx context.Context, retailerID string) (catalog.Webhook, error)
-	// AdvanceVersions records the generation of each key where it is
-	// higher than the recorded one, reporting which were, with write run
-	// first (see analytics.Versions); the consumer's keys are event ids.
-	AdvanceVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64,
-		write func(newer []bool) error) error
+	// NewerVersions reports, for keys of a retailer, whether each
+	// generation is higher than the one recorded (none recorded: it is).
+	// It only reads. The consumer's keys are event ids, so an event is
+	// newer until its delivery is recorded.
+	NewerVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64) ([]bool, error)
+	// RecordVersions records each generation where it is higher than the
+	// one recorded, and leaves the others (recording twice is fine).
+	RecordVersions(ctx context.Context, consumer, retailerID string, keys []string, generations []int64) error
 }
 
 // Poster sends a signed delivery and says how it went: webhook.Sender in
@@ -151,35 +159,45 @@ func (h *Handler) deliver(ctx context.Context, msg lambdaevents.SQSMessage) erro
 	if err != nil {
 		return err
 	}
-	attempt := retry.ReceiveCount(msg)
-	return h.store.AdvanceVersions(ctx, Consumer, env.RetailerID, []string{env.ID}, []int64{env.Generation}, func(newer []bool) error {
-		if !newer[0] {
-			log.InfoContext(ctx, "event delivered before; not sent again")
-			return nil
-		}
-		// The URL is checked here: a refused one is not even handed on (the
-		// webhook-sender function checks it again; in process it is not).
-		start := time.Now()
-		fields := metrics.Fields{RetailerID: env.RetailerID, Generation: env.Generation}
-		res, refused := h.cfg.Policy.Refusal(ctx, hook.URL)
-		if !refused {
-			body := []byte(msg.Body)
-			if res, err = h.cfg.Poster.Post(ctx, webhook.Delivery{URL: hook.URL, EventID: env.ID,
-				Signature: webhook.Sign(secret, body), Body: body}); err != nil {
-				return fmt.Errorf("deliver %s: %w", env.ID, err)
-			}
-		}
-		if !res.Delivered() {
-			log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", res.Status,
-				"elapsed_ms", time.Since(start).Milliseconds(), "err", res.Error)
-			h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookFailures, 1).By("Reason", failureReason(res)))
-			return errors.New(res.Error)
-		}
-		log.InfoContext(ctx, "webhook delivered", "url", hook.URL, "attempt", attempt, "status", res.Status,
-			"elapsed_ms", time.Since(start).Milliseconds())
-		h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookDeliveries, 1))
+	// Delivered before? A read: no transaction stays open while the
+	// receiver takes its time.
+	keys, gens := []string{env.ID}, []int64{env.Generation}
+	newer, err := h.store.NewerVersions(ctx, Consumer, env.RetailerID, keys, gens)
+	if err != nil {
+		return fmt.Errorf("deliver %s: %w", env.ID, err)
+	}
+	if !newer[0] {
+		log.InfoContext(ctx, "event delivered before; not sent again")
 		return nil
-	})
+	}
+	attempt := retry.ReceiveCount(msg)
+	// The URL is checked here: a refused one is not even handed on (the
+	// webhook-sender function checks it again; in process it is not).
+	start := time.Now()
+	fields := metrics.Fields{RetailerID: env.RetailerID, Generation: env.Generation}
+	res, refused := h.cfg.Policy.Refusal(ctx, hook.URL)
+	if !refused {
+		body := []byte(msg.Body)
+		if res, err = h.cfg.Poster.Post(ctx, webhook.Delivery{URL: hook.URL, EventID: env.ID,
+			Signature: webhook.Sign(secret, body), Body: body}); err != nil {
+			return fmt.Errorf("deliver %s: %w", env.ID, err)
+		}
+	}
+	if !res.Delivered() {
+		log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", res.Status,
+			"elapsed_ms", time.Since(start).Milliseconds(), "err", res.Error)
+		h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookFailures, 1).By("Reason", failureReason(res)))
+		return errors.New(res.Error)
+	}
+	log.InfoContext(ctx, "webhook delivered", "url", hook.URL, "attempt", attempt, "status", res.Status,
+		"elapsed_ms", time.Since(start).Milliseconds())
+	h.Metrics.Emit(ctx, fields, metrics.Count(metrics.WebhookDeliveries, 1))
+	if err := h.store.RecordVersions(ctx, Consumer, env.RetailerID, keys, gens); err != nil {
+		// Delivered, not recorded: the retry delivers it again (at least
+		// once; the receiver deduplicates by event id).
+		return fmt.Errorf("record delivery of %s: %w", env.ID, err)
+	}
+	return nil
 }
 
 // failureReason names a failed attempt for the metric: its URL was refused

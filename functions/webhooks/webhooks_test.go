@@ -74,6 +74,7 @@ type fixture struct {
 	vis   *inmem.Visibility
 	recv  *receiver
 	srv   *httptest.Server
+	box   *webhook.SecretBox
 	h     *webhooks.Handler
 }
 
@@ -89,6 +90,7 @@ func newFixture(t *testing.T) *fixture {
 	sealed, err := box.Seal("r1", []byte(secret))
 	require.NoError(t, err)
 	require.NoError(t, f.store.SetWebhook(ctx, catalog.Webhook{RetailerID: "r1", URL: f.srv.URL + "/hook", SecretSealed: sealed}))
+	f.box = box
 	f.h = webhooks.New(webhooks.Config{QueueURL: "webhooks", Retry: retry.Schedule{Base: time.Second},
 		Policy: webhook.Policy{AllowLoopbackHTTP: true}, Secrets: box}, f.store, f.vis, slog.New(slog.DiscardHandler))
 	return f
