@@ -58,17 +58,6 @@ SELECT coalesce(offboarding_generation, 0) FROM retailer_state WHERE retailer_id
 -- (0082).
 UPDATE retailer_state SET offboarding_generation = $2 WHERE retailer_id = $1;
 
--- name: supersede_for_offboarding
--- Every older generation of the retailer that has not finished ends here,
--- superseded by the offboarding (an unused slot past its expiry ends
--- expired, as at any reservation): its chunks find the fence raised, its
--- diff and its upload stop at the offboarding.
-UPDATE generations
-SET state = CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE 'superseded' END,
-    superseded_by = CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN NULL ELSE $2::bigint END
-WHERE retailer_id = $1 AND generation < $2
-  AND state IN ('awaiting_upload', 'received', 'diffing', 'applying', 'held');
-
 -- name: reservation_window_full
 -- With $2 reservations allowed per rolling hour: the $2-th newest
 -- reservation of the last hour, if there is one, means the hour is full; the
@@ -111,18 +100,19 @@ WITH a AS (
            generation < $5 AS offboarded
     FROM generations WHERE retailer_id = $1 AND generation = $2
 )
-UPDATE generations g
+UPDATE generations
 SET state = CASE WHEN NOT a.in_time THEN 'expired' WHEN a.offboarded THEN 'superseded' ELSE 'received' END,
     superseded_by = CASE WHEN a.in_time AND a.offboarded THEN $5::bigint END,
     received_at = CASE WHEN a.in_time THEN $3 END,
     error_code = CASE WHEN a.in_time THEN NULL ELSE 'upload_expired' END,
     error_message = CASE WHEN a.in_time THEN NULL
         ELSE 'the upload arrived at ' || to_char($3 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
-             ', after its slot expired at ' || to_char(g.upload_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+             ', after its slot expired at ' || to_char(generations.upload_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
              '; reserve a new generation and upload again' END
 FROM a
-WHERE g.retailer_id = a.retailer_id AND g.generation = a.generation AND g.state IN ('awaiting_upload', 'expired')
-RETURNING g.state;
+WHERE generations.retailer_id = a.retailer_id AND generations.generation = a.generation
+  AND generations.state IN ('awaiting_upload', 'expired')
+RETURNING generations.state;
 
 -- name: insert_generation
 INSERT INTO generations (retailer_id, generation, format, object_key, upload_expires_at)

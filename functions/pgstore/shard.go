@@ -412,7 +412,14 @@ func (s *Shard) ReserveOffboarding(ctx context.Context, retailerID string, expir
 		if _, err := tx.Exec(ctx, q("record_offboarding"), retailerID, gen); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, q("supersede_for_offboarding"), retailerID, gen)
+		// Every older generation that has not finished stops here,
+		// superseded by the offboarding (an unused slot past its expiry
+		// ends expired, as at any reservation): its chunks find the fence
+		// raised, its diff and its upload stop at the offboarding.
+		if _, err := tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, q("supersede_older"), retailerID, gen)
 		return err
 	})
 	if err != nil {

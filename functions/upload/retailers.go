@@ -155,9 +155,11 @@ type OffboardResponse struct {
 // offboard revokes the retailer's token at once, refuses anything new of
 // it, and removes its catalog from the storefront and the product
 // directory through the pipeline: an empty snapshot, confirmed in advance,
-// whose generation takes over from every older one (pending work stops at
-// the fence) and deletes every product as tombstones, with their events.
-// Nothing of any other retailer is touched. Asking again is harmless.
+// whose generation the shard records as final (Store.Offboard: every older
+// generation stops at once, nothing later is reserved, confirmed or
+// applied) and which deletes every product as tombstones, with their
+// events. Nothing of any other retailer is touched. Asking again answers
+// the same generation and finishes what a failed attempt left.
 func (h *Handler) offboard(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("retailer_id")
 	if _, err := h.authAdminFor(r, id); err != nil {
