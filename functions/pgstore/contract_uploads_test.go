@@ -292,7 +292,8 @@ func testBaselineNames(t *testing.T, s Store, id func(string) string) {
 
 // Offboarding revokes the token, refuses changes, and reserves once the
 // generation that removes the catalog: confirmed in advance, superseding
-// the unused slots before it.
+// the unused slots before it, the fence raised to it, and no reservation
+// after it.
 func testOffboard(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
@@ -317,6 +318,12 @@ func testOffboard(t *testing.T, s Store, id func(string) string) {
 	st = status(t, s, r, gen)
 	require.Equal(t, catalog.StateAwaitingUpload, st.State)
 	require.True(t, st.Confirmed, "no empty_snapshot hold for the offboarding")
+	// The shard decides: nothing is reserved after the offboarding.
+	_, err = s.ReserveGeneration(tctx(t), r, "csv", time.Now().Add(time.Hour), 0)
+	requireCode(t, err, catalog.ErrConflict, "retailer_offboarded")
+	latest, err := s.IsLatest(tctx(t), r, unused)
+	require.NoError(t, err)
+	require.False(t, latest, "the fence is raised to the offboarding: older generations write nothing")
 	_, err = s.Offboard(tctx(t), id("nobody"), []byte("x"), time.Now().Add(time.Hour))
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
