@@ -248,14 +248,21 @@ func testHoldPolicyAndToken(t *testing.T, s Store, id func(string) string) {
 	require.NoError(t, err)
 	require.Equal(t, p, got.Hold)
 
-	require.NoError(t, s.SetToken(tctx(t), r, []byte("new token of "+r)))
+	require.NoError(t, s.SetToken(tctx(t), r, []byte("token of "+r), []byte("new token of "+r)))
 	owner, err := s.RetailerByTokenHash(tctx(t), []byte("token of "+r))
 	require.NoError(t, err)
 	require.Empty(t, owner, "the old token stops working at once")
 	owner, err = s.RetailerByTokenHash(tctx(t), []byte("new token of "+r))
 	require.NoError(t, err)
 	require.Equal(t, r, owner)
-	require.ErrorIs(t, s.SetToken(tctx(t), id("nobody"), []byte("x")), catalog.ErrNotFound)
+	// The change is conditional on the token it replaces: replacing the
+	// old one again (a concurrent rotation that lost) changes nothing.
+	err = s.SetToken(tctx(t), r, []byte("token of "+r), []byte("lost token of "+r))
+	requireCode(t, err, catalog.ErrConflict, "token_rotated")
+	owner, err = s.RetailerByTokenHash(tctx(t), []byte("new token of "+r))
+	require.NoError(t, err)
+	require.Equal(t, r, owner, "the winner's token still works")
+	require.ErrorIs(t, s.SetToken(tctx(t), id("nobody"), []byte("x"), []byte("y")), catalog.ErrNotFound)
 	require.ErrorIs(t, s.SetHoldPolicy(tctx(t), id("nobody"), p), catalog.ErrNotFound)
 }
 
@@ -285,7 +292,8 @@ func testBaselineNames(t *testing.T, s Store, id func(string) string) {
 
 // Offboarding revokes the token, refuses changes, and reserves once the
 // generation that removes the catalog: confirmed in advance, superseding
-// the unused slots before it.
+// the unused slots before it, the fence raised to it, and no reservation
+// after it.
 func testOffboard(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
@@ -302,7 +310,7 @@ func testOffboard(t *testing.T, s Store, id func(string) string) {
 	owner, err := s.RetailerByTokenHash(tctx(t), []byte("token of "+r))
 	require.NoError(t, err)
 	require.Empty(t, owner, "the token is revoked")
-	require.ErrorIs(t, s.SetToken(tctx(t), r, []byte("x")), catalog.ErrConflict)
+	requireCode(t, s.SetToken(tctx(t), r, []byte("revoked "+r), []byte("x")), catalog.ErrConflict, "retailer_offboarded")
 	require.ErrorIs(t, s.SetHoldPolicy(tctx(t), r, catalog.DefaultHoldPolicy), catalog.ErrConflict)
 	st := status(t, s, r, unused)
 	require.Equal(t, catalog.StateSuperseded, st.State)
@@ -310,6 +318,12 @@ func testOffboard(t *testing.T, s Store, id func(string) string) {
 	st = status(t, s, r, gen)
 	require.Equal(t, catalog.StateAwaitingUpload, st.State)
 	require.True(t, st.Confirmed, "no empty_snapshot hold for the offboarding")
+	// The shard decides: nothing is reserved after the offboarding.
+	_, err = s.ReserveGeneration(tctx(t), r, "csv", time.Now().Add(time.Hour), 0)
+	requireCode(t, err, catalog.ErrConflict, "retailer_offboarded")
+	latest, err := s.IsLatest(tctx(t), r, unused)
+	require.NoError(t, err)
+	require.False(t, latest, "the fence is raised to the offboarding: older generations write nothing")
 	_, err = s.Offboard(tctx(t), id("nobody"), []byte("x"), time.Now().Add(time.Hour))
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }

@@ -50,7 +50,8 @@ func (c *Control) Retailer(ctx context.Context, id string) (catalog.Retailer, er
 	return r, nil
 }
 
-// retailerGone is the error of a change to a retailer that is unknown or offboarded.
+// retailerGone is the error of a change to a retailer that is unknown or
+// offboarded; otherwise, of a token that was replaced meanwhile.
 func (c *Control) retailerGone(ctx context.Context, id string) error {
 	r, err := c.Retailer(ctx, id)
 	if err != nil {
@@ -59,7 +60,8 @@ func (c *Control) retailerGone(ctx context.Context, id string) error {
 	if r.OffboardedAt != nil {
 		return catalog.Offboarded(id)
 	}
-	return fmt.Errorf("retailer %s: unchanged", id)
+	return catalog.Errorf(catalog.ErrConflict, "token_rotated",
+		"the token of retailer %q was replaced by another rotation meanwhile; this one changed nothing: use the newest token", id)
 }
 
 // SetHoldPolicy sets a retailer's hold thresholds (I8); catalog.ErrNotFound
@@ -75,10 +77,14 @@ func (c *Control) SetHoldPolicy(ctx context.Context, id string, p catalog.HoldPo
 	return nil
 }
 
-// SetToken replaces a retailer's token hash: the old token stops working
-// at once. catalog.ErrNotFound when unknown, catalog.ErrConflict when offboarded.
-func (c *Control) SetToken(ctx context.Context, id string, hash []byte) error {
-	tag, err := c.pool.Exec(ctx, q("set_token"), id, hash)
+// SetToken replaces a retailer's token hash old by hash, if old is still
+// the stored one: a compare and swap in one statement, so that of
+// concurrent rotations of the same token exactly one succeeds (its token
+// works, the old one stops working at once) and the others are
+// catalog.ErrConflict token_rotated, changing nothing. catalog.ErrNotFound
+// when unknown, catalog.ErrConflict retailer_offboarded when offboarded.
+func (c *Control) SetToken(ctx context.Context, id string, old, hash []byte) error {
+	tag, err := c.pool.Exec(ctx, q("set_token"), id, old, hash)
 	if err != nil {
 		return fmt.Errorf("set token of %s: %w", id, err)
 	}
@@ -89,8 +95,9 @@ func (c *Control) SetToken(ctx context.Context, id string, hash []byte) error {
 }
 
 // Offboard revokes a retailer's token (revokedHash is the hash of a token
-// nobody holds) and marks it offboarded (the first time stays);
-// catalog.ErrNotFound when unknown.
+// nobody holds) and marks it offboarded; offboarding again changes nothing
+// (the first time and the first revoked hash stay). catalog.ErrNotFound
+// when unknown.
 func (c *Control) Offboard(ctx context.Context, id string, revokedHash []byte) error {
 	var at time.Time
 	err := c.pool.QueryRow(ctx, q("offboard_retailer"), id, revokedHash).Scan(&at)

@@ -15,13 +15,18 @@ UPDATE retailers SET hold_delete_fraction = $2, hold_update_fraction = $3
 WHERE retailer_id = $1 AND offboarded_at IS NULL;
 
 -- name: set_token
--- A new token: the old one stops working with this commit.
-UPDATE retailers SET token_hash = $2 WHERE retailer_id = $1 AND offboarded_at IS NULL;
+-- A new token ($3) in place of the one it replaces ($2), compared and
+-- swapped in this one statement: the old one stops working with this
+-- commit, and of two concurrent rotations of the same token one changes
+-- the row and the other finds $2 gone and changes nothing.
+UPDATE retailers SET token_hash = $3
+WHERE retailer_id = $1 AND token_hash = $2 AND offboarded_at IS NULL;
 
 -- name: offboard_retailer
 -- The token is revoked at once ($2 is the hash of a token nobody holds);
--- offboarding again keeps the first time.
-UPDATE retailers SET token_hash = $2, offboarded_at = coalesce(offboarded_at, now())
+-- offboarding again changes nothing (the first time and revoked hash stay).
+UPDATE retailers SET token_hash = CASE WHEN offboarded_at IS NULL THEN $2 ELSE token_hash END,
+                     offboarded_at = coalesce(offboarded_at, now())
 WHERE retailer_id = $1
 RETURNING offboarded_at;
 
@@ -34,9 +39,24 @@ INSERT INTO retailer_state (retailer_id) VALUES ($1) ON CONFLICT (retailer_id) D
 
 -- name: lock_reservations
 -- A retailer's reservations take turns on its fence row. FOR NO KEY UPDATE
--- waits for a diff raising the fence (FOR UPDATE) but not for applies (FOR
--- KEY SHARE).
-SELECT reserved_generation FROM retailer_state WHERE retailer_id = $1 FOR NO KEY UPDATE;
+-- waits for a diff raising the fence and for an offboarding (FOR UPDATE)
+-- but not for applies (FOR KEY SHARE). A recorded offboarding refuses the
+-- reservation.
+SELECT reserved_generation, coalesce(offboarding_generation, 0)
+FROM retailer_state WHERE retailer_id = $1 FOR NO KEY UPDATE;
+
+-- name: lock_state_for_offboarding
+-- The offboarding takes the fence row FOR UPDATE, as a diff raising the
+-- fence does: it waits for every transaction holding the row (applies in
+-- flight, reservations, confirmations, arrivals, diffs) and every later one
+-- waits for it and then sees it recorded.
+SELECT coalesce(offboarding_generation, 0) FROM retailer_state WHERE retailer_id = $1 FOR UPDATE;
+
+-- name: record_offboarding
+-- The shard's record that the retailer is offboarded by generation $2; the
+-- retailer_offboarded trigger raises the fence to it in this statement
+-- (0082).
+UPDATE retailer_state SET offboarding_generation = $2 WHERE retailer_id = $1;
 
 -- name: reservation_window_full
 -- With $2 reservations allowed per rolling hour: the $2-th newest
@@ -61,22 +81,39 @@ SET state = CASE WHEN upload_expires_at < now() THEN 'expired' ELSE 'superseded'
     superseded_by = CASE WHEN upload_expires_at < now() THEN NULL ELSE $2::bigint END
 WHERE retailer_id = $1 AND generation < $2 AND state = 'awaiting_upload';
 
+-- name: lock_state_for_arrival
+-- An arrival holds the fence row FOR KEY SHARE (it waits for an
+-- offboarding, FOR UPDATE) and reads whether the retailer is offboarded.
+SELECT coalesce(offboarding_generation, 0) FROM retailer_state WHERE retailer_id = $1 FOR KEY SHARE;
+
 -- name: mark_arrived
 -- The upload of a generation arrived at $3 (the S3 event's time). Taken
 -- when it arrived within $4 of the slot's expiry (S3 checks a presigned
 -- URL's expiry when the PUT starts, so a long upload ends after it);
 -- later, the slot ends expired. Only a slot awaiting its upload (or read
--- as expired) changes; the answer is the generation's state.
+-- as expired) changes; the answer is the generation's state. $5 is the
+-- retailer's offboarding generation (0: none): an upload to an older slot
+-- taken in time ends superseded by it, never received; the offboarding's
+-- own slot never expires (its empty object may be written by a DELETE
+-- retried long after the first, DESIGN 5).
+WITH a AS (
+    SELECT retailer_id, generation, offboarding OR $3 <= upload_expires_at + $4::interval AS in_time,
+           generation < $5 AS offboarded
+    FROM generations WHERE retailer_id = $1 AND generation = $2
+)
 UPDATE generations
-SET state = CASE WHEN $3 <= upload_expires_at + $4::interval THEN 'received' ELSE 'expired' END,
-    received_at = CASE WHEN $3 <= upload_expires_at + $4::interval THEN $3 END,
-    error_code = CASE WHEN $3 <= upload_expires_at + $4::interval THEN NULL ELSE 'upload_expired' END,
-    error_message = CASE WHEN $3 <= upload_expires_at + $4::interval THEN NULL
+SET state = CASE WHEN NOT a.in_time THEN 'expired' WHEN a.offboarded THEN 'superseded' ELSE 'received' END,
+    superseded_by = CASE WHEN a.in_time AND a.offboarded THEN $5::bigint END,
+    received_at = CASE WHEN a.in_time THEN $3 END,
+    error_code = CASE WHEN a.in_time THEN NULL ELSE 'upload_expired' END,
+    error_message = CASE WHEN a.in_time THEN NULL
         ELSE 'the upload arrived at ' || to_char($3 AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
-             ', after its slot expired at ' || to_char(upload_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
+             ', after its slot expired at ' || to_char(generations.upload_expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') ||
              '; reserve a new generation and upload again' END
-WHERE retailer_id = $1 AND generation = $2 AND state IN ('awaiting_upload', 'expired')
-RETURNING state;
+FROM a
+WHERE generations.retailer_id = a.retailer_id AND generations.generation = a.generation
+  AND generations.state IN ('awaiting_upload', 'expired')
+RETURNING generations.state;
 
 -- name: insert_generation
 INSERT INTO generations (retailer_id, generation, format, object_key, upload_expires_at)
@@ -84,8 +121,8 @@ VALUES ($1, $2, $3, $4, $5);
 
 -- name: select_generation
 -- A slot past its expiry reads expired (persisted by the next reservation
--- or a late arrival).
-SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
+-- or a late arrival); an offboarding's never expires (mark_arrived).
+SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() AND NOT offboarding THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed, error_problems, error_more_problems,
@@ -93,7 +130,7 @@ SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_e
 FROM generations WHERE retailer_id = $1 AND generation = $2;
 
 -- name: list_generations
-SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
+SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_expires_at < now() AND NOT offboarding THEN 'expired' ELSE state END, format, object_key, upload_expires_at, created_at,
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed, error_problems, error_more_problems,
@@ -104,7 +141,9 @@ ORDER BY generation DESC LIMIT $2;
 -- name: lock_state_for_update
 -- The diff raises the fence: FOR UPDATE waits for every apply transaction
 -- holding FOR KEY SHARE on the row, and blocks new ones until it commits.
-SELECT latest_generation, applied_generation, applied_products
+-- With the retailer's offboarding generation (0: none): once offboarded,
+-- only that one is diffed.
+SELECT latest_generation, applied_generation, applied_products, coalesce(offboarding_generation, 0)
 FROM retailer_state WHERE retailer_id = $1 FOR UPDATE;
 
 -- name: lock_state_for_apply
@@ -112,6 +151,14 @@ FROM retailer_state WHERE retailer_id = $1 FOR UPDATE;
 -- compatible with each other and with the applied_generation update, but not
 -- with a diff raising latest_generation.
 SELECT latest_generation FROM retailer_state WHERE retailer_id = $1 FOR KEY SHARE;
+
+-- name: lock_state_for_confirm
+-- A confirmation takes the fence row FOR NO KEY UPDATE, like a
+-- reservation: it conflicts with an offboarding (FOR UPDATE) whatever the
+-- order, so a hold confirmed before the offboarding is superseded by it,
+-- and one confirmed after finds it recorded (409 retailer_offboarded).
+SELECT latest_generation, coalesce(offboarding_generation, 0)
+FROM retailer_state WHERE retailer_id = $1 FOR NO KEY UPDATE;
 
 -- name: select_generation_for_update
 SELECT state, confirmed, coalesce(object_etag, '') FROM generations WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
@@ -193,7 +240,10 @@ WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
 -- over (its diff would repair those rows, as after any stopped
 -- generation; a held one waits on its retailer and does not count). A
 -- rejected undo is not undone again: the chain stops for an operator.
-SELECT (l.generation = $2 OR l.state IN ('rejected', 'superseded'))
+-- Never for an offboarded retailer: an undo would bring its catalog back
+-- (its offboarding's empty snapshot repairs whatever was written).
+SELECT s.offboarding_generation IS NULL
+   AND (l.generation = $2 OR l.state IN ('rejected', 'superseded'))
    AND NOT (l.undoes IS NOT NULL AND (l.generation = $2 OR l.state = 'rejected'))
    AND EXISTS (SELECT 1 FROM generations g WHERE g.retailer_id = $1 AND g.generation > s.applied_generation
                                             AND g.generation <= s.latest_generation AND g.index_written)
@@ -247,7 +297,18 @@ SELECT attribute_names FROM generations WHERE retailer_id = $1 AND generation = 
 SELECT object_key FROM generations WHERE retailer_id = $1 AND generation = $2;
 
 -- name: offboarding_generation
-SELECT generation FROM generations WHERE retailer_id = $1 AND offboarding;
+-- The retailer's offboarding generation, and whether it was beaten before
+-- the shard recorded offboardings (0082): superseded, or a newer
+-- generation reserved after it.
+SELECT g.generation,
+       g.state = 'superseded' OR EXISTS (SELECT 1 FROM generations n WHERE n.retailer_id = $1 AND n.generation > g.generation)
+FROM generations g WHERE g.retailer_id = $1 AND g.offboarding;
+
+-- name: retire_offboarding
+-- An offboarding generation that was beaten (see offboarding_generation)
+-- stays in the history as the superseded generation it is, no longer the
+-- retailer's offboarding: the next one takes its place.
+UPDATE generations SET offboarding = false WHERE retailer_id = $1 AND offboarding;
 
 -- name: insert_offboarding_generation
 -- The offboarding's empty snapshot, confirmed in advance (no empty_snapshot hold).

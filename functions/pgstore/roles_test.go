@@ -45,6 +45,7 @@ var roleMatrix = map[string]map[string][]string{
 	},
 	"shard": {
 		catalogsql.RoleUpload: {"retailer_state SELECT", "retailer_state INSERT", "retailer_state(reserved_generation) UPDATE",
+			"retailer_state(offboarding_generation) UPDATE", // the offboarding, which raises the fence by trigger (0082)
 			"generations SELECT", "generations INSERT", "generations UPDATE",
 			"outbox INSERT", "outbox_id_seq USAGE", "usage_daily SELECT"},
 		catalogsql.RoleDiff: {"retailer_state SELECT", "retailer_state(latest_generation) UPDATE",
@@ -466,6 +467,28 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 		require.True(t, apply(undo.Generation, 0, upsert("p1", `{"price":"1.5"}`)).GenerationApplied)
 		g4 = undo.Generation
 	}
+
+	// upload offboards: the registry's record and the shard's, which
+	// raises the fence (by trigger: the role may not set
+	// latest_generation) and supersedes what was pending; then the shard
+	// refuses the retailer's reservations and confirmations, and the
+	// diff's role takes the offboarding through.
+	slot := reserve()
+	off, err := up.Offboard(ctx, r, []byte("roles-revoked"), expires)
+	require.NoError(t, err)
+	require.Equal(t, slot+1, off)
+	require.Equal(t, catalog.StateSuperseded, state(slot))
+	require.NoError(t, up.Control.Offboard(ctx, r, []byte("roles-revoked")), "again")
+	_, err = upShard.ReserveGeneration(ctx, r, "csv", expires, 30)
+	require.ErrorIs(t, err, catalog.ErrConflict)
+	require.ErrorIs(t, upShard.Confirm(ctx, r, slot), catalog.ErrConflict)
+	isLatest, err := dfShard.IsLatest(ctx, r, off)
+	require.NoError(t, err)
+	require.True(t, isLatest)
+	takeOver(off)
+	require.NoError(t, dfShard.StartApplying(ctx, r, off, catalog.Counts{Deleted: 4, Products: 0}, 1))
+	require.True(t, apply(off, 0, del("p1"), del("p2"), del("p3"), del("p9")).GenerationApplied)
+	require.Equal(t, catalog.StateApplied, state(off))
 }
 
 // runAs runs each statement in a transaction of its own, as the user of dsn.

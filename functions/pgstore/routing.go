@@ -37,14 +37,20 @@ func (s *Stores) SetHoldPolicy(ctx context.Context, retailerID string, p catalog
 }
 
 // SetToken is Control.SetToken.
-func (s *Stores) SetToken(ctx context.Context, retailerID string, hash []byte) error {
-	return s.Control.SetToken(ctx, retailerID, hash)
+func (s *Stores) SetToken(ctx context.Context, retailerID string, old, hash []byte) error {
+	return s.Control.SetToken(ctx, retailerID, old, hash)
 }
 
 // Offboard revokes the retailer's token and marks it offboarded (control
 // database), then reserves its offboarding generation on its shard
-// (Shard.ReserveOffboarding) and returns it. Both steps are idempotent, so
-// a failed offboarding is completed by asking again.
+// (Shard.ReserveOffboarding: the shard's record, which decides) and
+// returns it. The two databases cannot commit together, so the order says
+// what a crash between the steps leaves: the retailer locked out (token
+// revoked; the upload routes refuse its reservations, token and settings
+// changes), while the shard, not knowing yet, still takes an upload
+// through a URL handed out before and finishes work in flight. Both steps
+// are idempotent: asking again records the offboarding on the shard and
+// finishes the job.
 func (s *Stores) Offboard(ctx context.Context, retailerID string, revokedHash []byte, expires time.Time) (int64, error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {

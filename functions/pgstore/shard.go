@@ -34,15 +34,22 @@ func (s *Shard) Pool() *pgxpool.Pool { return s.pool }
 // order, and records it as awaiting its upload until expires. It supersedes
 // the retailer's older slots still awaiting their upload. With perHour > 0,
 // at most perHour reservations are made per rolling hour: one more is
-// catalog.ErrRateLimited, with the time until a slot frees.
+// catalog.ErrRateLimited, with the time until a slot frees. Both checks,
+// the hour's count and the offboarding (catalog.ErrConflict
+// retailer_offboarded), are made under the retailer's fence row, in the
+// transaction that reserves (I12).
 func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&gen); err != nil {
+		var offboarding int64
+		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&gen, &offboarding); err != nil {
 			return err
+		}
+		if offboarding > 0 {
+			return catalog.Offboarded(retailerID)
 		}
 		if perHour > 0 {
 			var wait float64
@@ -75,11 +82,21 @@ func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string
 
 // MarkArrived records that gen's upload arrived at (the S3 event's time):
 // a slot awaiting it becomes received, unless the upload came more than
-// grace after the slot's expiry (then the slot ends expired). It returns
-// the generation's state after; catalog.ErrNotFound when never reserved.
+// grace after the slot's expiry (then the slot ends expired). Once the
+// retailer is offboarded (checked under its fence row, in this
+// transaction), an older slot's upload ends superseded by the offboarding
+// instead; the offboarding's own slot never expires. It returns the
+// generation's state after; catalog.ErrNotFound when never reserved.
 func (s *Shard) MarkArrived(ctx context.Context, retailerID string, gen int64, at time.Time, grace time.Duration) (catalog.State, error) {
 	var state string
-	err := s.pool.QueryRow(ctx, q("mark_arrived"), retailerID, gen, at, grace).Scan(&state)
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var offboarding int64
+		err := tx.QueryRow(ctx, q("lock_state_for_arrival"), retailerID).Scan(&offboarding)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		return tx.QueryRow(ctx, q("mark_arrived"), retailerID, gen, at, grace, offboarding).Scan(&state)
+	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		st, err := s.Generation(ctx, retailerID, gen)
 		return st.State, err
@@ -175,15 +192,21 @@ func (s *Shard) GenerationsBefore(ctx context.Context, retailerID string, before
 }
 
 // Confirm marks a held generation confirmed. It is a conflict when the
-// generation is not held or is no longer the retailer's latest.
+// retailer is offboarded (retailer_offboarded: checked under the fence row
+// FOR NO KEY UPDATE, which conflicts with the offboarding's, so a hold
+// confirmed first is superseded by the offboarding and never applied), or
+// when the generation is not held or is no longer the retailer's latest.
 func (s *Shard) Confirm(ctx context.Context, retailerID string, gen int64) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var latest int64
-		if err := tx.QueryRow(ctx, q("lock_state_for_apply"), retailerID).Scan(&latest); err != nil {
+		var latest, offboarding int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_confirm"), retailerID).Scan(&latest, &offboarding); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return catalog.Errorf(catalog.ErrNotFound, "generation_not_found", "retailer %q has no generation %d", retailerID, gen)
 			}
 			return fmt.Errorf("confirm %s/%d: %w", retailerID, gen, err)
+		}
+		if offboarding > 0 {
+			return catalog.Offboarded(retailerID)
 		}
 		var state, pinned string
 		var confirmed bool
@@ -227,8 +250,8 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 	var d catalog.DiffDecision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		d = catalog.DiffDecision{}
-		var latest, applied, appliedProducts int64
-		err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &applied, &appliedProducts)
+		var latest, applied, appliedProducts, offboarding int64
+		err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &applied, &appliedProducts, &offboarding)
 		if errors.Is(err, pgx.ErrNoRows) {
 			d.Reason = "retailer has no reserved generation on this shard"
 			return nil
@@ -248,6 +271,16 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		st := catalog.State(state)
 		if st.Terminal() {
 			d.Reason = "generation is " + state
+			return nil
+		}
+		if offboarding > 0 && gen != offboarding {
+			// The retailer is offboarded: nothing but its offboarding is
+			// read (an older generation was superseded by it already; this
+			// is the backstop).
+			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, offboarding); err != nil {
+				return err
+			}
+			d.Reason = fmt.Sprintf("the retailer is offboarded: superseded by its offboarding, generation %d", offboarding)
 			return nil
 		}
 		if etag != "" && pinned != "" && etag != pinned {
@@ -331,29 +364,62 @@ func attributeNames(ctx context.Context, tx pgx.Tx, retailerID string, gen int64
 
 // ReserveOffboarding reserves, once per retailer, the generation that
 // removes its catalog: an empty snapshot confirmed in advance (its upload
-// is written by the caller), past any reservation limit; it supersedes the
-// retailer's unused slots like any reservation. Offboarding again returns
-// the same generation.
+// is written by the caller), past any reservation limit. Offboarding is
+// final and decided here, on the shard, in one transaction under the
+// retailer's fence row held FOR UPDATE (which waits for every transaction
+// holding the row, applies in flight included): it records the offboarding
+// in the retailer's state, which raises the fence to the offboarding
+// generation (no chunk of an older generation writes from this commit), and
+// supersedes every older generation that has not finished. Every later
+// reservation, confirmation, arrival, diff and undo of the retailer checks
+// that record in its own transaction under the same row and is refused or
+// ends superseded by the offboarding. Offboarding again returns the same
+// generation and changes nothing.
 func (s *Shard) ReserveOffboarding(ctx context.Context, retailerID string, expires time.Time) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&gen); err != nil {
+		if err := tx.QueryRow(ctx, q("lock_state_for_offboarding"), retailerID).Scan(&gen); err != nil {
 			return err
 		}
-		err := tx.QueryRow(ctx, q("offboarding_generation"), retailerID).Scan(&gen)
-		if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+		if gen > 0 {
+			return nil // recorded: offboarding again changes nothing
+		}
+		// An offboarding generation reserved before the shard recorded
+		// offboardings (migration 0082) is taken as it is unless a
+		// reservation beat it; then it stays the superseded generation it
+		// is, and a new one takes its place.
+		var beaten bool
+		err := tx.QueryRow(ctx, q("offboarding_generation"), retailerID).Scan(&gen, &beaten)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
+		if err == nil && beaten {
+			if _, err := tx.Exec(ctx, q("retire_offboarding"), retailerID); err != nil {
+				return err
+			}
+		}
+		if errors.Is(err, pgx.ErrNoRows) || beaten {
+			if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, q("insert_offboarding_generation"), retailerID, gen, events.UploadKey(retailerID, gen), expires); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, q("record_offboarding"), retailerID, gen); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q("insert_offboarding_generation"), retailerID, gen, events.UploadKey(retailerID, gen), expires); err != nil {
+		// Every older generation that has not finished stops here,
+		// superseded by the offboarding (an unused slot past its expiry
+		// ends expired, as at any reservation): its chunks find the fence
+		// raised, its diff and its upload stop at the offboarding.
+		if _, err := tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen)
+		_, err = tx.Exec(ctx, q("supersede_older"), retailerID, gen)
 		return err
 	})
 	if err != nil {
@@ -382,16 +448,21 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 	var d catalog.DiffDecision
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		d = catalog.DiffDecision{}
-		var latest int64
-		if err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &d.Baseline, &d.BaselineProducts); err != nil {
+		var latest, offboarding int64
+		if err := tx.QueryRow(ctx, q("lock_state_for_update"), retailerID).Scan(&latest, &d.Baseline, &d.BaselineProducts, &offboarding); err != nil {
 			return err
 		}
 		var state, pinned string
 		if err := tx.QueryRow(ctx, q("select_generation_for_update"), retailerID, gen).Scan(&state, &d.Confirmed, &pinned); err != nil {
 			return err
 		}
-		if latest > gen || (state != string(catalog.StateDiffing) && state != string(catalog.StateApplying)) {
-			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, latest); err != nil {
+		supersededBy, superseded := latest, latest > gen
+		if offboarding > 0 && gen != offboarding {
+			// Once offboarded, only the offboarding takes over.
+			supersededBy, superseded = offboarding, true
+		}
+		if superseded || (state != string(catalog.StateDiffing) && state != string(catalog.StateApplying)) {
+			if _, err := tx.Exec(ctx, q("mark_superseded"), retailerID, gen, supersededBy); err != nil {
 				return err
 			}
 			return catalog.ErrSuperseded

@@ -88,30 +88,41 @@ type tokenResponse struct {
 
 // rotateToken gives the retailer a new token; the old one stops working at
 // once (upload URLs handed out stay valid until they expire: they carry no
-// token).
+// token). The change is conditional on the token it replaces, the one the
+// request carries (the stored one for the admin's token): of concurrent
+// rotations one answers 201 with the token that works, the others 409
+// token_rotated.
 func (h *Handler) rotateToken(w http.ResponseWriter, r *http.Request) {
 	retailer, err := h.authRetailer(r)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	h.newToken(w, r, retailer.ID)
+	replaces := retailer.TokenHash
+	if token := httpapi.Bearer(r); !h.isAdmin(token) {
+		replaces = HashToken(token)
+	}
+	h.newToken(w, r, retailer.ID, replaces)
 }
 
 // recoverToken is rotateToken with the admin token, for a retailer that
-// lost its own.
+// lost its own: it replaces the token stored when the request came, so of
+// concurrent recoveries (or a recovery racing a rotation) one wins and the
+// others answer 409 token_rotated.
 func (h *Handler) recoverToken(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("retailer_id")
-	if err := h.authAdminFor(r, id); err != nil {
+	retailer, err := h.authAdminFor(r, id)
+	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	h.newToken(w, r, id)
+	h.newToken(w, r, id, retailer.TokenHash)
 }
 
-func (h *Handler) newToken(w http.ResponseWriter, r *http.Request, retailerID string) {
+// newToken replaces the retailer's token whose hash is replaces by a new one.
+func (h *Handler) newToken(w http.ResponseWriter, r *http.Request, retailerID string, replaces []byte) {
 	token := newToken()
-	if err := h.store.SetToken(r.Context(), retailerID, HashToken(token)); err != nil {
+	if err := h.store.SetToken(r.Context(), retailerID, replaces, HashToken(token)); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
@@ -120,16 +131,15 @@ func (h *Handler) newToken(w http.ResponseWriter, r *http.Request, retailerID st
 }
 
 // authAdminFor checks the admin token and that retailerID is a valid id of
-// a registered retailer.
-func (h *Handler) authAdminFor(r *http.Request, retailerID string) error {
+// a registered retailer, and returns it.
+func (h *Handler) authAdminFor(r *http.Request, retailerID string) (catalog.Retailer, error) {
 	if err := catalog.ValidateRetailerID(retailerID); err != nil {
-		return err
+		return catalog.Retailer{}, err
 	}
 	if err := h.authAdmin(r); err != nil {
-		return err
+		return catalog.Retailer{}, err
 	}
-	_, err := h.store.Retailer(r.Context(), retailerID)
-	return err
+	return h.store.Retailer(r.Context(), retailerID)
 }
 
 // OffboardResponse is the answer of DELETE /v1/admin/retailers/{retailer_id}.
@@ -145,12 +155,14 @@ type OffboardResponse struct {
 // offboard revokes the retailer's token at once, refuses anything new of
 // it, and removes its catalog from the storefront and the product
 // directory through the pipeline: an empty snapshot, confirmed in advance,
-// whose generation takes over from every older one (pending work stops at
-// the fence) and deletes every product as tombstones, with their events.
-// Nothing of any other retailer is touched. Asking again is harmless.
+// whose generation the shard records as final (Store.Offboard: every older
+// generation stops at once, nothing later is reserved, confirmed or
+// applied) and which deletes every product as tombstones, with their
+// events. Nothing of any other retailer is touched. Asking again answers
+// the same generation and finishes what a failed attempt left.
 func (h *Handler) offboard(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("retailer_id")
-	if err := h.authAdminFor(r, id); err != nil {
+	if _, err := h.authAdminFor(r, id); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}

@@ -50,7 +50,10 @@ type Store interface {
 	// ReserveGeneration reserves the retailer's next generation, awaiting
 	// its upload until expires, and supersedes the retailer's older slots
 	// still awaiting theirs. With perHour > 0, a reservation over perHour in
-	// the rolling hour is catalog.ErrRateLimited with its RetryAfter.
+	// the rolling hour is catalog.ErrRateLimited with its RetryAfter; one
+	// of an offboarded retailer is catalog.ErrConflict
+	// (retailer_offboarded). Both are decided in the reservation's own
+	// transaction, whatever runs at the same time.
 	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
@@ -58,18 +61,23 @@ type Store interface {
 	// older than before (0: from the newest), newest first.
 	GenerationsBefore(ctx context.Context, retailerID string, before int64, limit int) ([]catalog.GenerationStatus, error)
 	// Confirm marks a held generation confirmed; catalog.ErrConflict when it
-	// is not held or no longer the latest.
+	// is not held or no longer the latest, or the retailer is offboarded
+	// (decided in the confirmation's transaction: a hold confirmed before
+	// an offboarding is superseded by it, never applied).
 	Confirm(ctx context.Context, retailerID string, gen int64) error
 	// SetHoldPolicy sets a retailer's hold thresholds; catalog.ErrConflict
 	// when offboarded.
 	SetHoldPolicy(ctx context.Context, retailerID string, p catalog.HoldPolicy) error
-	// SetToken replaces a retailer's token hash (the old token stops
-	// working at once); catalog.ErrConflict when offboarded.
-	SetToken(ctx context.Context, retailerID string, hash []byte) error
+	// SetToken replaces a retailer's token hash old by hash if old is still
+	// the stored one (compare and swap): the old token stops working at
+	// once. catalog.ErrConflict token_rotated when another rotation replaced
+	// old first (nothing changes), retailer_offboarded when offboarded.
+	SetToken(ctx context.Context, retailerID string, old, hash []byte) error
 	// Offboard revokes the retailer's token (revokedHash: a hash nobody's
 	// token has), marks it offboarded and reserves, once, the generation
 	// whose empty snapshot removes its catalog, superseding the rest; it
-	// returns that generation. Idempotent.
+	// returns that generation. From its return no reservation,
+	// confirmation, upload or apply of the retailer succeeds. Idempotent.
 	Offboard(ctx context.Context, retailerID string, revokedHash []byte, expires time.Time) (int64, error)
 }
 
