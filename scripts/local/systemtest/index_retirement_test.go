@@ -3,7 +3,6 @@ package systemtest_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -52,7 +51,7 @@ func TestOldIndexesRetired(t *testing.T) {
 // an older generation's upload, which stays.
 func TestUploadsRetiredButTheBaselines(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, stack.Options{ChunkRows: 10, HandlerTimeout: 2 * time.Second, VisibilityTimeout: 2 * time.Second})
+	e := newEnv(t, stack.Options{ChunkRows: 10})
 	e.Onboard("r1")
 	ctx := context.Background()
 	tagged := func(gen int64) bool {

@@ -55,7 +55,7 @@ func (e *env) undoOf(retailer string, gen int64) apiclient.Status {
 // diff, chunks and fences, within 60 s of the rejection.
 func TestI10RefusedChunkIsUndone(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, stack.Options{ChunkRows: 10, HandlerTimeout: 2 * time.Second, VisibilityTimeout: 2 * time.Second})
+	e := newEnv(t, stack.Options{ChunkRows: 10})
 	e.Onboard("r1")
 	g1 := fixtures.Generate("p", 30)
 	s1 := e.Upload("r1", g1.CSV(nil))
@@ -93,7 +93,7 @@ func TestI10RefusedChunkIsUndone(t *testing.T) {
 // I10: a first upload refused half way is undone to the empty catalog.
 func TestI10RefusedFirstUploadIsUndoneToEmpty(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, stack.Options{ChunkRows: 10, HandlerTimeout: 2 * time.Second, VisibilityTimeout: 2 * time.Second})
+	e := newEnv(t, stack.Options{ChunkRows: 10})
 	e.Onboard("r1")
 	e.refuseTitle("r1", "poison")
 	g1 := fixtures.Generate("p", 30)
@@ -151,7 +151,7 @@ func (t *trickle) Read(p []byte) (int, error) {
 func TestI10DiffOverItsBudgetEnds(t *testing.T) {
 	t.Parallel()
 	slow := &slowUploads{retailer: "slow"}
-	e := newEnv(t, stack.Options{HandlerTimeout: 2 * time.Second, VisibilityTimeout: 3 * time.Second,
+	e := newEnv(t, stack.Options{HandlerTimeout: 2 * time.Second, VisibilityTimeout: 3 * time.Second, DiffAttempts: 3,
 		WrapDiffBlobs: func(b diff.Blobs) diff.Blobs { slow.Blobs = b; return slow }})
 	e.Onboard("slow")
 	e.Onboard("fast")

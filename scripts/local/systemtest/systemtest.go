@@ -70,6 +70,12 @@ func Start(t *testing.T, o stack.Options) *Env {
 	if o.DiffTimeout == 0 {
 		o.DiffTimeout = o.HandlerTimeout
 	}
+	if o.DiffAttempts == 0 {
+		// The tests' short timeouts on a loaded machine: a diff that runs
+		// out of its few seconds gets more tries than the stack's 3 before
+		// its generation ends diff_failed (the tests of that set their own).
+		o.DiffAttempts = 6
+	}
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = 6 * time.Second
 	}
