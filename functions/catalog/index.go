@@ -140,10 +140,6 @@ type IndexReader struct {
 
 func (ir *IndexReader) strictlyIncreasing() {}
 
-// maxEntry bounds an encoded entry: two varints, an id suffix of at most
-// 1<<16 bytes (a sanity bound; ids are at most 256 bytes) and the hash.
-const maxEntry = 2*binary.MaxVarintLen64 + 1<<16 + len(snapshot.Hash{})
-
 // NewIndexReader reads an index from r.
 func NewIndexReader(r io.Reader) *IndexReader {
 	return &IndexReader{r: r, buf: make([]byte, 256<<10)}

@@ -98,22 +98,13 @@ func WriteCacheableJSON(w http.ResponseWriter, r *http.Request, cacheControl str
 	w.Write(append(body, '\n'))
 }
 
-// WriteVersionedJSON is WriteCacheableJSON with a version in the ETag:
-// "<version>-<hash of the body>". The version (a generation) only grows for
-// the same resource, so a server that holds an older copy than the one a
-// client revalidates can tell (see NewestETagVersion) and ask a fresher source.
-func WriteVersionedJSON(w http.ResponseWriter, r *http.Request, cacheControl string, version int64, v any) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		WriteJSON(w, http.StatusInternalServerError, ErrorBody{ErrorDetail{Code: "internal", Message: "encode response"}})
-		return
-	}
-	WriteVersionedBody(w, r, cacheControl, version, append(body, '\n'))
-}
-
-// WriteVersionedBody is WriteVersionedJSON for a body already encoded (JSON
-// ending in a newline): 200 with the body, or 304 when If-None-Match names
-// its tag. It sets Content-Length, so the answer goes out in one piece.
+// WriteVersionedBody writes a body already encoded (JSON ending in a
+// newline) with a version in its ETag, "<version>-<hash of the body>": 200
+// with the body, or 304 when If-None-Match names its tag. The version (a
+// generation) only grows for the same resource, so a server that holds an
+// older copy than the one a client revalidates can tell (see
+// NewestETagVersion) and ask a fresher source. It sets Content-Length, so
+// the answer goes out in one piece.
 func WriteVersionedBody(w http.ResponseWriter, r *http.Request, cacheControl string, version int64, body []byte) {
 	sum := sha256.Sum256(body)
 	var tag [64]byte
@@ -143,7 +134,7 @@ func WriteVersionedBody(w http.ResponseWriter, r *http.Request, cacheControl str
 var jsonContentType = []string{"application/json"}
 
 // NewestETagVersion returns the highest version among the If-None-Match tags
-// written by WriteVersionedJSON (0 when there is none).
+// written by WriteVersionedBody (0 when there is none).
 func NewestETagVersion(r *http.Request) int64 {
 	var newest int64
 	for _, h := range r.Header.Values("If-None-Match") {

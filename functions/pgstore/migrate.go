@@ -1,6 +1,7 @@
 // Package pgstore holds the PostgreSQL adapters: the control store (retailer
 // registry) and the shard store (generations, fenced catalog writes, chunk
-// accounting, outbox), plus the migration runner. Queries live in queries.sql.
+// accounting, outbox), plus the migration runner. Queries live in the
+// queries*.sql files (one "-- name:" block each).
 package pgstore
 
 import (
@@ -16,7 +17,11 @@ import (
 
 // Migrate applies, in order and once each, the numbered NNNN_name.sql files of
 // migrations to the database, recording them in schema_migrations. Concurrent
-// callers are serialized by an advisory lock.
+// callers are serialized by an advisory lock. It refuses, before applying
+// anything, what would silently never be applied: two files with one
+// number, a file whose number is recorded under another name, and a file
+// numbered below the newest applied one that was never applied (a
+// migration added out of order: renumber it after the newest).
 func Migrate(ctx context.Context, pool *pgxpool.Pool, migrations fs.FS) error {
 	files, err := fs.Glob(migrations, "*/*.sql")
 	if err != nil {
@@ -36,6 +41,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, migrations fs.FS) error {
 		list = append(list, migration{v, f})
 	}
 	sort.Slice(list, func(i, j int) bool { return list[i].version < list[j].version })
+	for i := 1; i < len(list); i++ {
+		if list[i].version == list[i-1].version {
+			return fmt.Errorf("migrations %s and %s have one number, %d: renumber one", list[i-1].name, list[i].name, list[i].version)
+		}
+	}
 
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
@@ -50,12 +60,36 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, migrations fs.FS) error {
 		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
-	for _, m := range list {
-		var done bool
-		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&done); err != nil {
-			return fmt.Errorf("migration %s: %w", m.name, err)
+	applied := map[int]string{}
+	newest := 0
+	rows, err := conn.Query(ctx, `SELECT version, name FROM schema_migrations`)
+	if err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for rows.Next() {
+		var v int
+		var name string
+		if err := rows.Scan(&v, &name); err != nil {
+			rows.Close()
+			return fmt.Errorf("read schema_migrations: %w", err)
 		}
-		if done {
+		applied[v], newest = name, max(newest, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read schema_migrations: %w", err)
+	}
+	for _, m := range list {
+		if name, ok := applied[m.version]; ok && name != m.name {
+			return fmt.Errorf("migration %s: number %d was applied as %s: renumber it", m.name, m.version, name)
+		}
+		if _, ok := applied[m.version]; !ok && m.version < newest {
+			return fmt.Errorf("migration %s was never applied, and %d is older than the newest applied (%d): renumber it after %d",
+				m.name, m.version, newest, newest)
+		}
+	}
+	for _, m := range list {
+		if _, done := applied[m.version]; done {
 			continue
 		}
 		body, err := fs.ReadFile(migrations, m.name)

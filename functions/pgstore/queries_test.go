@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"strings"
 	"testing"
+	"testing/fstest"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -83,4 +84,46 @@ func migratedDatabase(t *testing.T, name string, migrations fs.FS) *pgxpool.Pool
 		t.Fatalf("migrations are idempotent: the second run failed: %v", err)
 	}
 	return pool
+}
+
+// The migration runner refuses, before it applies anything, a migration
+// that would silently never be applied: two files with one number, a
+// number recorded under another name, a file numbered below the newest
+// applied one that was never applied.
+func TestMigrateRefusesWhatItWouldSkip(t *testing.T) {
+	t.Parallel()
+	file := func(body string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(body)} }
+	pool := migratedDatabase(t, testenv.Name("mig"), fstest.MapFS{
+		"a/0001_one.sql":   file(`CREATE TABLE one (x int)`),
+		"a/0003_three.sql": file(`CREATE TABLE three (x int)`),
+	})
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name  string
+		files fstest.MapFS
+		want  string
+	}{
+		{"one number twice", fstest.MapFS{
+			"a/0001_one.sql": file(`CREATE TABLE one (x int)`), "b/0003_three.sql": file(`CREATE TABLE three (x int)`),
+			"b/0004_four.sql": file(`SELECT 1`), "c/0004_other.sql": file(`SELECT 1`)}, "have one number, 4"},
+		{"a number applied under another name", fstest.MapFS{
+			"a/0001_one.sql": file(`CREATE TABLE one (x int)`), "a/0003_renamed.sql": file(`SELECT 1`)}, "number 3 was applied as a/0003_three.sql"},
+		{"added out of order", fstest.MapFS{
+			"a/0001_one.sql": file(`CREATE TABLE one (x int)`), "a/0002_two.sql": file(`CREATE TABLE two (x int)`),
+			"a/0003_three.sql": file(`CREATE TABLE three (x int)`)}, "older than the newest applied (3)"},
+	} {
+		err := Migrate(ctx, pool, tc.files)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+	var tables int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_tables WHERE tablename IN ('two')`).Scan(&tables); err != nil || tables != 0 {
+		t.Errorf("a refused run applied something: %d tables, %v", tables, err)
+	}
+	// What is new and numbered after the newest goes.
+	if err := Migrate(ctx, pool, fstest.MapFS{"a/0001_one.sql": file(`CREATE TABLE one (x int)`),
+		"a/0003_three.sql": file(`CREATE TABLE three (x int)`), "a/0004_four.sql": file(`CREATE TABLE four (x int)`)}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -103,14 +103,14 @@ func validateDirective(root map[string]json.RawMessage, d map[string]json.RawMes
 	}
 	var ns string
 	if err := strict(d["Namespace"], &ns); err != nil || ns == "" || len(ns) > 1024 {
-		return fmt.Errorf("Namespace: want a string of 1-1024 characters (%v)", err)
+		return fmt.Errorf("member Namespace: want a string of 1-1024 characters (%v)", err)
 	}
 	var dims [][]string
 	if err := strict(d["Dimensions"], &dims); err != nil {
-		return fmt.Errorf("Dimensions: %w", err)
+		return fmt.Errorf("member Dimensions: %w", err)
 	}
 	if len(dims) == 0 {
-		return errors.New("Dimensions: want at least one DimensionSet")
+		return errors.New("member Dimensions: want at least one DimensionSet")
 	}
 	for _, set := range dims {
 		if len(set) > 30 {
@@ -131,10 +131,10 @@ func validateDirective(root map[string]json.RawMessage, d map[string]json.RawMes
 	}
 	var defs []map[string]json.RawMessage
 	if err := strict(d["Metrics"], &defs); err != nil {
-		return fmt.Errorf("Metrics: %w", err)
+		return fmt.Errorf("member Metrics: %w", err)
 	}
 	if len(defs) == 0 || len(defs) > 100 {
-		return fmt.Errorf("Metrics: %d MetricDefinitions, want 1-100", len(defs))
+		return fmt.Errorf("member Metrics: %d MetricDefinitions, want 1-100", len(defs))
 	}
 	for _, def := range defs {
 		for k := range def {

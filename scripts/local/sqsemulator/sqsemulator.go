@@ -203,9 +203,6 @@ func (e *Emulator) waitReady(ctx context.Context) error {
 // and SNS clients (AWS_ENDPOINT_URL_SQS / AWS_ENDPOINT_URL_SNS).
 func (e *Emulator) Endpoint() string { return "http://127.0.0.1:" + strconv.Itoa(e.port) }
 
-// Port returns the TCP port the emulator listens on.
-func (e *Emulator) Port() int { return e.port }
-
 // Pid returns the process id of the child (the leader of its process group).
 func (e *Emulator) Pid() int { return e.cmd.Process.Pid }
 

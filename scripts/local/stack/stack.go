@@ -704,7 +704,7 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 	for _, u := range o.ReplicaURLs {
 		parsed, err := url.Parse(u)
 		if err != nil || parsed.Host == "" {
-			return fmt.Errorf("replica url %q: want postgres://host:port/...", u)
+			return fmt.Errorf("replica url %q: want a postgres://host:port/database URL", u)
 		}
 		addrs = append(addrs, parsed.Host)
 	}

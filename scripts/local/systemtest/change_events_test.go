@@ -100,9 +100,9 @@ func TestRelayCrashesLoseNothing(t *testing.T) {
 			want[events.EventID(events.TypeChanges, "r1", s.Generation, seq)] = true
 		}
 	}
-	got := p.WaitFor(30*time.Second, "every event", func(envs []events.Envelope) bool { return len(systemtest.ByID(envs)) == len(want) })
+	p.WaitFor(30*time.Second, "every event", func(envs []events.Envelope) bool { return len(systemtest.ByID(envs)) == len(want) })
 	e.WaitOutboxEmpty(10 * time.Second)
-	got = p.Receive()
+	got := p.Receive()
 	for id := range systemtest.ByID(got) {
 		require.True(t, want[id], "unexpected event %s", id)
 	}
