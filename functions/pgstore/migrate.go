@@ -52,17 +52,16 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, migrations fs.FS) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7261001)`); err != nil {
+	if _, err := conn.Exec(ctx, q("migrate_lock")); err != nil {
 		return fmt.Errorf("migrate lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7261001)`)
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	defer conn.Exec(context.WithoutCancel(ctx), q("migrate_unlock"))
+	if _, err := conn.Exec(ctx, q("migrate_table")); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	applied := map[int]string{}
 	newest := 0
-	rows, err := conn.Query(ctx, `SELECT version, name FROM schema_migrations`)
+	rows, err := conn.Query(ctx, q("migrate_applied"))
 	if err != nil {
 		return fmt.Errorf("read schema_migrations: %w", err)
 	}
@@ -104,7 +103,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, migrations fs.FS) error {
 			tx.Rollback(ctx)
 			return fmt.Errorf("migration %s: %w", m.name, err)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name); err != nil {
+		if _, err := tx.Exec(ctx, q("migrate_record"), m.version, m.name); err != nil {
 			tx.Rollback(ctx)
 			return fmt.Errorf("record migration %s: %w", m.name, err)
 		}

@@ -675,3 +675,22 @@ SELECT retailer_id, url, secret_sealed, updated_at FROM webhooks WHERE retailer_
 
 -- name: delete_webhook
 DELETE FROM webhooks WHERE retailer_id = $1;
+
+-- The migration runner's own (migrate.go).
+
+-- name: migrate_lock
+-- Concurrent runners take turns.
+SELECT pg_advisory_lock(7261001);
+
+-- name: migrate_unlock
+SELECT pg_advisory_unlock(7261001);
+
+-- name: migrate_table
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now());
+
+-- name: migrate_applied
+SELECT version, name FROM schema_migrations;
+
+-- name: migrate_record
+INSERT INTO schema_migrations (version, name) VALUES ($1, $2);

@@ -95,6 +95,16 @@ WHERE retailer_id = $1 AND NOT deleted ORDER BY product_id;
 -- keys and whitespace its own), in the order given.
 SELECT (u.a::jsonb)::text FROM unnest($1::text[]) WITH ORDINALITY AS u(a, i) ORDER BY u.i;
 
+-- name: walk_without_timeout
+-- The walk of a large catalog takes its time: no statement timeout for
+-- this transaction.
+SET LOCAL statement_timeout = 0;
+
+-- name: lock_state_for_repair
+-- A repair writes like an apply, under the fence row FOR KEY SHARE, and
+-- only while the generation it repairs is the latest and the applied one.
+SELECT latest_generation, applied_generation FROM retailer_state WHERE retailer_id = $1 FOR KEY SHARE;
+
 -- name: repair_seq
 -- The number of a generation's next repair event: after its chunks.
 WITH n AS (

@@ -131,7 +131,7 @@ func (c *Control) RepairDirectory(ctx context.Context, retailerID string, gen in
 // meanwhile). Rows stream: memory does not grow with the catalog.
 func (s *Shard) ScanCatalog(ctx context.Context, retailerID string, expect catalog.Fence, from, to string, fn func(id, attributes []byte) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil { // the walk of a large catalog takes its time
+		if _, err := tx.Exec(ctx, q("walk_without_timeout")); err != nil { // the walk of a large catalog takes its time
 			return err
 		}
 		var f catalog.Fence
@@ -171,7 +171,7 @@ func (s *Shard) ScanCatalog(ctx context.Context, retailerID string, expect catal
 // would cost if it trusted the stored hashes).
 func (s *Shard) ScanHashes(ctx context.Context, retailerID string, fn func(id, hash []byte) error) error {
 	return pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "SET LOCAL statement_timeout = 0"); err != nil {
+		if _, err := tx.Exec(ctx, q("walk_without_timeout")); err != nil {
 			return err
 		}
 		rows, err := tx.Query(ctx, q("catalog_scan_hashes"), pgx.QueryResultFormats{pgx.TextFormatCode, pgx.BinaryFormatCode}, retailerID)
@@ -216,8 +216,7 @@ func (s *Shard) RepairRows(ctx context.Context, retailerID string, gen int64, op
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = catalog.RepairResult{}
 		var latest, applied int64
-		err := tx.QueryRow(ctx, `SELECT latest_generation, applied_generation FROM retailer_state WHERE retailer_id = $1 FOR KEY SHARE`,
-			retailerID).Scan(&latest, &applied)
+		err := tx.QueryRow(ctx, q("lock_state_for_repair"), retailerID).Scan(&latest, &applied)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && (latest != gen || applied != gen)) {
 			res.Superseded = true
 			return nil
