@@ -353,3 +353,20 @@ func TestEveryFunctionVariableClassified(t *testing.T) {
 		require.True(t, asked[name], "%s is listed but config.FromEnv does not read it", name)
 	}
 }
+
+// The test command says, at the end, which packages were the slowest.
+func TestSlowestPackagesReported(t *testing.T) {
+	t.Parallel()
+	p := &packageTimes{}
+	for _, chunk := range []string{"ok  \tgithub.com/x/fast\t0.012s\nok  \tgithub.com/x/sl", "ow\t12.500s\n",
+		"--- FAIL: TestY (1.00s)\nFAIL\tgithub.com/x/broken\t3.200s\nok  \tgithub.com/x/cached\t(cached)\n"} {
+		_, err := p.Write([]byte(chunk))
+		require.NoError(t, err)
+	}
+	var out bytes.Buffer
+	p.report(&out, 20*time.Second)
+	require.Equal(t, "test: 3 packages in 20s; the slowest:\n"+
+		"test:      12.5s  github.com/x/slow\n"+
+		"test:       3.2s  github.com/x/broken\n"+
+		"test:         0s  github.com/x/fast\n", out.String())
+}

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
 
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
@@ -52,10 +59,11 @@ arguments, they go to go test as given and nothing is fuzzed.`)
 		testenv.PostgresURLVar+"="+pg.URL("postgres"),
 		testenv.SQSEndpointVar+"="+emu.Endpoint())
 
+	timings := &packageTimes{}
 	run := func(args ...string) error {
 		fmt.Fprintln(os.Stderr, "test: go", args)
 		cmd := exec.CommandContext(ctx, "go", args...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, os.Stdout, os.Stderr
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, io.MultiWriter(os.Stdout, timings), os.Stderr
 		if err := cmd.Run(); err != nil {
 			if ee, ok := err.(*exec.ExitError); ok {
 				return exitError(ee.ExitCode())
@@ -68,7 +76,10 @@ arguments, they go to go test as given and nothing is fuzzed.`)
 	if len(args) == 0 {
 		testArgs = append(testArgs, "-count=1", "./...")
 	}
-	if err := run(testArgs...); err != nil {
+	started := time.Now()
+	err = run(testArgs...)
+	timings.report(os.Stderr, time.Since(started))
+	if err != nil {
 		return err
 	}
 	if len(args) == 0 {
@@ -87,4 +98,53 @@ arguments, they go to go test as given and nothing is fuzzed.`)
 		}
 	}
 	return nil
+}
+
+// packageTimes reads go test's output as it goes by and keeps the time of
+// each package ("ok  <package>  12.3s", or FAIL), to say at the end which
+// were the slowest.
+type packageTimes struct {
+	mu      sync.Mutex
+	partial []byte
+	times   map[string]time.Duration
+}
+
+// resultLine is go test's line for a package's result.
+var resultLine = regexp.MustCompile(`^(?:ok|FAIL)\s+(\S+)\s+([0-9.]+)s`)
+
+func (p *packageTimes) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.partial = append(p.partial, b...)
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		if m := resultLine.FindSubmatch(p.partial[:i]); m != nil {
+			if secs, err := strconv.ParseFloat(string(m[2]), 64); err == nil {
+				if p.times == nil {
+					p.times = map[string]time.Duration{}
+				}
+				p.times[string(m[1])] = time.Duration(secs * float64(time.Second))
+			}
+		}
+		p.partial = p.partial[i+1:]
+	}
+	return len(b), nil
+}
+
+// report prints the slowest packages and the wall time of the run.
+func (p *packageTimes) report(w io.Writer, wall time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	names := make([]string, 0, len(p.times))
+	for name := range p.times {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return p.times[names[i]] > p.times[names[j]] })
+	fmt.Fprintf(w, "test: %d packages in %s; the slowest:\n", len(names), wall.Round(time.Second))
+	for _, name := range names[:min(len(names), 8)] {
+		fmt.Fprintf(w, "test:   %8s  %s\n", p.times[name].Round(100*time.Millisecond), name)
+	}
 }
