@@ -89,3 +89,26 @@ func TestParkedOutboxListedAndRedriven(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, f.request(http.MethodGet, "/v1/admin/outbox/parked", "token-r1", nil, nil))
 	require.Equal(t, http.StatusForbidden, f.request(http.MethodPost, "/v1/admin/outbox/redrive", "token-r1", nil, nil))
 }
+
+// why says, at the state of the newest upload, how many of the retailer's
+// change events are parked, without changing its verdict.
+func TestWhyMentionsParkedEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r1")
+	f.upload("r1", catalogCSV)
+	requireVerdict(t, f.why("r1", ""), ops.VerdictCurrent)
+	require.NotContains(t, describe(f.why("r1", "")), "parked")
+	f.park("r1", "sns refused the message")
+	got := f.why("r1", "")
+	requireVerdict(t, got, ops.VerdictCurrent)
+	var state ops.WhyStep
+	for _, s := range got.Steps {
+		if s.Check == ops.CheckState {
+			state = s
+		}
+	}
+	require.True(t, state.OK, "%s", describe(got))
+	require.Contains(t, state.Detail, "; 3 of the retailer's change events are parked in its outbox")
+	require.Contains(t, state.Detail, "`catalogctl dlq list outbox --retailer r1`")
+}
