@@ -312,3 +312,35 @@ func TestRedrivenEventPublished(t *testing.T) {
 	require.Equal(t, []string{"invalid", "invalid"}, retailersOf(f.published()))
 	require.Empty(t, pgstoretest.Outbox(t, f.store))
 }
+
+// cancellingBlobs cancels the pass while the relay reads a chunk object,
+// as the apply's deadline cancels its background flush.
+type cancellingBlobs struct {
+	relay.Blobs
+	cancel context.CancelFunc
+}
+
+func (b cancellingBlobs) Get(ctx context.Context, key string) ([]byte, error) {
+	b.cancel()
+	return nil, ctx.Err()
+}
+
+// A pass cancelled while it builds an event (the apply's flush at its
+// deadline) counts nothing against the event: it is released for the
+// sweeper, not brought nearer to parking.
+func TestCancelledPassCountsNothing(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	gen := f.start(1)
+	f.applyChunk(gen, 0, upsert("a", `{"v":"1"}`), upsert("b", `{"v":"1"}`))
+	_, err := f.store.Shards[0].Pool().Exec(context.Background(),
+		`UPDATE outbox SET unchanged_ids = '{b}', changed = 1 WHERE event_type = 'catalog.changes'`) // a change object to write
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rl := relay.New(relay.Config{}, f.store, cancellingBlobs{Blobs: f.blobs, cancel: cancel}, f.topic, slog.New(slog.DiscardHandler))
+	_, _ = rl.FlushRetailer(ctx, "r1")
+	for _, e := range pgstoretest.Outbox(t, f.store) {
+		require.Zero(t, e.Attempts, "%s: a cancelled pass counted against it", e.Type)
+	}
+}

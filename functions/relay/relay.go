@@ -330,6 +330,9 @@ func (r *Relay) publish(ctx context.Context, entries []catalog.OutboxEntry) (Sta
 	var st Stats
 	var out catalog.OutboxSettlement
 	fail := func(e catalog.OutboxEntry, how failure, reason string) {
+		if how == failed && ctx.Err() != nil {
+			how = unavailable // the pass was cancelled (a deadline): not the event's doing
+		}
 		f := r.decide(e, how, reason)
 		out.Failed = append(out.Failed, f)
 		switch {
