@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
@@ -70,9 +71,17 @@ func (s *Shard) SettleOutbox(ctx context.Context, token int64, st catalog.Outbox
 	}
 	b := &pgx.Batch{}
 	b.Queue(q("outbox_unsynced"))
-	b.Queue(q("outbox_settle"), done, token, ids, errs, counted, park, retry).QueryRow(func(row pgx.Row) error {
-		return row.Scan(&deleted, &failed)
-	})
+	if n == 0 {
+		// Everything published (the usual case): the plain delete.
+		b.Queue(q("outbox_delete"), done).Exec(func(ct pgconn.CommandTag) error {
+			deleted = int(ct.RowsAffected())
+			return nil
+		})
+	} else {
+		b.Queue(q("outbox_settle"), done, token, ids, errs, counted, park, retry).QueryRow(func(row pgx.Row) error {
+			return row.Scan(&deleted, &failed)
+		})
+	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return 0, 0, fmt.Errorf("settle outbox claim %d: %w", token, err)
 	}

@@ -536,6 +536,11 @@ WITH done AS (
 )
 SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM failed);
 
+-- name: outbox_delete
+-- A claim whose rows were all published: they are deleted, whoever holds
+-- them now (as outbox_settle's done).
+DELETE FROM outbox WHERE id = ANY($1::bigint[]);
+
 -- name: outbox_health
 -- How many events wait to be published and how old the oldest is
 -- (seconds; 0 when none), and how many are parked.
