@@ -18,6 +18,11 @@ const (
 	TypeSnapshotSuperseded = "catalog.snapshot.superseded"
 )
 
+// MaxEnvelopeBytes bounds an envelope's JSON (DESIGN 8, I12), well under
+// SNS's 256 KiB with its attributes: a status is at most 64 KiB, and a
+// chunk's changes go by claim check. The relay parks an event over it.
+const MaxEnvelopeBytes = 200 << 10
+
 // SnapshotTypePrefix starts the type of every snapshot lifecycle event.
 const SnapshotTypePrefix = "catalog.snapshot."
 

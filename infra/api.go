@@ -54,6 +54,8 @@ var Routes = []Route{
 	{Method: "GET", Path: "/v1/admin/dlq", Function: "ops", RateLimit: 5, BurstLimit: 10},
 	{Method: "GET", Path: "/v1/admin/dlq/{queue}", Function: "ops", RateLimit: 5, BurstLimit: 10},
 	{Method: "POST", Path: "/v1/admin/dlq/{queue}/redrive", Function: "ops", RateLimit: 5, BurstLimit: 10},
+	{Method: "GET", Path: "/v1/admin/outbox/parked", Function: "ops", RateLimit: 5, BurstLimit: 10},
+	{Method: "POST", Path: "/v1/admin/outbox/redrive", Function: "ops", RateLimit: 5, BurstLimit: 10},
 	{Method: "POST", Path: "/v1/admin/retailers/{retailer_id}/replay", Function: "ops", RateLimit: 1, BurstLimit: 5},
 }
 

@@ -200,7 +200,7 @@ func grantOps(d functionDeps, o *opsResources) {
 
 // addOpsMonitoring adds the operations alarms (DESIGN 9: stuck generations,
 // reconciliation divergence and failures, PUT-to-applied p99, the
-// sweeper not running), the dashboard rows of issue 12 (ingestion funnel,
+// sweeper not running; DESIGN 8: parked change events), the dashboard rows of issue 12 (ingestion funnel,
 // PUT-to-applied p50/p99, DLQ depths, divergence, stuck) and the saved
 // CloudWatch Logs Insights queries the runbook uses.
 func addOpsMonitoring(scope constructs.Construct, stackName string, m *monitoring, q *queues, fns *catalogFunctions, o *opsResources) {
@@ -227,6 +227,11 @@ func addOpsMonitoring(scope constructs.Construct, stackName string, m *monitorin
 		metric(metrics.ReconcileDivergentRetailers, "Sum", reconcileAlarmPeriod), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	add("ReconcileFailuresAlarm", "reconciliation could not check a retailer after its retries (docs/RUNBOOK.md)",
 		metric(metrics.ReconcileFailures, "Sum", reconcileAlarmPeriod), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
+	// The relay's sweeper records OutboxParked on every run (OutboxAgeAlarm
+	// covers a sweeper that does not run).
+	add("OutboxParkedAlarm", "a change event is parked in an outbox: it cannot be published (refused by SNS, over "+
+		"the envelope bound, or failed 5 times); its consumers miss it until `catalogctl dlq redrive outbox` (docs/RUNBOOK.md)",
+		metric(metrics.OutboxParked, "Maximum", alarmPeriod), 1, 1, awscloudwatch.TreatMissingData_NOT_BREACHING)
 	add("PutToAppliedP99Alarm", fmt.Sprintf("the 99th percentile from upload to applied is over %s; uploads wait "+
 		"(docs/RUNBOOK.md)", putToAppliedP99),
 		metric(metrics.PutToAppliedSeconds, "p99", putToAppliedPeriod), putToAppliedP99.Seconds(), 2, awscloudwatch.TreatMissingData_NOT_BREACHING)

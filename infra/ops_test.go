@@ -98,6 +98,7 @@ func TestOps(t *testing.T) {
 		"ReconcileDivergenceAlarm": {metrics.ReconcileDivergentRetailers, "Sum", "notBreaching", 1, 3600},
 		"ReconcileFailuresAlarm":   {metrics.ReconcileFailures, "Sum", "notBreaching", 1, 3600},
 		"PutToAppliedP99Alarm":     {metrics.PutToAppliedSeconds, "p99", "notBreaching", putToAppliedP99.Seconds(), 900},
+		"OutboxParkedAlarm":        {metrics.OutboxParked, "Maximum", "notBreaching", 1, alarmPeriod.Seconds()},
 	})
 
 	// The dashboard's operations rows (issue 12).

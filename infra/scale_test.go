@@ -26,9 +26,9 @@ func TestStackFollowsParameters(t *testing.T) {
 	tmpl.ResourceCountIs(jsii.String("AWS::RDS::DBProxy"), jsii.Number(0))
 	tmpl.ResourceCountIs(jsii.String("AWS::SecretsManager::RotationSchedule"), jsii.Number(4))
 	// DLQ depth and oldest message of 7 queues, errors and throttles of 11
-	// functions, API 5xx, capacity of 4 clusters, outbox age, and the 4
+	// functions, API 5xx, capacity of 4 clusters, outbox age, and the 6
 	// operations alarms (ops.go).
-	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(7+7+2*11+1+4+1+5))
+	tmpl.ResourceCountIs(jsii.String("AWS::CloudWatch::Alarm"), jsii.Number(7+7+2*11+1+4+1+6))
 
 	for name, want := range map[string]float64{"apply-small": 30, "apply-large": 12} {
 		fn := r.function(t, name)

@@ -700,8 +700,9 @@ func TestStack(t *testing.T) {
 		}
 		// DLQ depth and oldest message of 7 queues, errors and throttles of
 		// 11 functions, API 5xx, capacity of each cluster, outbox age, the
-		// 5 operations alarms (ops_test.go checks those).
-		equal(t, "alarm count", len(alarms), 7+7+2*11+1+1+p.Shards+1+5)
+		// 6 operations alarms (ops_test.go checks those; parked change
+		// events among them).
+		equal(t, "alarm count", len(alarms), 7+7+2*11+1+1+p.Shards+1+6)
 		for id, a := range r.resources("AWS::CloudWatch::Alarm") {
 			// A threshold of 0 with >= would alarm on every datapoint.
 			if th := num(t, a["Properties"].(map[string]any)["Threshold"]); th <= 0 {

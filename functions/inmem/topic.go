@@ -40,7 +40,7 @@ func (t *Topic) Publish(ctx context.Context, msgs []topic.Message) ([]error, err
 	defer t.mu.Unlock()
 	for i, m := range msgs {
 		if len(m.Body) > TopicMaxMessageBytes {
-			errs[i] = fmt.Errorf("message of %d bytes is over the limit of %d", len(m.Body), TopicMaxMessageBytes)
+			errs[i] = fmt.Errorf("message of %d bytes is over the limit of %d: %w", len(m.Body), TopicMaxMessageBytes, topic.ErrRefused)
 			continue
 		}
 		if t.Fail != nil {

@@ -81,6 +81,9 @@ const (
 	FencedWritesRefused = "FencedWritesRefused"
 	// OutboxAgeSeconds: the age of the oldest change event waiting (relay).
 	OutboxAgeSeconds = "OutboxAgeSeconds"
+	// OutboxParked: change events parked in the outboxes because they
+	// cannot be published (a gauge, each sweep; relay).
+	OutboxParked = "OutboxParked"
 	// WebhookDeliveries and WebhookFailures (consumers).
 	WebhookDeliveries = "WebhookDeliveries"
 	WebhookFailures   = "WebhookFailures"

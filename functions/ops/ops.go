@@ -42,6 +42,14 @@ type Store interface {
 	// generation whose state changed since then, under their original ids
 	// and times (the relay publishes them); it returns how many of each.
 	Replay(ctx context.Context, retailerID string, since time.Time) (changes, lifecycle int, err error)
+	// ParkedOutbox lists the change events parked in the outboxes (of one
+	// retailer; "" every), first parked first, at most limit, and how many
+	// are parked in all.
+	ParkedOutbox(ctx context.Context, retailerID string, limit int) ([]catalog.ParkedEvent, int64, error)
+	// UnparkOutbox puts up to limit parked events (of one retailer; ""
+	// every) back in their outboxes with no attempt counted, for the
+	// relay's sweeper; it returns how many, and how many are still parked.
+	UnparkOutbox(ctx context.Context, retailerID string, limit int) (unparked, left int64, err error)
 	// Generations lists a retailer's generations, newest first.
 	Generations(ctx context.Context, retailerID string, limit int) ([]catalog.GenerationStatus, error)
 	// Fence returns the retailer's generation counters (zero before its first reservation).
@@ -265,6 +273,8 @@ func New(cfg Config, store Store, blobs Blobs, q Queue, log *slog.Logger) *Handl
 		{"GET /v1/admin/dlq", h.dlqQueues},
 		{"GET /v1/admin/dlq/{queue}", h.dlqList},
 		{"POST /v1/admin/dlq/{queue}/redrive", h.dlqRedrive},
+		{"GET /v1/admin/outbox/parked", h.outboxParked},
+		{"POST /v1/admin/outbox/redrive", h.outboxRedrive},
 		{"POST /v1/admin/retailers/{retailer_id}/replay", h.replay},
 		{"GET /v1/admin/retailers/{retailer_id}/why", h.why},
 		{"POST /v1/admin/reconcile", h.startReconcile},

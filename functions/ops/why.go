@@ -148,6 +148,9 @@ func (h *Handler) Why(ctx context.Context, retailerID, productID string) (Why, e
 	if err := w.checkState(g, gens); err != nil {
 		return Why{}, err
 	}
+	if err := w.noteParked(); err != nil {
+		return Why{}, err
+	}
 	var row *catalog.CatalogRow
 	if productID != "" {
 		if row, err = w.checkProduct(productID, fence); err != nil {
@@ -158,6 +161,26 @@ func (h *Handler) Why(ctx context.Context, retailerID, productID string) (Why, e
 		return Why{}, err
 	}
 	return w.answer(), nil
+}
+
+// noteParked adds to the state step, when some of the retailer's change
+// events are parked (they cannot be published: downstream systems miss
+// them), how many and where to look. The catalog is not in question: the
+// verdict stays.
+func (w *whyRun) noteParked() error {
+	_, n, err := w.h.store.ParkedOutbox(w.ctx, w.retailer, 0)
+	if err != nil || n == 0 {
+		return err
+	}
+	at := len(w.steps) - 1
+	for i, s := range w.steps {
+		if s.Check == CheckState {
+			at = i
+		}
+	}
+	w.steps[at].Detail += fmt.Sprintf("; %d of the retailer's change events are parked in its outbox, not published "+
+		"(its webhook and analytics miss them): `catalogctl dlq list outbox --retailer %s`", n, w.retailer)
+	return nil
 }
 
 func (w *whyRun) answer() Why {

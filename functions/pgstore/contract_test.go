@@ -48,6 +48,10 @@ type Store interface {
 	ops.Store
 	upload.WebhookStore
 	Unfinished(ctx context.Context) ([]catalog.UnfinishedGeneration, error)
+	// DrainOutbox is claim, publish, settle in one call, for callers that
+	// publish or read whatever they are given (the outbox cases, tools).
+	DrainOutbox(ctx context.Context, shard int, f catalog.OutboxFilter, limit int,
+		publish func(context.Context, []catalog.OutboxEntry) ([]bool, error)) (int, error)
 	metering.Store
 	upload.UsageSource
 }

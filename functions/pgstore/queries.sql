@@ -536,36 +536,116 @@ SELECT product_id, attributes, generation, updated_at
 FROM products WHERE retailer_id = $1 AND product_id > $2 AND NOT deleted
 ORDER BY product_id LIMIT $3;
 
--- name: outbox_drain_unsynced
--- The relay's drain transaction commits without waiting for its WAL to
--- reach disk: it only deletes published events, and a delete lost in a
--- crash of the server publishes them again (at least once, same ids),
--- while the fsync would keep the apply that calls the fast path waiting
--- behind the other commits of the shard.
+-- name: outbox_unsynced
+-- The relay's claims and settles commit without waiting for their WAL to
+-- reach disk: a claim lost in a crash of the server leaves its rows
+-- claimable at once, a settle lost publishes its rows again (at least
+-- once, same ids), while the fsync would keep the apply that calls the
+-- fast path waiting behind the other commits of the shard. Queued before
+-- the statement in one batch (one round trip, one implicit transaction).
 SET LOCAL synchronous_commit = off;
 
--- name: outbox_take_retailer
--- The relay's fast path: a retailer's pending events, oldest first, locked
--- so that a concurrent relay (the sweeper) skips them.
-SELECT id, event_type, retailer_id, generation, coalesce(seq, 0), coalesce(object_key, ''), coalesce(sha256, ''),
-       coalesce(changed, 0), coalesce(unchanged_ids, '{}'), status, event_time, created_at
-FROM outbox WHERE retailer_id = $1
-ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED;
+-- name: outbox_claim_retailer
+-- The relay's fast path: a retailer's events that no relay holds and none
+-- is parked, oldest first, leased for $3 seconds to the claim, whose token
+-- is the transaction's id. The rows are locked only for this statement
+-- (SKIP LOCKED: a concurrent claim takes other rows); the lease keeps them
+-- the claim's after it. RETURNING's order is none: the caller sorts.
+UPDATE outbox o SET claimed_until = now() + make_interval(secs => $3), claim = pg_current_xact_id()::text::bigint
+FROM (SELECT id FROM outbox
+      WHERE retailer_id = $1 AND parked_at IS NULL AND (claimed_until IS NULL OR claimed_until <= now())
+      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) c
+WHERE o.id = c.id
+RETURNING o.id, o.event_type, o.retailer_id, o.generation, coalesce(o.seq, 0), coalesce(o.object_key, ''),
+          coalesce(o.sha256, ''), coalesce(o.changed, 0), coalesce(o.unchanged_ids, '{}'), o.status, o.event_time,
+          o.created_at, o.attempts, o.claim;
 
--- name: outbox_take_old
--- The relay's sweeper: events written at least $1 seconds ago (their fast
--- path failed, or a replay wrote them), oldest first.
-SELECT id, event_type, retailer_id, generation, coalesce(seq, 0), coalesce(object_key, ''), coalesce(sha256, ''),
-       coalesce(changed, 0), coalesce(unchanged_ids, '{}'), status, event_time, created_at
-FROM outbox WHERE created_at <= now() - make_interval(secs => $1)
-ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED;
+-- name: outbox_claim_old
+-- The relay's sweeper: as outbox_claim_retailer, of every retailer, the
+-- events written at least $1 seconds ago (their fast path failed, or a
+-- replay wrote them). A row leased away (another relay's, or waiting out
+-- its backoff) or parked is passed over: the rows after it are taken.
+UPDATE outbox o SET claimed_until = now() + make_interval(secs => $3), claim = pg_current_xact_id()::text::bigint
+FROM (SELECT id FROM outbox
+      WHERE created_at <= now() - make_interval(secs => $1) AND parked_at IS NULL
+        AND (claimed_until IS NULL OR claimed_until <= now())
+      ORDER BY id LIMIT $2 FOR UPDATE SKIP LOCKED) c
+WHERE o.id = c.id
+RETURNING o.id, o.event_type, o.retailer_id, o.generation, coalesce(o.seq, 0), coalesce(o.object_key, ''),
+          coalesce(o.sha256, ''), coalesce(o.changed, 0), coalesce(o.unchanged_ids, '{}'), o.status, o.event_time,
+          o.created_at, o.attempts, o.claim;
+
+-- name: outbox_settle
+-- What became of a claim's rows, in one statement: the published ones
+-- ($1) are deleted, whoever holds them now (they are out: a relay that
+-- re-claimed one after the lease publishes it again, at least once). Each
+-- failed one ($3.. in parallel arrays) is changed only while claim $2
+-- still holds it: its error kept, counted or not, then parked or released
+-- after its backoff ($7 seconds; 0: at once). Returns how many were
+-- deleted and how many failures were recorded.
+WITH done AS (
+    DELETE FROM outbox WHERE id = ANY($1::bigint[]) RETURNING 1
+), failed AS (
+    UPDATE outbox o SET attempts = o.attempts + f.counted::int,
+                        last_error = coalesce(nullif(f.error, ''), o.last_error),
+                        parked_at = CASE WHEN f.park THEN now() END,
+                        claimed_until = CASE WHEN f.park OR f.retry_secs <= 0 THEN NULL
+                                             ELSE now() + make_interval(secs => f.retry_secs) END,
+                        claim = NULL
+    FROM unnest($3::bigint[], $4::text[], $5::bool[], $6::bool[], $7::float8[]) AS f(id, error, counted, park, retry_secs)
+    WHERE o.id = f.id AND o.claim = $2 AND o.parked_at IS NULL
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM done), (SELECT count(*) FROM failed);
 
 -- name: outbox_delete
+-- A claim whose rows were all published: they are deleted, whoever holds
+-- them now (as outbox_settle's done).
 DELETE FROM outbox WHERE id = ANY($1::bigint[]);
 
--- name: outbox_stats
--- How many events wait and how old the oldest is (seconds; 0 when none).
-SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0)::float8 FROM outbox;
+-- name: outbox_health
+-- How many events wait to be published and how old the oldest is
+-- (seconds; 0 when none), and how many are parked.
+SELECT count(*) FILTER (WHERE parked_at IS NULL),
+       coalesce(extract(epoch FROM now() - min(created_at) FILTER (WHERE parked_at IS NULL)), 0)::float8,
+       count(*) FILTER (WHERE parked_at IS NOT NULL)
+FROM outbox;
+
+-- name: outbox_parked
+-- The parked events ($1: of one retailer; '' every), first parked first,
+-- at most $2.
+SELECT id, event_type, retailer_id, generation, coalesce(seq, 0), attempts, coalesce(last_error, ''),
+       created_at, parked_at
+FROM outbox WHERE parked_at IS NOT NULL AND ($1 = '' OR retailer_id = $1)
+ORDER BY parked_at, id LIMIT $2;
+
+-- name: outbox_parked_count
+-- How many events are parked ($1: of one retailer; '' every).
+SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL AND ($1 = '' OR retailer_id = $1);
+
+-- name: outbox_peek
+-- Every event of the outbox, leased and parked ones included, oldest
+-- first, as a claim returns them (claim 0: none), taking none.
+SELECT id, event_type, retailer_id, generation, coalesce(seq, 0), coalesce(object_key, ''), coalesce(sha256, ''),
+       coalesce(changed, 0), coalesce(unchanged_ids, '{}'), status, event_time, created_at, attempts, coalesce(claim, 0)
+FROM outbox ORDER BY id;
+
+-- name: outbox_unpark
+-- An operator's redrive of parked events ($1: of one retailer; '' every),
+-- at most $2, first parked first: back in the outbox with no attempt
+-- counted and no lease, for the sweeper (they are older than its age).
+-- Their last error stays until a publish replaces it. Returns how many
+-- were unparked and how many are still parked (of that retailer).
+WITH picked AS (
+    SELECT id FROM outbox WHERE parked_at IS NOT NULL AND ($1 = '' OR retailer_id = $1)
+    ORDER BY parked_at, id LIMIT $2
+), unparked AS (
+    UPDATE outbox o SET parked_at = NULL, attempts = 0, claimed_until = NULL, claim = NULL
+    FROM picked WHERE o.id = picked.id
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM unparked),
+       (SELECT count(*) FROM outbox WHERE parked_at IS NOT NULL AND ($1 = '' OR retailer_id = $1)) - (SELECT count(*) FROM unparked);
 
 -- name: replay_events
 -- Writes again, as outbox rows, the events of a retailer since $2: the

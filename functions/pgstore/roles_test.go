@@ -73,6 +73,8 @@ var roleMatrix = map[string]map[string][]string{
 			"generations SELECT", "generations UPDATE",
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "outbox SELECT", "outbox INSERT", "outbox_id_seq USAGE",
+			// dlq redrive outbox: unparks events (0081), changes no event
+			"outbox(attempts) UPDATE", "outbox(claimed_until) UPDATE", "outbox(claim) UPDATE", "outbox(parked_at) UPDATE",
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
 			"generation_redrives SELECT", "generation_redrives INSERT", "generation_redrives UPDATE",
 			"generation_repairs SELECT", "generation_repairs INSERT", "generation_repairs UPDATE"},
@@ -359,6 +361,23 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 3, changes)
 	require.Equal(t, 4, lifecycle)
+	// relay: a claim, a publish that fails one event for good (parked) and
+	// another for now (leased away); ops lists the parked one and unparks it.
+	claim, err := relay.Shards[0].ClaimOutbox(ctx, catalog.OutboxFilter{RetailerID: r}, 2, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, claim.Entries, 2)
+	_, settled, err := relay.Shards[0].SettleOutbox(ctx, claim.Token, catalog.OutboxSettlement{Failed: []catalog.OutboxFailure{
+		{ID: claim.Entries[0].ID, Error: "refused", Counted: true, Park: true},
+		{ID: claim.Entries[1].ID, Error: "throttled", Counted: true, RetryAfter: time.Minute}}})
+	require.NoError(t, err)
+	require.Equal(t, 2, settled)
+	parked, n, err := ops.ParkedOutbox(ctx, r, 10)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	require.Equal(t, "refused", parked[0].LastError)
+	unparked, left, err := ops.UnparkOutbox(ctx, r, 10)
+	require.NoError(t, err)
+	require.Equal(t, [2]int64{1, 0}, [2]int64{unparked, left})
 	// ops: why reads the counters, a generation's progress and a row.
 	fence, err := ops.Fence(ctx, r)
 	require.NoError(t, err)

@@ -6,6 +6,17 @@
 // the diff after a state change), best effort; and the sweeper,
 // Sweep, every minute, for events older than 30 s: the guarantee.
 //
+// Both go in three steps, with no database transaction open across a call
+// to S3 or SNS (I12): claim a batch of events (one short statement that
+// leases them), publish outside any transaction, settle (one short
+// statement): delete what was published, and for each failure record its
+// error and lease the event away for a backoff, so that the next claim
+// takes the events after it. An event that cannot be published (the topic
+// refuses it for what it is, it is over the envelope bound, or it failed
+// MaxAttempts times) is parked: kept, counted (OutboxParked), never taken
+// again until an operator re-drives it (catalogctl dlq redrive outbox). One
+// retailer's poison never delays another's events.
+//
 // A catalog.changes event is a claim check. Its outbox row names the chunk
 // object the apply read and the ids of the chunk's ops that changed nothing.
 // When there are none, the chunk object is the change object and the event
@@ -40,15 +51,23 @@ type Store interface {
 	ShardCount() int
 	// RetailerShard is the shard a retailer is on; catalog.ErrNotFound when unknown.
 	RetailerShard(ctx context.Context, retailerID string) (int, error)
-	// DrainOutbox takes up to limit events of a shard's outbox that f picks,
-	// oldest first, locked against other relays, passes them to publish and
-	// deletes those publish reports done, in one transaction; it returns
-	// how many it took.
-	DrainOutbox(ctx context.Context, shard int, f catalog.OutboxFilter, limit int,
-		publish func(context.Context, []catalog.OutboxEntry) ([]bool, error)) (int, error)
-	// OutboxStats is how many events wait in a shard's outbox and how long
-	// the oldest has waited (0 when none).
-	OutboxStats(ctx context.Context, shard int) (pending int64, oldest time.Duration, err error)
+	// ClaimOutbox leases up to limit events of a shard's outbox that f
+	// picks, oldest first, to one claim for lease, in one short
+	// transaction: never a parked event, nor one another claim holds (its
+	// lease not yet passed). No transaction stays open after it. Once the
+	// lease has passed, the events are claimable again (their claimer
+	// died: at least once, same event ids).
+	ClaimOutbox(ctx context.Context, shard int, f catalog.OutboxFilter, limit int, lease time.Duration) (catalog.OutboxClaim, error)
+	// SettleOutbox records, in one short transaction, what became of a
+	// claim's events: Done ones are deleted; each failure is recorded,
+	// counted or not, and parked or leased away for its RetryAfter, while
+	// the claim still holds it (one another claim took after the lease is
+	// left to that one). It returns how many it deleted and how many
+	// failures it recorded.
+	SettleOutbox(ctx context.Context, shard int, token int64, s catalog.OutboxSettlement) (deleted, failed int, err error)
+	// OutboxHealth is how many events wait in a shard's outbox, how long
+	// the oldest has waited (0 when none), and how many are parked.
+	OutboxHealth(ctx context.Context, shard int) (catalog.OutboxHealth, error)
 }
 
 // Blobs reads chunk objects and writes change objects. s3blob.Store and
@@ -60,16 +79,35 @@ type Blobs interface {
 	Put(ctx context.Context, key string, body []byte) error
 }
 
+// MaxAttempts is how many failed publishes park an event (DESIGN 8).
+const MaxAttempts = 5
+
+// maxBackoff caps the wait between two publishes of a failing event.
+const maxBackoff = 15 * time.Minute
+
+// settleTimeout bounds a settle, which runs even when the pass's context
+// has ended: what was published is then recorded, not published again.
+const settleTimeout = 10 * time.Second
+
 // Config tunes the relay; zero values take the defaults in brackets.
 type Config struct {
 	// SweepAge: the sweeper takes events written at least this long ago
 	// [30s]; younger ones are the fast path's.
 	SweepAge time.Duration
-	// DrainSize is how many events one outbox transaction takes [50].
+	// DrainSize is how many events one claim takes [50].
 	DrainSize int
 	// SweepBudget bounds one Sweep, leaving a Lambda invocation time to
-	// commit [50s]; what is left waits for the next run.
+	// settle [50s]; what is left waits for the next run.
 	SweepBudget time.Duration
+	// Lease is how long a claim keeps its events from other relays [2m]:
+	// longer than a claim's publishing takes (its objects and its publish
+	// calls), and the wait before the events of a relay that died are
+	// published again.
+	Lease time.Duration
+	// RetryBackoff is how long a failed event waits before its next
+	// publish, doubling with each failure counted against it
+	// [SweepAge]; the MaxAttempts-th failure parks it.
+	RetryBackoff time.Duration
 }
 
 func (c *Config) defaults() {
@@ -82,6 +120,21 @@ func (c *Config) defaults() {
 	if c.SweepBudget <= 0 {
 		c.SweepBudget = 50 * time.Second
 	}
+	if c.Lease <= 0 {
+		c.Lease = 2 * time.Minute
+	}
+	if c.RetryBackoff <= 0 {
+		c.RetryBackoff = c.SweepAge
+	}
+}
+
+// backoff is how long an event waits after its attempts-th failure.
+func (c *Config) backoff(attempts int) time.Duration {
+	d := c.RetryBackoff
+	for i := 1; i < attempts && d < maxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, maxBackoff)
 }
 
 // Relay publishes outbox events.
@@ -92,7 +145,8 @@ type Relay struct {
 	pub   topic.Publisher
 	log   *slog.Logger
 	// Metrics records, after each sweep, the age of the oldest event still
-	// waiting in any outbox (OutboxAgeSeconds, alarmed on; nil: none).
+	// waiting in any outbox (OutboxAgeSeconds) and how many events are
+	// parked (OutboxParked), both alarmed on (nil: none).
 	Metrics *metrics.Recorder
 }
 
@@ -104,11 +158,15 @@ func New(cfg Config, store Store, blobs Blobs, pub topic.Publisher, log *slog.Lo
 
 // Stats count what a pass did.
 type Stats struct {
-	Taken     int // outbox events taken
+	Taken     int // outbox events claimed
 	Published int // events the topic accepted
 	Empty     int // chunk events with no change: deleted unpublished
 	Dropped   int // replayed events whose objects are gone: deleted unpublished
-	Failed    int // events left in the outbox for the next pass
+	Failed    int // events not published, left for a later pass after their backoff
+	Parked    int // events that cannot be published, set aside for an operator
+	// Unavailable counts the events of Failed whose publish call failed
+	// as a whole (the topic unreachable): nothing counted against them.
+	Unavailable int
 }
 
 // Add adds o's counts to s.
@@ -118,6 +176,8 @@ func (s *Stats) Add(o Stats) {
 	s.Empty += o.Empty
 	s.Dropped += o.Dropped
 	s.Failed += o.Failed
+	s.Parked += o.Parked
+	s.Unavailable += o.Unavailable
 }
 
 // Flush is the fast path: it publishes every pending event of a retailer,
@@ -138,7 +198,8 @@ func (r *Relay) FlushRetailer(ctx context.Context, retailerID string) (Stats, er
 }
 
 // Sweep is the guarantee: it publishes, on every shard, the events written
-// at least SweepAge ago, until none is left or SweepBudget has passed.
+// at least SweepAge ago, until none it can publish is left or SweepBudget
+// has passed.
 func (r *Relay) Sweep(ctx context.Context) (Stats, error) {
 	deadline := time.Now().Add(r.cfg.SweepBudget)
 	var total Stats
@@ -152,35 +213,42 @@ func (r *Relay) Sweep(ctx context.Context) (Stats, error) {
 	}
 	if total.Taken > 0 || len(errs) > 0 {
 		r.log.InfoContext(ctx, "outbox swept", "taken", total.Taken, "published", total.Published,
-			"empty", total.Empty, "dropped", total.Dropped, "failed", total.Failed, "errors", len(errs))
+			"empty", total.Empty, "dropped", total.Dropped, "failed", total.Failed, "parked", total.Parked,
+			"errors", len(errs))
 	}
-	if err := r.recordOutboxAge(ctx); err != nil {
+	if err := r.recordOutboxHealth(ctx); err != nil {
 		errs = append(errs, err)
 	}
 	return total, errors.Join(errs...)
 }
 
-// recordOutboxAge records how long the oldest event still waiting in any
-// shard's outbox has waited: near zero while the relay keeps up, and
-// growing when it cannot publish (SNS refusing, a shard unreachable).
-func (r *Relay) recordOutboxAge(ctx context.Context) error {
+// recordOutboxHealth records how long the oldest event still waiting in
+// any shard's outbox has waited (near zero while the relay keeps up,
+// growing when it cannot publish: SNS refusing, a shard unreachable) and
+// how many events are parked (zero unless an event cannot be published).
+func (r *Relay) recordOutboxHealth(ctx context.Context) error {
 	if r.Metrics == nil {
 		return nil
 	}
-	var oldest time.Duration
-	var pending int64
+	var all catalog.OutboxHealth
 	for shard := range r.store.ShardCount() {
-		n, age, err := r.store.OutboxStats(ctx, shard)
+		h, err := r.store.OutboxHealth(ctx, shard)
 		if err != nil {
-			return fmt.Errorf("outbox stats of shard %d: %w", shard, err)
+			return fmt.Errorf("outbox health of shard %d: %w", shard, err)
 		}
-		pending += n
-		oldest = max(oldest, age)
+		all.Pending += h.Pending
+		all.Parked += h.Parked
+		all.Oldest = max(all.Oldest, h.Oldest)
 	}
-	if oldest > r.cfg.SweepAge {
-		r.log.WarnContext(ctx, "change events wait in the outbox after a sweep", "pending", pending, "oldest_s", oldest.Seconds())
+	if all.Oldest > r.cfg.SweepAge {
+		r.log.WarnContext(ctx, "change events wait in the outbox after a sweep", "pending", all.Pending, "oldest_s", all.Oldest.Seconds())
 	}
-	r.Metrics.Emit(ctx, metrics.Fields{}, metrics.Duration(metrics.OutboxAgeSeconds, oldest))
+	if all.Parked > 0 {
+		r.log.WarnContext(ctx, "change events are parked in the outbox: they cannot be published (catalogctl dlq list outbox)",
+			"parked", all.Parked)
+	}
+	r.Metrics.Emit(ctx, metrics.Fields{}, metrics.Duration(metrics.OutboxAgeSeconds, all.Oldest),
+		metrics.Count(metrics.OutboxParked, all.Parked))
 	return nil
 }
 
@@ -190,57 +258,129 @@ func (r *Relay) HandleSweep(ctx context.Context) error {
 	return err
 }
 
-// drain takes batches of a shard's outbox until a batch publishes nothing
-// new (empty, or every event failed) or the deadline (zero: none) passes.
+// drain claims, publishes and settles batches of a shard's outbox until a
+// claim comes back short (nothing else it may take: the events that failed
+// are leased away for their backoff, so each claim takes the ones after
+// them), the topic is unreachable (a batch whose publish calls all failed
+// as a whole), or the deadline (zero: none) passes.
 func (r *Relay) drain(ctx context.Context, shard int, f catalog.OutboxFilter, deadline time.Time) (Stats, error) {
 	var total Stats
 	for {
-		var st Stats
-		taken, err := r.store.DrainOutbox(ctx, shard, f, r.cfg.DrainSize, func(ctx context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
-			done, s, err := r.publish(ctx, entries)
-			st = s
-			return done, err
-		})
-		st.Taken = taken
-		total.Add(st)
+		claim, err := r.store.ClaimOutbox(ctx, shard, f, r.cfg.DrainSize, r.cfg.Lease)
 		if err != nil {
 			return total, err
 		}
-		if taken < r.cfg.DrainSize || st.Failed == taken || (!deadline.IsZero() && time.Now().After(deadline)) {
+		if len(claim.Entries) == 0 {
+			return total, nil
+		}
+		claimed := time.Now()
+		st, settlement := r.publish(ctx, claim.Entries)
+		st.Taken = len(claim.Entries)
+		total.Add(st)
+		if err := r.settle(ctx, shard, claim, settlement, claimed); err != nil {
+			return total, err
+		}
+		if len(claim.Entries) < r.cfg.DrainSize || (st.Unavailable > 0 && st.Published == 0) ||
+			(!deadline.IsZero() && time.Now().After(deadline)) {
 			return total, nil
 		}
 	}
 }
 
-// publish publishes what entries hold and reports which are done (published,
-// or nothing to publish).
-func (r *Relay) publish(ctx context.Context, entries []catalog.OutboxEntry) ([]bool, Stats, error) {
+// settle records a claim's outcome, even when ctx has ended (within
+// settleTimeout): an event published and not recorded would go out again.
+func (r *Relay) settle(ctx context.Context, shard int, claim catalog.OutboxClaim, s catalog.OutboxSettlement, claimed time.Time) error {
+	if held := time.Since(claimed); held > r.cfg.Lease {
+		r.log.WarnContext(ctx, "an outbox claim outlived its lease: another relay may have published its events too",
+			"shard", shard, "events", len(claim.Entries), "held_s", held.Seconds(), "lease_s", r.cfg.Lease.Seconds())
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	_, failed, err := r.store.SettleOutbox(sctx, shard, claim.Token, s)
+	if err != nil {
+		return fmt.Errorf("settle %d events (they are published again after the lease): %w", len(claim.Entries), err)
+	}
+	if failed < len(s.Failed) {
+		r.log.WarnContext(ctx, "failed events were claimed by another relay after the lease; left to it",
+			"shard", shard, "failed", len(s.Failed), "recorded", failed)
+	}
+	return nil
+}
+
+// failure is how a publish of an event failed.
+type failure int
+
+const (
+	// unavailable: the publish call failed as a whole; nothing is known
+	// of the event, nothing is counted against it.
+	unavailable failure = iota
+	// failed: the event failed; it is tried again after its backoff, and
+	// parked at its MaxAttempts-th failure.
+	failed
+	// refused: the event can never be published (the topic refused it
+	// for what it is, it is over the envelope bound, it does not read):
+	// parked at once.
+	refused
+)
+
+// publish publishes what entries hold and decides the fate of each: done
+// (published, or nothing to publish), or failed: released after a backoff,
+// or parked.
+func (r *Relay) publish(ctx context.Context, entries []catalog.OutboxEntry) (Stats, catalog.OutboxSettlement) {
 	var st Stats
-	done := make([]bool, len(entries))
+	var out catalog.OutboxSettlement
+	fail := func(e catalog.OutboxEntry, how failure, reason string) {
+		if how == failed && ctx.Err() != nil {
+			how = unavailable // the pass was cancelled (a deadline): not the event's doing
+		}
+		f := r.decide(e, how, reason)
+		out.Failed = append(out.Failed, f)
+		switch {
+		case f.Park:
+			st.Parked++
+			r.log.ErrorContext(ctx, "event parked: it cannot be published (catalogctl dlq list outbox)", "retailer_id", e.RetailerID,
+				"generation", e.Generation, "type", e.Type, "seq", e.Seq, "attempts", e.Attempts+1, "err", reason)
+		case how == unavailable:
+			st.Failed++
+			st.Unavailable++
+		default:
+			st.Failed++
+			r.log.WarnContext(ctx, "event not published; it is tried again later", "retailer_id", e.RetailerID,
+				"generation", e.Generation, "type", e.Type, "seq", e.Seq, "attempts", e.Attempts+1,
+				"retry_in_s", f.RetryAfter.Seconds(), "err", reason)
+		}
+	}
 	var msgs []topic.Message
 	var at []int // entry of each message
 	for i, e := range entries {
+		if e.Unreadable != "" {
+			fail(e, refused, "the outbox row does not read as an event: "+e.Unreadable)
+			continue
+		}
 		env, ok, err := r.envelope(ctx, e)
 		switch {
 		case errors.Is(err, errGone):
 			r.log.ErrorContext(ctx, "replayed event dropped: its objects are gone (older than the bucket keeps them)",
 				"retailer_id", e.RetailerID, "generation", e.Generation, "seq", e.Seq)
-			done[i] = true
+			out.Done = append(out.Done, e.ID)
 			st.Dropped++
 			continue
 		case err != nil:
-			r.log.ErrorContext(ctx, "event not published; it stays in the outbox", "retailer_id", e.RetailerID,
-				"generation", e.Generation, "type", e.Type, "seq", e.Seq, "err", err)
-			st.Failed++
+			fail(e, failed, err.Error())
 			continue
 		case !ok:
-			done[i] = true
+			out.Done = append(out.Done, e.ID)
 			st.Empty++
 			continue
 		}
 		body, err := json.Marshal(env)
 		if err != nil {
-			return nil, st, fmt.Errorf("encode event %s: %w", env.ID, err)
+			fail(e, refused, fmt.Sprintf("encode event %s: %v", env.ID, err))
+			continue
+		}
+		if len(body) > events.MaxEnvelopeBytes {
+			fail(e, refused, fmt.Sprintf("event %s is %d bytes, over the envelope bound of %d bytes", env.ID, len(body), events.MaxEnvelopeBytes))
+			continue
 		}
 		msgs = append(msgs, topic.Message{Body: string(body), Attributes: map[string]string{
 			events.AttrType: env.Type, events.AttrRetailerID: env.RetailerID}})
@@ -252,24 +392,43 @@ func (r *Relay) publish(ctx context.Context, entries []catalog.OutboxEntry) ([]b
 		if err != nil {
 			// Nothing of this call is known published: those events stay.
 			r.log.WarnContext(ctx, "publish failed; the events stay in the outbox", "events", end-start, "err", err)
-			st.Failed += end - start
+			for k := start; k < end; k++ {
+				fail(entries[at[k]], unavailable, "publish: "+err.Error())
+			}
 			continue
 		}
 		for k, perr := range errs {
 			e := entries[at[start+k]]
-			if perr != nil {
-				r.log.WarnContext(ctx, "event refused by the topic; it stays in the outbox", "retailer_id", e.RetailerID,
-					"generation", e.Generation, "type", e.Type, "err", perr)
-				st.Failed++
-				continue
+			switch {
+			case perr != nil && errors.Is(perr, topic.ErrRefused):
+				fail(e, refused, perr.Error())
+			case perr != nil:
+				fail(e, failed, perr.Error())
+			default:
+				out.Done = append(out.Done, e.ID)
+				st.Published++
+				metering.For(ctx, e.RetailerID) // one SNS publish of the retailer (DESIGN 10)
+				metering.Count(ctx, costs.Usage{SNSPublishes: 1})
 			}
-			done[at[start+k]] = true
-			st.Published++
-			metering.For(ctx, e.RetailerID) // one SNS publish of the retailer (DESIGN 10)
-			metering.Count(ctx, costs.Usage{SNSPublishes: 1})
 		}
 	}
-	return done, st, nil
+	return st, out
+}
+
+// decide is the fate of a failed event: parked when it can never be
+// published or this failure is its MaxAttempts-th; otherwise leased away
+// for its backoff, which doubles with each failure counted against it.
+func (r *Relay) decide(e catalog.OutboxEntry, how failure, reason string) catalog.OutboxFailure {
+	f := catalog.OutboxFailure{ID: e.ID, Error: reason, Counted: how != unavailable}
+	switch {
+	case how == refused || (how == failed && e.Attempts+1 >= MaxAttempts):
+		f.Park = true
+	case how == failed:
+		f.RetryAfter = r.cfg.backoff(e.Attempts + 1)
+	default:
+		f.RetryAfter = r.cfg.backoff(1)
+	}
+	return f
 }
 
 // errGone: a replayed chunk's change object and chunk object are both gone.

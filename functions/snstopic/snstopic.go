@@ -46,7 +46,8 @@ func (p *Publisher) TopicARN() string { return p.topicARN }
 
 // Publish publishes msgs with as few PublishBatch calls as SNS's limits
 // allow (ten messages and 256 KiB a call). A message over 256 KiB is refused
-// without a call.
+// without a call; it and those SNS fails as the sender's fault wrap
+// topic.ErrRefused.
 func (p *Publisher) Publish(ctx context.Context, msgs []topic.Message) ([]error, error) {
 	if len(msgs) > topic.MaxBatch {
 		return nil, fmt.Errorf("publish: %d messages, at most %d a call", len(msgs), topic.MaxBatch)
@@ -65,7 +66,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []topic.Message) ([]error,
 	for i, m := range msgs {
 		size := messageBytes(m)
 		if size > MaxMessageBytes {
-			errs[i] = fmt.Errorf("message of %d bytes is over SNS's limit of %d", size, MaxMessageBytes)
+			errs[i] = fmt.Errorf("message of %d bytes is over SNS's limit of %d: %w", size, MaxMessageBytes, topic.ErrRefused)
 			continue
 		}
 		if batchBytes+size > MaxMessageBytes {
@@ -120,6 +121,9 @@ func (p *Publisher) publishBatch(ctx context.Context, msgs []topic.Message, batc
 		id := "m" + strconv.Itoa(i)
 		switch f, isFailed := failed[id]; {
 		case ok[id]:
+		case isFailed && f.SenderFault:
+			// The message is at fault (InvalidParameter, ...): it fails again.
+			errs[i] = fmt.Errorf("sns refused the message: %s: %s: %w", aws.ToString(f.Code), aws.ToString(f.Message), topic.ErrRefused)
 		case isFailed:
 			errs[i] = fmt.Errorf("sns refused the message: %s: %s", aws.ToString(f.Code), aws.ToString(f.Message))
 		default:

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/retailcatalog/catalog/functions/ops"
 )
@@ -17,7 +18,8 @@ func init() {
 		Name: "dlq", Args: "list [QUEUE] | redrive QUEUE", Token: AdminToken,
 		Summary: "look at the dead-letter queues and move their messages back once the cause is fixed",
 		Help: `dlq list: every queue with a dead-letter queue and how many messages it
-holds (GET /v1/admin/dlq).
+holds (GET /v1/admin/dlq), and how many change events are parked in the
+outboxes (outbox).
 
 dlq list QUEUE: the messages of QUEUE's dead-letter queue, oldest first,
 each with when it was first sent, how many times it was received and what
@@ -33,15 +35,40 @@ change event seen twice writes nothing, a webhook already delivered is not
 sent again).
 
 Queues: arrivals, diff-jobs, apply-small, apply-large, analytics, webhooks,
-reconcile-jobs.`,
+reconcile-jobs; and outbox: the change events the relay could not publish
+(SNS refused them, they are over the envelope bound, or they failed 5
+times), parked in their shard's outbox. dlq list outbox [--retailer R]
+shows them, first parked first, with their retailer, generation, event,
+attempts and last error (GET /v1/admin/outbox/parked); dlq redrive outbox
+[--retailer R] puts them back, attempts reset, and the relay's sweeper
+publishes them at its next run, under their ids (POST
+/v1/admin/outbox/redrive).`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			limit := fs.Int("limit", 0, "list: show at most `N` messages (1-100, default 20); redrive: move at most N (default every one)")
 			asJSON := fs.Bool("json", false, "list: print the API's JSON object")
+			retailer := fs.String("retailer", "", "outbox only: the parked events of retailer `R` (default every retailer's)")
 			return func(ctx context.Context, c *Call, args []string) error {
 				if len(args) == 0 {
 					return c.Usagef("want list or redrive")
 				}
+				if *retailer != "" && (len(args) != 2 || args[1] != ops.OutboxQueue) {
+					return c.Usagef("--retailer is for dlq list|redrive %s only", ops.OutboxQueue)
+				}
 				switch verb, rest := args[0], args[1:]; {
+				case verb == "list" && len(rest) == 1 && rest[0] == ops.OutboxQueue:
+					n := *limit
+					if n == 0 {
+						n = 20
+					}
+					if n < 1 || n > 100 {
+						return c.Usagef("--limit must be from 1 to 100 for list, got %d", n)
+					}
+					return listParked(ctx, c, *retailer, n, *asJSON)
+				case verb == "redrive" && len(rest) == 1 && rest[0] == ops.OutboxQueue:
+					if *limit < 0 {
+						return c.Usagef("--limit must be positive, got %d", *limit)
+					}
+					return redriveOutbox(ctx, c, *retailer, *limit)
 				case verb == "list" && len(rest) == 0:
 					return listDeadLetterQueues(ctx, c, *asJSON)
 				case verb == "list" && len(rest) == 1:
@@ -76,12 +103,91 @@ func listDeadLetterQueues(ctx context.Context, c *Call, asJSON bool) error {
 	if asJSON {
 		return printValue(c, ops.DeadLetterQueuesJSON{Queues: queues})
 	}
+	parked, err := c.API.ParkedOutbox(ctx, c.Token, "", 1)
+	if err != nil {
+		return fmt.Errorf("parked change events: %w", err)
+	}
 	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "QUEUE\tDEAD-LETTER QUEUE\tMESSAGES")
 	for _, q := range queues {
 		fmt.Fprintf(tw, "%s\t%s\t%d\n", q.Queue, q.DLQ, q.Depth)
 	}
+	fmt.Fprintf(tw, "%s\t%s\t%d\n", ops.OutboxQueue, "(parked change events)", parked.Parked)
 	return tw.Flush()
+}
+
+// listParked prints the change events parked in the outboxes.
+func listParked(ctx context.Context, c *Call, retailerID string, limit int, asJSON bool) error {
+	p, err := c.API.ParkedOutbox(ctx, c.Token, retailerID, limit)
+	if err != nil {
+		return fmt.Errorf("parked change events: %w", err)
+	}
+	if asJSON {
+		return printValue(c, p)
+	}
+	of := ""
+	if retailerID != "" {
+		of = " of " + retailerID
+	}
+	fmt.Fprintf(c.Stdout, "outbox: %d change events%s parked", p.Parked, of)
+	if int64(len(p.Events)) < p.Parked {
+		fmt.Fprintf(c.Stdout, " (the first %d parked shown)", len(p.Events))
+	}
+	fmt.Fprintln(c.Stdout)
+	if len(p.Events) == 0 {
+		return nil
+	}
+	tw := tabwriter.NewWriter(c.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARKED\tRETAILER\tGENERATION\tEVENT\tATTEMPTS\tLAST ERROR")
+	for _, e := range p.Events {
+		event := e.Type
+		if e.Seq != nil {
+			event = fmt.Sprintf("%s (chunk %d)", e.Type, *e.Seq)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\n", e.ParkedAt.UTC().Format(time.RFC3339), e.RetailerID, e.Generation,
+			event, e.Attempts, oneLine(e.LastError, 120))
+	}
+	return tw.Flush()
+}
+
+// oneLine is s on one line, cut to at most n bytes.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "..."
+	}
+	return s
+}
+
+// redriveOutbox asks the API to put parked change events back until none
+// is parked (of the retailer), limit have moved, or as many as were
+// parked at the start.
+func redriveOutbox(ctx context.Context, c *Call, retailerID string, limit int) error {
+	total, start := 0, -1
+	for {
+		ask := 0
+		if limit > 0 {
+			ask = limit - total
+		}
+		r, err := c.API.RedriveOutbox(ctx, c.Token, retailerID, ask)
+		if err != nil {
+			return fmt.Errorf("redrive the parked change events (%d moved so far): %w", total, err)
+		}
+		total += r.Moved
+		if start < 0 {
+			start = r.Moved + max(r.Left, 0)
+		}
+		if r.Moved > 0 && r.Left > 0 && (limit == 0 || total < limit) && total < start {
+			continue
+		}
+		fmt.Fprintf(c.Stdout, "put %d parked change events back in the outbox; the relay's sweeper publishes them within a minute; %d still parked\n",
+			total, max(r.Left, 0))
+		return nil
+	}
 }
 
 func listDeadLetters(ctx context.Context, c *Call, queue string, limit int, asJSON bool) error {

@@ -24,7 +24,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io/fs"
-	"math"
 	"net/url"
 	"sort"
 	"strings"
@@ -504,35 +503,36 @@ func migrationsHash() string {
 	return hex.EncodeToString(h.Sum(nil))[:12]
 }
 
-// Outbox returns the events waiting in every shard's outbox (shard by
-// shard, oldest first), read as the relay takes them, leaving them all.
+// Outbox returns the events in every shard's outbox (shard by shard,
+// oldest first), read as the relay takes them, leaving them all: leased
+// ones (a publish that failed, waiting out its backoff) and parked ones
+// included, so that an empty answer means an empty outbox.
 func Outbox(t testing.TB, s *pgstore.Stores) []catalog.OutboxEntry {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var out []catalog.OutboxEntry
-	for shard := range s.ShardCount() {
-		_, err := s.DrainOutbox(ctx, shard, catalog.OutboxFilter{}, math.MaxInt32,
-			func(_ context.Context, entries []catalog.OutboxEntry) ([]bool, error) {
-				out = append(out, entries...)
-				return make([]bool, len(entries)), nil // none published: none deleted
-			})
+	for shard, sh := range s.Shards {
+		entries, err := sh.PeekOutbox(ctx)
 		if err != nil {
 			t.Fatalf("pgstoretest: read the outbox of shard %d: %v", shard, err)
 		}
+		out = append(out, entries...)
 	}
 	return out
 }
 
 // AgeOutbox makes every event waiting in the outboxes d older, as if d had
 // passed since they were written (the relay's sweeper takes events by
-// age; their event times stay).
+// age; their event times stay) and since their leases were taken (a
+// failed event's backoff runs out as the clock would move).
 func AgeOutbox(t testing.TB, s *pgstore.Stores, d time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for i, sh := range s.Shards {
-		if _, err := sh.Pool().Exec(ctx, `UPDATE outbox SET created_at = created_at - make_interval(secs => $1)`, d.Seconds()); err != nil {
+		if _, err := sh.Pool().Exec(ctx, `UPDATE outbox SET created_at = created_at - make_interval(secs => $1),
+			claimed_until = claimed_until - make_interval(secs => $1)`, d.Seconds()); err != nil {
 			t.Fatalf("pgstoretest: age the outbox of shard %d: %v", i, err)
 		}
 	}

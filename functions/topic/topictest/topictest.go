@@ -5,6 +5,7 @@ package topictest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -109,13 +110,17 @@ func testTooMany(t *testing.T, h Harness) {
 	}
 }
 
-// A message over the topic's size limit (256 KiB) is refused alone; the
-// others of its batch are published.
+// A message over the topic's size limit (256 KiB) is refused alone, as a
+// message at fault (topic.ErrRefused: the relay parks it); the others of
+// its batch are published.
 func testOversized(t *testing.T, h Harness) {
 	big := `{"x":"` + strings.Repeat("a", 256<<10) + `"}`
 	errs := publish(t, h, topic.Message{Body: `{"n":1}`}, topic.Message{Body: big}, topic.Message{Body: `{"n":2}`})
 	if errs[0] != nil || errs[2] != nil || errs[1] == nil {
 		t.Fatalf("results %v, want only the oversized message refused", errs)
+	}
+	if !errors.Is(errs[1], topic.ErrRefused) {
+		t.Fatalf("the oversized message's error %v does not say it is refused for what it is (topic.ErrRefused)", errs[1])
 	}
 	got := h.Receive(t, 2)
 	if len(got) != 2 {

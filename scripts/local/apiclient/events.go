@@ -45,3 +45,31 @@ func (c *Client) Replay(ctx context.Context, adminToken, retailerID string, sinc
 		map[string]string{"since": since.UTC().Format(time.RFC3339Nano)}, &out)
 	return out, err
 }
+
+// ParkedOutbox lists up to limit parked change events, of a retailer or
+// ("") of every one (GET /v1/admin/outbox/parked).
+func (c *Client) ParkedOutbox(ctx context.Context, adminToken, retailerID string, limit int) (ops.ParkedOutboxJSON, error) {
+	q := url.Values{"limit": {fmt.Sprint(limit)}}
+	if retailerID != "" {
+		q.Set("retailer_id", retailerID)
+	}
+	var out ops.ParkedOutboxJSON
+	err := c.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked?"+q.Encode(), adminToken, nil, &out)
+	return out, err
+}
+
+// RedriveOutbox puts up to limit (0: every) parked change events, of a
+// retailer or ("") of every one, back in their outboxes for the relay's
+// sweeper (POST /v1/admin/outbox/redrive).
+func (c *Client) RedriveOutbox(ctx context.Context, adminToken, retailerID string, limit int) (ops.RedriveResponse, error) {
+	body := map[string]any{}
+	if limit > 0 {
+		body["limit"] = limit
+	}
+	if retailerID != "" {
+		body["retailer_id"] = retailerID
+	}
+	var out ops.RedriveResponse
+	err := c.Do(ctx, http.MethodPost, "/v1/admin/outbox/redrive", adminToken, body, &out)
+	return out, err
+}

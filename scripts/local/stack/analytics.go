@@ -42,14 +42,14 @@ func (st *Stack) AnalyticsCatalog(ctx context.Context, retailer string) (c fixtu
 }
 
 // OutboxEmpty reports whether every shard's outbox is empty: every change
-// event committed so far has been published.
+// event committed so far has been published (none waits, none is parked).
 func (st *Stack) OutboxEmpty(ctx context.Context) (bool, error) {
 	for _, sh := range st.Stores.Shards {
-		n, _, err := sh.OutboxStats(ctx)
+		h, err := sh.OutboxHealth(ctx)
 		if err != nil {
 			return false, err
 		}
-		if n > 0 {
+		if h.Pending+h.Parked > 0 {
 			return false, nil
 		}
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -215,6 +216,28 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", root, map[string]string{"since": "yesterday"}, nil), 400)
 	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", tok1, since, nil), 403)
 	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/replay", "", since, nil), 401)
+	// parked change events (DESIGN 8, "Bounds"): one of the replayed events
+	// parked as the relay parks an event SNS refuses.
+	shard, err := e.Stack.Stores.RetailerShard(ctx, "r1")
+	require.NoError(t, err)
+	claim, err := e.Stack.Stores.ClaimOutbox(ctx, shard, catalog.OutboxFilter{RetailerID: "r1"}, 1, time.Minute)
+	require.NoError(t, err)
+	for _, ev := range claim.Entries {
+		_, _, err := e.Stack.Stores.SettleOutbox(ctx, shard, claim.Token, catalog.OutboxSettlement{
+			Failed: []catalog.OutboxFailure{{ID: ev.ID, Error: "sns refused the message: InvalidParameter", Counted: true, Park: true}}})
+		require.NoError(t, err)
+	}
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked?retailer_id=r1&limit=5", root, nil, nil))
+	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked", root, nil, nil))
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked?retailer_id=nobody", root, nil, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked?limit=0", root, nil, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked", tok1, nil, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/outbox/parked", "", nil, nil), 401)
+	require.NoError(t, api.Do(ctx, http.MethodPost, "/v1/admin/outbox/redrive", root, map[string]any{"retailer_id": "r1"}, nil))
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/outbox/redrive", root, map[string]any{"limit": 0}, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/outbox/redrive", root, map[string]any{"retailer_id": "nobody"}, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/outbox/redrive", tok1, nil, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/outbox/redrive", "", nil, nil), 401)
 	e.syncReplicas()
 
 	// operations
