@@ -204,6 +204,10 @@ type Config struct {
 	// ReconcileWorkers is how many parts one retailer's walk streams at
 	// once, each on a database connection [GOMAXPROCS, at most 4].
 	ReconcileWorkers int
+	// ReconcileBatch is how many index entries one transaction of a walk
+	// compares with the catalog's rows [50,000]: the index is read from S3
+	// between transactions, never inside one (I12).
+	ReconcileBatch int
 	// As the diff: the changed rows from which a generation's chunks take
 	// the large apply queue, and the chunks of a retailer in flight (its
 	// FIFO groups) [catalog's defaults]. Region names the region in the
@@ -227,6 +231,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReconcileWorkers <= 0 {
 		c.ReconcileWorkers = min(runtime.GOMAXPROCS(0), 4)
+	}
+	if c.ReconcileBatch <= 0 {
+		c.ReconcileBatch = 50_000
 	}
 	if c.LargeThreshold <= 0 {
 		c.LargeThreshold = catalog.DefaultLargeThresholdRows

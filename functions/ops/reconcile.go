@@ -198,38 +198,106 @@ type divergent struct {
 // walk is the merge of the catalog's rows with the index, over one part
 // of the product ids: [from, to).
 type walk struct {
-	hasher  rowHasher
-	idx     *catalog.IndexReader
-	cur     catalog.Ref
-	ok      bool
-	to      []byte // nil: no end
-	res     catalog.ReconcileResult
-	keepAll bool // keep missing and extra ids too (a repair)
-	missing []divergent
-	diff    []divergent
-	extra   []string
-	tooMany bool
+	hasher rowHasher
+	idx    *catalog.IndexReader
+	// The index entries of the batch being walked (read from S3 before the
+	// batch's transaction: none stays open across a call to S3, I12), the
+	// next to take, and the first entry of the next batch, read ahead.
+	batch     []catalog.Ref
+	batchSize int    // entries a batch holds at most (Config.ReconcileBatch)
+	arena     []byte // the batch's ids
+	pos       int
+	ahead     catalog.Ref
+	hasNext   bool
+	cur       catalog.Ref
+	ok        bool
+	to        []byte // nil: no end
+	res       catalog.ReconcileResult
+	keepAll   bool // keep missing and extra ids too (a repair)
+	missing   []divergent
+	diff      []divergent
+	extra     []string
+	tooMany   bool
 }
 
-// next moves to the next index entry of the part.
-func (w *walk) next() error {
+// read reads the index's next entry of the part (ok false at its end),
+// its id valid until the next read.
+func (w *walk) read() (catalog.Ref, bool, error) {
 	if w.idx == nil {
-		w.ok = false
-		return nil
+		return catalog.Ref{}, false, nil
 	}
 	r, err := w.idx.NextRef()
 	if errors.Is(err, io.EOF) {
-		w.ok = false
-		return nil
+		return catalog.Ref{}, false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("read the index: %w", err)
+		return catalog.Ref{}, false, fmt.Errorf("read the index: %w", err)
 	}
 	if w.to != nil && bytes.Compare(r.ID, w.to) >= 0 {
+		return catalog.Ref{}, false, nil
+	}
+	return r, true, nil
+}
+
+// skipTo reads past the index entries before from (they belong to the
+// parts before this one) and keeps the first one after.
+func (w *walk) skipTo(from string) error {
+	for {
+		r, ok, err := w.read()
+		if err != nil || !ok {
+			return err
+		}
+		if string(r.ID) >= from {
+			w.keepAhead(r)
+			return nil
+		}
+	}
+}
+
+// keepAhead keeps r (an entry just read) as the first of the next batch.
+func (w *walk) keepAhead(r catalog.Ref) {
+	w.ahead = catalog.Ref{ID: append(w.ahead.ID[:0], r.ID...), Hash: r.Hash}
+	w.hasNext = true
+}
+
+// fill reads the next batch of index entries (at most w.batchSize) and
+// returns where the batch's range of ids ends: the id of the first entry
+// after it, or "" when the batch is the part's last (its range goes to the
+// part's end). With no entry left it returns more false.
+func (w *walk) fill() (end string, more bool, err error) {
+	w.batch, w.arena, w.pos = w.batch[:0], w.arena[:0], 0
+	if !w.hasNext {
+		return "", false, nil
+	}
+	add := func(r catalog.Ref) {
+		w.arena = append(w.arena, r.ID...)
+		w.batch = append(w.batch, catalog.Ref{ID: w.arena[len(w.arena)-len(r.ID):], Hash: r.Hash})
+	}
+	add(w.ahead)
+	w.hasNext = false
+	for len(w.batch) < w.batchSize {
+		r, ok, err := w.read()
+		if err != nil || !ok {
+			return "", true, err
+		}
+		add(r)
+	}
+	r, ok, err := w.read()
+	if err != nil || !ok {
+		return "", true, err
+	}
+	w.keepAhead(r)
+	return string(w.ahead.ID), true, nil
+}
+
+// next moves to the next index entry of the batch.
+func (w *walk) next() error {
+	if w.pos >= len(w.batch) {
 		w.ok = false
 		return nil
 	}
-	w.cur, w.ok = r, true
+	w.cur, w.ok = w.batch[w.pos], true
+	w.pos++
 	w.res.Products++
 	return nil
 }
@@ -351,7 +419,7 @@ func (h *Handler) parts(ctx context.Context, retailerID string, fence catalog.Fe
 
 // walkPart walks the product ids in [from, to) (to "": no end).
 func (h *Handler) walkPart(ctx context.Context, retailerID string, fence catalog.Fence, from, to string, repair bool) (*walk, error) {
-	w := &walk{keepAll: repair}
+	w := &walk{keepAll: repair, batchSize: h.cfg.ReconcileBatch}
 	if to != "" {
 		w.to = []byte(to)
 	}
@@ -363,21 +431,36 @@ func (h *Handler) walkPart(ctx context.Context, retailerID string, fence catalog
 		defer closeQuietly(obj.Body)
 		w.idx = catalog.NewIndexReader(obj.Body)
 	}
-	// The entries before from belong to the parts before.
+	if err := w.skipTo(from); err != nil {
+		return nil, err
+	}
+	// Batch by batch: the index entries are read (S3) with no transaction
+	// open, then compared with the catalog's rows of their range of ids in
+	// a transaction of its own, in which the retailer's fence is the
+	// walk's (a batch that finds it moved ends the walk superseded).
+	lo := from
 	for {
+		end, more, err := w.fill()
+		if err != nil {
+			return nil, err
+		}
+		hi := end
+		if hi == "" {
+			hi = to
+		}
 		if err := w.next(); err != nil {
 			return nil, err
 		}
-		if !w.ok || string(w.cur.ID) >= from {
+		if err := h.store.ScanCatalog(ctx, retailerID, fence, lo, hi, w.row); err != nil {
+			return nil, err
+		}
+		if err := w.finish(); err != nil {
+			return nil, err
+		}
+		if !more || end == "" {
 			break
 		}
-		w.res.Products--
-	}
-	if err := h.store.ScanCatalog(ctx, retailerID, fence, from, to, w.row); err != nil {
-		return nil, err
-	}
-	if err := w.finish(); err != nil {
-		return nil, err
+		lo = end
 	}
 	return w, nil
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
@@ -286,4 +288,87 @@ func TestReconcileFailureIsReportedAndCounted(t *testing.T) {
 	require.Contains(t, rep.Skipped[0].Reason, "failed: open the index of generation 1")
 	require.Equal(t, 1.0, lines.Sum(metrics.ReconcileFailures))
 	require.NoError(t, lines.Validate())
+}
+
+// blockingIndexes holds every read of an index object until released, as a
+// slow S3 would.
+type blockingIndexes struct {
+	ops.Blobs
+	reading chan struct{} // a read waits (sent once per blocked read)
+	release chan struct{}
+}
+
+func (b *blockingIndexes) Open(ctx context.Context, key, ifMatch string) (blob.Object, error) {
+	obj, err := b.Blobs.Open(ctx, key, ifMatch)
+	if err == nil && strings.HasPrefix(key, "indexes/") {
+		obj.Body = &slowBody{ReadCloser: obj.Body, b: b}
+	}
+	return obj, err
+}
+
+type slowBody struct {
+	io.ReadCloser
+	b     *blockingIndexes
+	reads int
+}
+
+func (s *slowBody) Read(p []byte) (int, error) {
+	s.reads++
+	if s.reads > 1 { // the first read (the header and the first entries) goes through
+		s.b.reading <- struct{}{}
+		<-s.b.release
+	}
+	return s.ReadCloser.Read(p[:min(len(p), 64)])
+}
+
+// I12: reconciliation reads the applied generation's index from S3 with no
+// database transaction open: the walk goes batch by batch (a few index
+// entries, then their rows in a transaction of its own), and finds exactly
+// the divergences whatever batch they fall in, between batches too.
+func TestReconcileReadsTheIndexOutsideTransactions(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r1")
+	var csv strings.Builder
+	csv.WriteString("product_id,price\n")
+	for i := range 20 {
+		fmt.Fprintf(&csv, "p%02d,%d\n", i*2, i)
+	}
+	f.upload("r1", csv.String())
+	f.tamper("r1", "p00", []byte(`{"price":"x"}`)) // changed, the first of a batch
+	f.tamper("r1", "p07", []byte(`{"price":"9"}`)) // added, between entries
+	f.tamper("r1", "p12", nil)                     // removed
+	f.tamper("r1", "p99", []byte(`{"price":"9"}`)) // added, past the last entry
+	b := &blockingIndexes{Blobs: f.blobs, reading: make(chan struct{}), release: make(chan struct{})}
+	h := ops.New(ops.Config{AdminToken: adminToken, Queues: queues, ReconcileBatch: 3, ReconcileWorkers: 1},
+		f.store, b, f.queue, slog.New(slog.DiscardHandler))
+	type result struct {
+		res catalog.ReconcileResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := h.ReconcileRetailer(context.Background(), "run-batches", "r1", false)
+		done <- result{res, err}
+	}()
+	_, shard, err := f.store.ForRetailer(context.Background(), "r1")
+	require.NoError(t, err)
+	blocked := 0
+	for {
+		select {
+		case r := <-done:
+			require.NoError(t, r.err)
+			require.Positive(t, blocked, "the index was read in several pieces")
+			require.EqualValues(t, 20, r.res.Products)
+			require.Equal(t, [3]int64{1, 2, 1}, [3]int64{r.res.Missing, r.res.Extra, r.res.Different})
+			return
+		case <-b.reading:
+			blocked++
+			var idle int
+			require.NoError(t, shard.Pool().QueryRow(context.Background(),
+				`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'`).Scan(&idle))
+			require.Zero(t, idle, "a transaction was open while the index was being read from S3")
+			b.release <- struct{}{}
+		}
+	}
 }
