@@ -56,7 +56,7 @@ type Store interface {
 	Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error)
 }
 
-// DiffJobSender sends a generation's diff job (queue.DiffJobs implements
+// DiffJobSender sends a generation's diff job (events.DiffJobs implements
 // it): the apply sends the undo's after a chunk the database refuses (I10).
 type DiffJobSender interface {
 	SendDiffJob(ctx context.Context, retailerID string, gen int64) error

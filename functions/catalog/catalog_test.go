@@ -9,11 +9,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
-func h(s string) snapshot.Hash { return snapshot.HashAttributes([]byte(s)) }
+func h(s string) Hash { return HashAttributes([]byte(s)) }
 
 func entries(kv ...string) []IndexEntry {
 	var out []IndexEntry
@@ -260,7 +258,7 @@ func TestIndexReaderRejectsDisorder(t *testing.T) {
 		"equal":   append(entry(0, "b"), entry(1, "")...),
 		"shorter": append(entry(0, "ba"), entry(1, "")...),
 	} {
-		r := NewIndexReader(bytes.NewReader(append([]byte(indexMagic), body...)))
+		r := NewIndexReader(bytes.NewReader(append([]byte(IndexMagic), body...)))
 		_, err := r.NextRef()
 		require.NoError(t, err, name)
 		_, err = r.NextRef()

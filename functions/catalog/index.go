@@ -6,26 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
-
-	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
 // IndexEntry is one product of a generation's index.
 type IndexEntry struct {
 	ProductID string
-	Hash      snapshot.Hash
+	Hash      Hash
 	Line      int32 // where the row starts in its snapshot; 0 when read from an index
 }
 
-// indexMagic starts every index object; the digit is the format version.
-const indexMagic = "CIX1"
+// IndexMagic starts every index object; the digit is the format version.
+// A writer of the format other than IndexWriter (the diff's sorter copying
+// its front-coded runs) starts with it and appends AppendIndexEntry's
+// entries.
+const IndexMagic = "CIX1"
 
 // Ref is an index entry whose ID is only valid until the next call to the
 // iterator that returned it: iterators reuse their buffers, so that walking
 // an index allocates nothing.
 type Ref struct {
 	ID   []byte
-	Hash snapshot.Hash
+	Hash Hash
 	Line int32 // where the row starts in its snapshot; 0 when read from an index
 }
 
@@ -57,18 +58,18 @@ func NewIndexWriter(w io.Writer) *IndexWriter {
 func (iw *IndexWriter) Add(e IndexEntry) error { return iw.AddRef([]byte(e.ProductID), e.Hash) }
 
 // AddRef appends one entry; id is copied.
-func (iw *IndexWriter) AddRef(id []byte, hash snapshot.Hash) error {
+func (iw *IndexWriter) AddRef(id []byte, hash Hash) error {
 	if iw.err != nil {
 		return iw.err
 	}
 	if !iw.header {
-		iw.buf = append(iw.buf, indexMagic...)
+		iw.buf = append(iw.buf, IndexMagic...)
 		iw.header = true
 	}
 	if iw.count > 0 && bytes.Compare(id, iw.prev) <= 0 {
 		return fmt.Errorf("index entry %q after %q: not strictly increasing", id, iw.prev)
 	}
-	iw.buf = appendEntry(iw.buf, iw.prev, id, hash)
+	iw.buf = AppendIndexEntry(iw.buf, iw.prev, id, hash)
 	iw.prev = append(iw.prev[:0], id...)
 	iw.count++
 	if len(iw.buf) >= 64<<10 {
@@ -77,8 +78,9 @@ func (iw *IndexWriter) AddRef(id []byte, hash snapshot.Hash) error {
 	return nil
 }
 
-// appendEntry appends the front-coded entry (id, hash) that follows prev.
-func appendEntry(b, prev, id []byte, hash snapshot.Hash) []byte {
+// AppendIndexEntry appends to b the front-coded index entry (id, hash)
+// that follows prev: the entry format of IndexWriter.
+func AppendIndexEntry(b, prev, id []byte, hash Hash) []byte {
 	shared := commonPrefix(prev, id)
 	b = binary.AppendUvarint(b, uint64(shared))
 	b = binary.AppendUvarint(b, uint64(len(id)-shared))
@@ -104,7 +106,7 @@ func (iw *IndexWriter) Count() int64 { return iw.count }
 // Close flushes the index. An empty index is just the header.
 func (iw *IndexWriter) Close() error {
 	if !iw.header {
-		iw.buf = append(iw.buf, indexMagic...)
+		iw.buf = append(iw.buf, IndexMagic...)
 		iw.header = true
 	}
 	if err := iw.flush(); err != nil {
@@ -180,14 +182,14 @@ func (ir *IndexReader) Next() (IndexEntry, error) {
 // NextRef returns the next entry, or io.EOF; its ID is valid until the next call.
 func (ir *IndexReader) NextRef() (Ref, error) {
 	if !ir.start {
-		ir.fill(len(indexMagic))
-		if ir.end-ir.pos < len(indexMagic) {
+		ir.fill(len(IndexMagic))
+		if ir.end-ir.pos < len(IndexMagic) {
 			return Ref{}, fmt.Errorf("read index header: %w", ir.noEOF(io.ErrUnexpectedEOF))
 		}
-		if magic := ir.buf[ir.pos : ir.pos+len(indexMagic)]; string(magic) != indexMagic {
+		if magic := ir.buf[ir.pos : ir.pos+len(IndexMagic)]; string(magic) != IndexMagic {
 			return Ref{}, fmt.Errorf("not an index (header %q)", magic)
 		}
-		ir.pos += len(indexMagic)
+		ir.pos += len(IndexMagic)
 		ir.start = true
 	}
 	if ir.end-ir.pos < 2*binary.MaxVarintLen64+64 {
@@ -208,7 +210,7 @@ func (ir *IndexReader) NextRef() (Ref, error) {
 	if n2 <= 0 || shared > uint64(len(ir.prev)) || suffix > 1<<16 {
 		return Ref{}, fmt.Errorf("corrupt index entry after %q: %w", ir.prev, ir.noEOF(nil))
 	}
-	need := n1 + n2 + int(suffix) + len(snapshot.Hash{})
+	need := n1 + n2 + int(suffix) + len(Hash{})
 	if len(b) < need {
 		ir.fill(need)
 		b = ir.buf[ir.pos:ir.end]

@@ -191,6 +191,17 @@ type orderedIterator interface {
 	strictlyIncreasing()
 }
 
+// StrictlyIncreasing marks it as an iterator whose ids strictly increase
+// (or that fails), so that a merge need not check their order: for an
+// iterator that guarantees its order itself, as the diff's sorter does when
+// it found no duplicate.
+func StrictlyIncreasing(it RefIterator) RefIterator { return strictRefs{it} }
+
+// strictRefs is an iterator StrictlyIncreasing vouches for.
+type strictRefs struct{ RefIterator }
+
+func (strictRefs) strictlyIncreasing() {}
+
 func newCursor(it RefIterator) (*cursor, error) {
 	c := &cursor{it: it}
 	if it == nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
@@ -561,8 +562,8 @@ func (c *Config) RefusedRetry(v retry.Visibility) *apply.RefusedRetry {
 
 // DiffJobs sends diff jobs to diff-jobs.fifo through sender: a
 // confirmation's, a re-drive's, an undo's (I10).
-func (c *Config) DiffJobs(sender queue.Sender) queue.DiffJobs {
-	return queue.DiffJobs{Sender: sender, URL: c.DiffQueueURL, Region: c.Region, Bucket: c.Bucket}
+func (c *Config) DiffJobs(sender queue.Sender) events.DiffJobs {
+	return events.DiffJobs{Sender: sender, URL: c.DiffQueueURL, Region: c.Region, Bucket: c.Bucket}
 }
 
 // Upload is the upload routes' configuration.

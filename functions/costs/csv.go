@@ -24,7 +24,7 @@ func (r Row) Record() []string {
 	u := r.Usage
 	return []string{
 		r.Date, r.RetailerID, i(u.Uploads), i(u.RowsReceived), i(u.RowsChanged()), i(u.Reads),
-		strconv.FormatFloat(u.LambdaGBs(""), 'f', 3, 64), i(u.LambdaRequests("")), i(u.S3Requests()),
+		strconv.FormatFloat(lambdaGBs(u, ""), 'f', 3, 64), i(lambdaRequests(u, "")), i(u.S3Requests()),
 		i(u.SQSRequests()), i(u.SNSPublishes), i(u.DBRowsWritten),
 		usd(r.VariableUSD), usd(r.SharedUSD), usd(r.TotalUSD), usd(r.FullRewriteUSD),
 		strconv.FormatFloat(r.SavingRatio, 'f', 4, 64),

@@ -5,6 +5,8 @@ import (
 	"html/template"
 	"io"
 	"math"
+
+	"github.com/retailcatalog/catalog/functions/usage"
 )
 
 // Chart colours. Each chart has colours of its own, so a screenshot shows
@@ -169,7 +171,7 @@ var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
 		}
 		return usdLabel(*v)
 	},
-	"rowsChanged": func(u Usage) int64 { return u.RowsChanged() },
+	"rowsChanged": func(u usage.Usage) int64 { return u.RowsChanged() },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>

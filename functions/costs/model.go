@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/retailcatalog/catalog/functions/usage"
 )
 
 // ModelInput is the scale a capacity and cost model is computed for, and
@@ -557,14 +559,14 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	if L.ReadsPerMonth > 0 {
 		Sm.USDPerMillionReads = Sm.StorefrontUSD / L.ReadsPerMonth * 1e6
 	}
-	var month Usage
+	var month usage.Usage
 	month.RowsReceived = int64(L.RowsPerDay * daysPerMonth)
 	month.RowsUpdated = int64(L.ChangedPerMonth)
 	month.Chunks = int64(L.ChunksPerMonth)
 	month.BytesUploaded = int64(L.BytesPerDay * daysPerMonth)
 	for _, fu := range m.Functions {
 		if strings.HasPrefix(fu.Name, "apply") {
-			month.AddFunction(fu.Name, FunctionUsage{Invocations: int64(fu.Invocations), MBms: int64(fu.GBs * MBmsPerGBs)})
+			month.AddFunction(fu.Name, usage.FunctionUsage{Invocations: int64(fu.Invocations), MBms: int64(fu.GBs * usage.MBmsPerGBs)})
 		}
 	}
 	Sm.FullRewriteExtraUSD = p.FullRewriteExtra(month)

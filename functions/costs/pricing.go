@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
@@ -62,10 +64,10 @@ func DefaultPricer() Pricer { return Pricer{Prices: DefaultPrices(), Figures: De
 // Variable prices one retailer-day's usage in deployment d, first-tier unit
 // prices (volume tiers apply to the account's month, not to one retailer's
 // day). Uploads are stored for d's upload retention.
-func (p Pricer) Variable(u Usage, d Deployment) []Line {
+func (p Pricer) Variable(u usage.Usage, d Deployment) []Line {
 	t, f := p.Prices, p.Figures
 	lambda := func(side Side) float64 {
-		return u.LambdaGBs(side)*t.Unit(PriceLambdaGBSecond) + float64(u.LambdaRequests(side))*t.Unit(PriceLambdaRequest)
+		return lambdaGBs(u, side)*t.Unit(PriceLambdaGBSecond) + float64(lambdaRequests(u, side))*t.Unit(PriceLambdaRequest)
 	}
 	logs := func(bytes float64) float64 { return bytes / bytesPerGB * t.Unit(PriceLogsIngestGB) }
 	io := t.Unit(PriceAuroraIO)
@@ -77,7 +79,7 @@ func (p Pricer) Variable(u Usage, d Deployment) []Line {
 		{ServiceSQS, SideIngestion, float64(u.SQSStandard)*t.Unit(PriceSQSStandard) + float64(u.SQSFIFO)*t.Unit(PriceSQSFIFO)},
 		{ServiceSNS, SideIngestion, float64(u.SNSPublishes) * t.Unit(PriceSNSPublish)},
 		{ServiceAuroraIO, SideIngestion, float64(u.DBRowsWritten) * f.V(FigIOPerRowWritten) * io},
-		{ServiceLogs, SideIngestion, logs(float64(u.LambdaRequests(SideIngestion))*f.V(FigLogBytesPerInvocation) + float64(u.APIRequests)*f.V(FigLogBytesPerAPIAccess))},
+		{ServiceLogs, SideIngestion, logs(float64(lambdaRequests(u, SideIngestion))*f.V(FigLogBytesPerInvocation) + float64(u.APIRequests)*f.V(FigLogBytesPerAPIAccess))},
 		{ServiceLambda, SideStorefront, lambda(SideStorefront)},
 		{ServiceAPIGateway, SideStorefront, float64(u.Reads) * t.Unit(PriceAPIRequest)},
 		{ServiceAuroraIO, SideStorefront, float64(u.Reads) * f.V(FigIOPerRead) * io},
@@ -94,7 +96,7 @@ func (p Pricer) Variable(u Usage, d Deployment) []Line {
 // rate) plus its database I/O, and the chunks they would have filled, each
 // with its S3 PUT and GET, three FIFO requests, one SNS publish and its
 // chunk object kept for the chunk retention.
-func (p Pricer) FullRewriteExtra(u Usage) float64 {
+func (p Pricer) FullRewriteExtra(u usage.Usage) float64 {
 	extraRows := u.RowsReceived - u.RowsChanged()
 	if extraRows <= 0 {
 		return 0
@@ -109,7 +111,7 @@ func (p Pricer) FullRewriteExtra(u Usage) float64 {
 		}
 	}
 	if changed := u.RowsChanged(); changed > 0 && applyMBms > 0 {
-		perRow += (float64(applyMBms)/MBmsPerGBs*t.Unit(PriceLambdaGBSecond) + float64(applyCalls)*t.Unit(PriceLambdaRequest)) / float64(changed)
+		perRow += (float64(applyMBms)/usage.MBmsPerGBs*t.Unit(PriceLambdaGBSecond) + float64(applyCalls)*t.Unit(PriceLambdaRequest)) / float64(changed)
 	} else {
 		// One environment of the benchmark applied rows at its share of the
 		// database's measured rate; 1 GB is the apply function's memory.

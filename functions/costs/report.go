@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/retailcatalog/catalog/functions/usage"
 )
 
 // MaxReportDays bounds a report's range.
@@ -16,7 +18,7 @@ type ReportInput struct {
 	From, To time.Time
 	// Usage is the metered retailer-days (records outside the range are
 	// ignored; several records of one retailer-day are summed).
-	Usage []DayUsage
+	Usage []usage.DayUsage
 	// Deployment sizes the shared fixed costs.
 	Deployment Deployment
 	// ReadsNote says how exact the storefront read counters are (the
@@ -66,9 +68,9 @@ func (a *Amounts) add(b Amounts) {
 
 // Row is one retailer-day: the CSV row of DESIGN 10 and its breakdown.
 type Row struct {
-	Date       string `json:"date"`
-	RetailerID string `json:"retailer_id"`
-	Usage      Usage  `json:"usage"`
+	Date       string      `json:"date"`
+	RetailerID string      `json:"retailer_id"`
+	Usage      usage.Usage `json:"usage"`
 	// Lines are the variable costs by service and side.
 	Lines []Line `json:"lines"`
 	Amounts
@@ -99,8 +101,8 @@ type Day struct {
 
 // RetailerTotal is one retailer's usage and cost over the range.
 type RetailerTotal struct {
-	RetailerID string `json:"retailer_id"`
-	Usage      Usage  `json:"usage"`
+	RetailerID string      `json:"retailer_id"`
+	Usage      usage.Usage `json:"usage"`
 	Amounts
 	SharedUSD float64 `json:"shared_usd"`
 	// USDPerMillionChanged as for Day; nil without changes.
@@ -142,15 +144,15 @@ var Definitions = []string{
 func (p Pricer) BuildReport(in ReportInput) (*Report, error) {
 	from, to := in.From.UTC().Truncate(24*time.Hour), in.To.UTC().Truncate(24*time.Hour)
 	if to.Before(from) {
-		return nil, fmt.Errorf("report: to (%s) is before from (%s)", to.Format(DateLayout), from.Format(DateLayout))
+		return nil, fmt.Errorf("report: to (%s) is before from (%s)", to.Format(usage.DateLayout), from.Format(usage.DateLayout))
 	}
 	days := int(to.Sub(from)/(24*time.Hour)) + 1
 	if days > MaxReportDays {
 		return nil, fmt.Errorf("report: %d days, more than %d", days, MaxReportDays)
 	}
-	byDay := map[string]map[string]*Usage{}
+	byDay := map[string]map[string]*usage.Usage{}
 	for _, du := range in.Usage {
-		d, err := ParseDay(du.Date)
+		d, err := usage.ParseDay(du.Date)
 		if err != nil {
 			return nil, fmt.Errorf("report: usage of %q: %w", du.RetailerID, err)
 		}
@@ -162,19 +164,19 @@ func (p Pricer) BuildReport(in ReportInput) (*Report, error) {
 		}
 		m := byDay[du.Date]
 		if m == nil {
-			m = map[string]*Usage{}
+			m = map[string]*usage.Usage{}
 			byDay[du.Date] = m
 		}
 		u := m[du.RetailerID]
 		if u == nil {
-			u = &Usage{}
+			u = &usage.Usage{}
 			m[du.RetailerID] = u
 		}
 		u.Add(du.Usage)
 	}
 
 	r := &Report{
-		From: from.Format(DateLayout), To: to.Format(DateLayout),
+		From: from.Format(usage.DateLayout), To: to.Format(usage.DateLayout),
 		Prices: p.Prices.Describe(), PricesVersion: p.Prices.Version,
 		AllocationRule: AllocationRule + " Deployment: " + in.Deployment.String() + ".",
 		Definitions:    Definitions,
@@ -188,7 +190,7 @@ func (p Pricer) BuildReport(in ReportInput) (*Report, error) {
 	fixedUSD := sum(fixed)
 	retailers := map[string]*RetailerTotal{}
 	for i := 0; i < days; i++ {
-		date := from.AddDate(0, 0, i).Format(DateLayout)
+		date := from.AddDate(0, 0, i).Format(usage.DateLayout)
 		day := Day{Date: date, Fixed: fixed, FixedUSD: fixedUSD, ByService: map[string]float64{}}
 		for _, l := range fixed {
 			day.ByService[l.Service] += l.USD

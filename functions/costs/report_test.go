@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/retailcatalog/catalog/functions/usage"
 )
 
 // day returns 2026-11-01 plus n days.
@@ -19,30 +21,30 @@ func day(n int) time.Time { return time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).
 // retailerDay is a plausible metered day of a retailer uploading rows
 // products with changePct% changed and serving reads storefront reads, as
 // the functions record it.
-func retailerDay(date, id string, rows int64, changePct float64, reads int64) DayUsage {
+func retailerDay(date, id string, rows int64, changePct float64, reads int64) usage.DayUsage {
 	changed := int64(float64(rows) * changePct / 100)
 	chunks := (changed + ChunkRows - 1) / ChunkRows
-	u := Usage{
+	u := usage.Usage{
 		Uploads: 1, BytesUploaded: rows * 2000, RowsReceived: rows,
 		RowsInserted: changed / 3, RowsUpdated: changed - 2*(changed/3), RowsDeleted: changed / 3,
 		Chunks: chunks, DBRowsWritten: 2 * changed, Reads: reads, ReadBytes: reads * 2300, APIRequests: 5,
 		S3ClassA: 3 + chunks, S3ClassB: 3 + chunks, S3ByteDays: changed * 2000 * 7,
 		SQSStandard: 3, SQSFIFO: 3 * chunks, SNSPublishes: chunks + 1,
 	}
-	u.AddFunction("upload", FunctionUsage{Invocations: 5, MBms: 5 * 20 * 512})
-	u.AddFunction("diff", FunctionUsage{Invocations: 1, MBms: (500 + rows*1000/467000) * 3008})
-	u.AddFunction("apply-small", FunctionUsage{Invocations: chunks, MBms: (50*chunks + changed*1000/2700) * 1024})
+	u.AddFunction("upload", usage.FunctionUsage{Invocations: 5, MBms: 5 * 20 * 512})
+	u.AddFunction("diff", usage.FunctionUsage{Invocations: 1, MBms: (500 + rows*1000/467000) * 3008})
+	u.AddFunction("apply-small", usage.FunctionUsage{Invocations: chunks, MBms: (50*chunks + changed*1000/2700) * 1024})
 	if reads > 0 {
-		u.AddFunction("read", FunctionUsage{Invocations: reads, MBms: reads * 5 * 1024})
+		u.AddFunction("read", usage.FunctionUsage{Invocations: reads, MBms: reads * 5 * 1024})
 	}
-	return DayUsage{Date: date, RetailerID: id, Usage: u}
+	return usage.DayUsage{Date: date, RetailerID: id, Usage: u}
 }
 
 // sampleUsage is days x retailers of random but deterministic usage, with
 // one day (index 2) without any.
-func sampleUsage(days, retailers int) []DayUsage {
+func sampleUsage(days, retailers int) []usage.DayUsage {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var out []DayUsage
+	var out []usage.DayUsage
 	for d := range days {
 		if d == 2 {
 			continue
@@ -52,7 +54,7 @@ func sampleUsage(days, retailers int) []DayUsage {
 				continue
 			}
 			rows := int64(1000 + rng.IntN(200000))
-			out = append(out, retailerDay(day(d).Format(DateLayout), fmt.Sprintf("retailer-%02d", r), rows, 1+rng.Float64()*5, int64(rng.IntN(500000))))
+			out = append(out, retailerDay(day(d).Format(usage.DateLayout), fmt.Sprintf("retailer-%02d", r), rows, 1+rng.Float64()*5, int64(rng.IntN(500000))))
 		}
 	}
 	return out
@@ -139,7 +141,7 @@ func TestSharedCostAllocationSumsToTheFixedCost(t *testing.T) {
 				variable += row.VariableUSD
 			}
 		}
-		if d.Date == day(2).Format(DateLayout) {
+		if d.Date == day(2).Format(usage.DateLayout) {
 			continue // no usage: unallocated
 		}
 		if !near(shared, d.FixedUSD) || !near(d.AllocatedUSD, d.FixedUSD) || d.UnallocatedUSD != 0 {
@@ -156,8 +158,8 @@ func TestSharedCostAllocationSumsToTheFixedCost(t *testing.T) {
 	}
 
 	// All-zero variable costs: equal shares.
-	r2, err := DefaultPricer().BuildReport(ReportInput{From: day(0), To: day(0), Deployment: DefaultDeployment(), Usage: []DayUsage{
-		{Date: day(0).Format(DateLayout), RetailerID: "a"}, {Date: day(0).Format(DateLayout), RetailerID: "b"}, {Date: day(0).Format(DateLayout), RetailerID: "c"}}})
+	r2, err := DefaultPricer().BuildReport(ReportInput{From: day(0), To: day(0), Deployment: DefaultDeployment(), Usage: []usage.DayUsage{
+		{Date: day(0).Format(usage.DateLayout), RetailerID: "a"}, {Date: day(0).Format(usage.DateLayout), RetailerID: "b"}, {Date: day(0).Format(usage.DateLayout), RetailerID: "c"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,8 +172,8 @@ func TestSharedCostAllocationSumsToTheFixedCost(t *testing.T) {
 
 func TestRetailerWithTenTimesTheRowsCostsMore(t *testing.T) {
 	t.Parallel()
-	date := day(0).Format(DateLayout)
-	r, err := DefaultPricer().BuildReport(ReportInput{From: day(0), To: day(0), Deployment: DefaultDeployment(), Usage: []DayUsage{
+	date := day(0).Format(usage.DateLayout)
+	r, err := DefaultPricer().BuildReport(ReportInput{From: day(0), To: day(0), Deployment: DefaultDeployment(), Usage: []usage.DayUsage{
 		retailerDay(date, "small", 20000, 3, 1000), retailerDay(date, "big", 200000, 3, 1000)}})
 	if err != nil {
 		t.Fatal(err)
@@ -240,8 +242,8 @@ func TestPricesComeFromTheTable(t *testing.T) {
 	// By hand: 1,000,000 storefront reads and nothing else. API Gateway
 	// $1.00/M -> $1.00; read function 1M x 5 ms x 1 GB = 5,000 GB-s x
 	// $0.0000133334 = $0.066667, + 1M x $0.20/M = $0.20.
-	reads := Usage{Reads: 1_000_000}
-	reads.AddFunction("read", FunctionUsage{Invocations: 1_000_000, MBms: 1_000_000 * 5 * 1024})
+	reads := usage.Usage{Reads: 1_000_000}
+	reads.AddFunction("read", usage.FunctionUsage{Invocations: 1_000_000, MBms: 1_000_000 * 5 * 1024})
 	for _, l := range base.Variable(reads, DefaultDeployment()) {
 		switch {
 		case l.Service == ServiceAPIGateway && l.Side == SideStorefront && !near(l.USD, 1.00):
@@ -300,9 +302,9 @@ func TestCSVHasExactlyTheColumnsOfDesign10(t *testing.T) {
 
 func TestFullRewriteAndSavingRatio(t *testing.T) {
 	t.Parallel()
-	date := day(0).Format(DateLayout)
+	date := day(0).Format(usage.DateLayout)
 	all := retailerDay(date, "all-changed", 10000, 100, 0)
-	r, err := DefaultPricer().BuildReport(ReportInput{From: day(0), To: day(0), Deployment: DefaultDeployment(), Usage: []DayUsage{
+	r, err := DefaultPricer().BuildReport(ReportInput{From: day(0), To: day(0), Deployment: DefaultDeployment(), Usage: []usage.DayUsage{
 		retailerDay(date, "few-changed", 100000, 2, 0), all}})
 	if err != nil {
 		t.Fatal(err)
@@ -336,14 +338,14 @@ func TestReportRejectsBadRanges(t *testing.T) {
 	if _, err := p.BuildReport(ReportInput{From: day(0), To: day(MaxReportDays)}); err == nil {
 		t.Error("too long a range: no error")
 	}
-	if _, err := p.BuildReport(ReportInput{From: day(0), To: day(0), Usage: []DayUsage{{Date: "2026-13-01", RetailerID: "x"}}}); err == nil {
+	if _, err := p.BuildReport(ReportInput{From: day(0), To: day(0), Usage: []usage.DayUsage{{Date: "2026-13-01", RetailerID: "x"}}}); err == nil {
 		t.Error("bad date: no error")
 	}
 	// Records outside the range are ignored; two records of one retailer-day add up.
-	r, err := p.BuildReport(ReportInput{From: day(1), To: day(1), Deployment: DefaultDeployment(), Usage: []DayUsage{
-		{Date: day(0).Format(DateLayout), RetailerID: "x", Usage: Usage{Reads: 5}},
-		{Date: day(1).Format(DateLayout), RetailerID: "x", Usage: Usage{Reads: 7}},
-		{Date: day(1).Format(DateLayout), RetailerID: "x", Usage: Usage{Reads: 8}},
+	r, err := p.BuildReport(ReportInput{From: day(1), To: day(1), Deployment: DefaultDeployment(), Usage: []usage.DayUsage{
+		{Date: day(0).Format(usage.DateLayout), RetailerID: "x", Usage: usage.Usage{Reads: 5}},
+		{Date: day(1).Format(usage.DateLayout), RetailerID: "x", Usage: usage.Usage{Reads: 7}},
+		{Date: day(1).Format(usage.DateLayout), RetailerID: "x", Usage: usage.Usage{Reads: 8}},
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -395,7 +397,7 @@ func TestBilledMBms(t *testing.T) {
 		mb   int
 		want int64
 	}{{0, 1024, 0}, {time.Microsecond, 1024, 1024}, {3 * time.Millisecond, 128, 384}, {1200 * time.Microsecond, 3008, 2 * 3008}, {-time.Second, 512, 0}} {
-		if got := BilledMBms(c.d, c.mb); got != c.want {
+		if got := usage.BilledMBms(c.d, c.mb); got != c.want {
 			t.Errorf("BilledMBms(%v, %d) = %d, want %d", c.d, c.mb, got, c.want)
 		}
 	}

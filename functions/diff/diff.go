@@ -20,6 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/diff/extsort"
+
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/events"
@@ -104,7 +106,7 @@ type Store interface {
 	RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error
 }
 
-// DiffJobSender sends a generation's diff job (queue.DiffJobs implements
+// DiffJobSender sends a generation's diff job (events.DiffJobs implements
 // it): the diff sends the undo's, when a rejection reserved one (I10).
 type DiffJobSender interface {
 	SendDiffJob(ctx context.Context, retailerID string, gen int64) error
@@ -432,7 +434,7 @@ type run struct {
 	decision catalog.DiffDecision
 
 	etag     string
-	entries  *catalog.Sorter // the new snapshot's (id, hash, line), sorted
+	entries  *extsort.Sorter // the new snapshot's (id, hash, line), sorted
 	products int64
 	names    []string          // the snapshot's attribute names (union over its products, sorted)
 	sizes    *catalog.RowSizes // chunk-line sizes of the large rows, by line
@@ -645,7 +647,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	defer rd.Close()
 	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
 	rd.Workers = r.h.cfg.Workers
-	entries := catalog.NewSorter(catalog.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir})
+	entries := extsort.NewSorter(extsort.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir})
 	sizes := catalog.NewRowSizes(r.h.limits())
 	keep := false
 	defer func() {
@@ -702,7 +704,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			}
 		}
 	}
-	if err := entries.Finish(); errors.Is(err, catalog.ErrSortSpaceFull) {
+	if err := entries.Finish(); errors.Is(err, extsort.ErrSortSpaceFull) {
 		// The same snapshot would fill the same space again: a clear
 		// rejection rather than retries.
 		return true, r.reject(ctx, &snapshot.Error{Code: snapshot.CodeFileTooLarge, Message: fmt.Sprintf(
@@ -741,7 +743,7 @@ func sizeLimit(se *snapshot.Error) bool {
 
 // duplicateProblems are the duplicate product_ids the sorter found, as
 // problems (each naming both lines).
-func duplicateProblems(entries *catalog.Sorter) []snapshot.Problem {
+func duplicateProblems(entries *extsort.Sorter) []snapshot.Problem {
 	dups, _ := entries.Duplicates()
 	out := make([]snapshot.Problem, len(dups))
 	for i, d := range dups {

@@ -46,9 +46,9 @@ import (
 	"sync"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/retailcatalog/catalog/functions/usage"
 
-	"github.com/retailcatalog/catalog/functions/costs"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
 
 // StorefrontFlushEvery is how long the storefront's functions keep counts
@@ -64,13 +64,13 @@ func ReadsNote() string {
 // Store keeps usage. pgstore.Stores (the control database) implements it.
 type Store interface {
 	// AddUsage adds each record's counters to its retailer-day.
-	AddUsage(ctx context.Context, records []costs.DayUsage) error
+	AddUsage(ctx context.Context, records []usage.DayUsage) error
 }
 
 // Options configure a Meter.
 type Options struct {
 	// Function names the function ("read", "upload", "diff",
-	// "apply-small", ...); costs.StorefrontFunctions says which are the
+	// "apply-small", ...); usage.StorefrontFunctions says which are the
 	// storefront's.
 	Function string
 	// MemoryMB is the function's configured memory
@@ -93,7 +93,7 @@ type Meter struct {
 	store Store
 
 	mu        sync.Mutex
-	pending   map[key]*costs.Usage
+	pending   map[key]*usage.Usage
 	lastFlush time.Time
 	flushMu   sync.Mutex // one write at a time
 }
@@ -111,7 +111,7 @@ func New(store Store, o Options) *Meter {
 	if o.MemoryMB <= 0 {
 		o.MemoryMB = 128
 	}
-	return &Meter{o: o, store: store, pending: map[key]*costs.Usage{}, lastFlush: o.Now()}
+	return &Meter{o: o, store: store, pending: map[key]*usage.Usage{}, lastFlush: o.Now()}
 }
 
 // Function is the function the meter counts for.
@@ -128,16 +128,16 @@ func (m *Meter) ReadsBound() string {
 
 // Add counts u for retailerID on today's UTC day (in memory until the next
 // write).
-func (m *Meter) Add(retailerID string, u costs.Usage) {
+func (m *Meter) Add(retailerID string, u usage.Usage) {
 	if m == nil || m.store == nil || retailerID == "" {
 		return
 	}
-	k := key{m.o.Now().UTC().Format(costs.DateLayout), retailerID}
+	k := key{m.o.Now().UTC().Format(usage.DateLayout), retailerID}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := m.pending[k]
 	if cur == nil {
-		cur = &costs.Usage{}
+		cur = &usage.Usage{}
 		m.pending[k] = cur
 	}
 	cur.Add(u)
@@ -152,15 +152,15 @@ func (m *Meter) Flush(ctx context.Context) error {
 	defer m.flushMu.Unlock()
 	m.mu.Lock()
 	batch := m.pending
-	m.pending = map[key]*costs.Usage{}
+	m.pending = map[key]*usage.Usage{}
 	m.lastFlush = m.o.Now()
 	m.mu.Unlock()
 	if len(batch) == 0 {
 		return nil
 	}
-	records := make([]costs.DayUsage, 0, len(batch))
+	records := make([]usage.DayUsage, 0, len(batch))
 	for k, u := range batch {
-		records = append(records, costs.DayUsage{Date: k.day, RetailerID: k.retailer, Usage: *u})
+		records = append(records, usage.DayUsage{Date: k.day, RetailerID: k.retailer, Usage: *u})
 	}
 	sort.Slice(records, func(i, j int) bool {
 		if records[i].Date != records[j].Date {
@@ -234,7 +234,7 @@ type invocation struct {
 	mu      sync.Mutex
 	weights map[string]int
 	order   []string
-	usage   costs.Usage
+	usage   usage.Usage
 	stored  int64 // bytes written to S3
 }
 
@@ -263,7 +263,7 @@ func For(ctx context.Context, retailerID string) {
 
 // Count adds usage to the running invocation (S3, SQS, SNS requests), to be
 // split among its retailers. Outside a metered invocation it does nothing.
-func Count(ctx context.Context, u costs.Usage) {
+func Count(ctx context.Context, u usage.Usage) {
 	inv := invocationOf(ctx)
 	if inv == nil {
 		return
@@ -289,9 +289,9 @@ func Stored(ctx context.Context, bytes int64) {
 // (GET, HEAD and the rest).
 func S3Request(ctx context.Context, classA bool) {
 	if classA {
-		Count(ctx, costs.Usage{S3ClassA: 1})
+		Count(ctx, usage.Usage{S3ClassA: 1})
 	} else {
-		Count(ctx, costs.Usage{S3ClassB: 1})
+		Count(ctx, usage.Usage{S3ClassB: 1})
 	}
 }
 
@@ -299,9 +299,9 @@ func S3Request(ctx context.Context, classA bool) {
 // its name ends in .fifo.
 func SQSRequest(ctx context.Context, queue string) {
 	if strings.HasSuffix(queue, ".fifo") {
-		Count(ctx, costs.Usage{SQSFIFO: 1})
+		Count(ctx, usage.Usage{SQSFIFO: 1})
 	} else {
-		Count(ctx, costs.Usage{SQSStandard: 1})
+		Count(ctx, usage.Usage{SQSStandard: 1})
 	}
 }
 
@@ -313,7 +313,7 @@ func (m *Meter) begin(ctx context.Context) (context.Context, *invocation) {
 
 // end attributes a finished invocation of duration d, plus extra, to the
 // retailers it named, and writes when due.
-func (m *Meter) end(ctx context.Context, inv *invocation, d time.Duration, extra costs.Usage) {
+func (m *Meter) end(ctx context.Context, inv *invocation, d time.Duration, extra usage.Usage) {
 	inv.mu.Lock()
 	order, weights := inv.order, inv.weights
 	u := inv.usage
@@ -322,7 +322,7 @@ func (m *Meter) end(ctx context.Context, inv *invocation, d time.Duration, extra
 	if len(order) > 0 {
 		u.Add(extra)
 		u.S3ByteDays += stored * int64(m.o.RetentionDays)
-		mbms := costs.BilledMBms(d, m.o.MemoryMB)
+		mbms := usage.BilledMBms(d, m.o.MemoryMB)
 		w := make([]int64, len(order))
 		heaviest := 0
 		for i, id := range order {
@@ -333,7 +333,7 @@ func (m *Meter) end(ctx context.Context, inv *invocation, d time.Duration, extra
 		}
 		mbmsParts := splitInt(mbms, w)
 		for i, share := range Split(u, w) {
-			share.AddFunction(m.o.Function, costs.FunctionUsage{MBms: mbmsParts[i], Invocations: btoi(i == heaviest)})
+			share.AddFunction(m.o.Function, usage.FunctionUsage{MBms: mbmsParts[i], Invocations: btoi(i == heaviest)})
 			m.Add(order[i], share)
 		}
 	}
@@ -349,9 +349,9 @@ func btoi(b bool) int64 {
 
 // Split divides every counter of u among weights, each in proportion, the
 // parts adding up to the whole (largest remainders).
-func Split(u costs.Usage, weights []int64) []costs.Usage {
-	out := make([]costs.Usage, len(weights))
-	for _, f := range costs.Counters {
+func Split(u usage.Usage, weights []int64) []usage.Usage {
+	out := make([]usage.Usage, len(weights))
+	for _, f := range usage.Counters {
 		parts := splitInt(*f(&u), weights)
 		for i := range out {
 			*f(&out[i]) = parts[i]
@@ -405,7 +405,7 @@ func Lambda[E, R any](m *Meter, h func(context.Context, E) (R, error)) func(cont
 		ctx, inv := m.begin(ctx)
 		start := m.o.Now()
 		r, err := h(ctx, ev)
-		var extra costs.Usage
+		var extra usage.Usage
 		if sqsEv, ok := any(ev).(lambdaevents.SQSEvent); ok {
 			for _, rec := range sqsEv.Records {
 				if strings.HasSuffix(rec.EventSourceARN, ".fifo") {
@@ -437,15 +437,15 @@ func HTTP(m *Meter, h http.Handler) http.Handler {
 	if m == nil || m.store == nil {
 		return h
 	}
-	storefront := costs.StorefrontFunctions[m.o.Function]
+	storefront := usage.StorefrontFunctions[m.o.Function]
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx, inv := m.begin(r.Context())
 		start := m.o.Now()
 		cw := &countingWriter{ResponseWriter: w}
 		h.ServeHTTP(cw, r.WithContext(ctx))
-		extra := costs.Usage{APIRequests: 1}
+		extra := usage.Usage{APIRequests: 1}
 		if storefront {
-			extra = costs.Usage{Reads: 1, ReadBytes: cw.n}
+			extra = usage.Usage{Reads: 1, ReadBytes: cw.n}
 		}
 		m.end(ctx, inv, m.o.Now().Sub(start), extra)
 	})

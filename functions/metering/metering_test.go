@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	lambdaevents "github.com/aws/aws-lambda-go/events"
+	"github.com/retailcatalog/catalog/functions/usage"
 
-	"github.com/retailcatalog/catalog/functions/costs"
+	lambdaevents "github.com/aws/aws-lambda-go/events"
 )
 
 // memStore keeps what is written; fail makes the next writes fail.
@@ -21,10 +21,10 @@ type memStore struct {
 	mu     sync.Mutex
 	writes int
 	fail   bool
-	usage  map[string]costs.Usage // by retailer
+	usage  map[string]usage.Usage // by retailer
 }
 
-func (s *memStore) AddUsage(ctx context.Context, records []costs.DayUsage) error {
+func (s *memStore) AddUsage(ctx context.Context, records []usage.DayUsage) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail {
@@ -32,7 +32,7 @@ func (s *memStore) AddUsage(ctx context.Context, records []costs.DayUsage) error
 	}
 	s.writes++
 	if s.usage == nil {
-		s.usage = map[string]costs.Usage{}
+		s.usage = map[string]usage.Usage{}
 	}
 	for _, r := range records {
 		u := s.usage[r.RetailerID]
@@ -42,7 +42,7 @@ func (s *memStore) AddUsage(ctx context.Context, records []costs.DayUsage) error
 	return nil
 }
 
-func (s *memStore) get(id string) costs.Usage {
+func (s *memStore) get(id string) usage.Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.usage[id]
@@ -146,11 +146,11 @@ func TestHTTPCountsReadsAndRequests(t *testing.T) {
 			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", target, nil))
 		}
 		x := st.get("x")
-		want := costs.Usage{Reads: 2, ReadBytes: 20}
+		want := usage.Usage{Reads: 2, ReadBytes: 20}
 		if fn == "upload" {
-			want = costs.Usage{APIRequests: 2}
+			want = usage.Usage{APIRequests: 2}
 		}
-		want.AddFunction(fn, costs.FunctionUsage{Invocations: 2, MBms: 2 * 2 * 1024})
+		want.AddFunction(fn, usage.FunctionUsage{Invocations: 2, MBms: 2 * 2 * 1024})
 		if x.Reads != want.Reads || x.ReadBytes != want.ReadBytes || x.APIRequests != want.APIRequests || x.Functions[fn] != want.Functions[fn] {
 			t.Errorf("%s: metered %+v, want %+v", fn, x, want)
 		}
@@ -204,7 +204,7 @@ func TestRunWritesUntilCancelledAndOnceMore(t *testing.T) {
 	t.Parallel()
 	st := &memStore{}
 	m := New(st, Options{Function: "read", FlushEvery: time.Hour})
-	m.Add("r1", costs.Usage{Reads: 3})
+	m.Add("r1", usage.Usage{Reads: 3})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { m.Run(ctx); close(done) }()
@@ -219,9 +219,9 @@ func TestNilMeterAndNoInvocation(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	For(ctx, "x") // outside an invocation: nothing, no panic
-	Count(ctx, costs.Usage{S3ClassA: 1})
+	Count(ctx, usage.Usage{S3ClassA: 1})
 	var m *Meter
-	m.Add("x", costs.Usage{Reads: 1})
+	m.Add("x", usage.Usage{Reads: 1})
 	if err := m.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}

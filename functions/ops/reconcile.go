@@ -191,8 +191,8 @@ func (h *Handler) listRetailers(ctx context.Context, job reconcileJob) error {
 // divergent is a product the walk found divergent.
 type divergent struct {
 	id    string
-	index snapshot.Hash // the snapshot's hash (missing, different)
-	row   snapshot.Hash // the catalog row's, afresh (different)
+	index catalog.Hash // the snapshot's hash (missing, different)
+	row   catalog.Hash // the catalog row's, afresh (different)
 }
 
 // walk is the merge of the catalog's rows with the index, over one part
@@ -572,7 +572,7 @@ func boolCount(b bool) int64 {
 // snapshotValue is a product's row in the applied snapshot's upload.
 type snapshotValue struct {
 	attributes []byte
-	hash       snapshot.Hash
+	hash       catalog.Hash
 }
 
 // snapshotValues reads the applied generation's upload for the divergent
@@ -580,7 +580,7 @@ type snapshotValue struct {
 // canonical attributes, when their hash is the index's (the upload is the
 // snapshot the index was made from). A gone upload yields none.
 func (h *Handler) snapshotValues(ctx context.Context, retailerID string, gen int64, w *walk) (map[string]snapshotValue, error) {
-	want := make(map[string]snapshot.Hash, len(w.diff)+len(w.missing))
+	want := make(map[string]catalog.Hash, len(w.diff)+len(w.missing))
 	for _, d := range w.diff {
 		want[d.id] = d.index
 	}

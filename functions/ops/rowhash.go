@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"slices"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
+
 	"github.com/retailcatalog/catalog/functions/snapshot"
 )
 
@@ -47,16 +49,16 @@ type shapeMember struct {
 
 // hash is the content hash of attributes (a JSON object as the database
 // prints it); the zero hash when it is not one (never a real row's).
-func (rh *rowHasher) hash(attributes []byte) snapshot.Hash {
+func (rh *rowHasher) hash(attributes []byte) catalog.Hash {
 	if out, ok := rh.fast(attributes); ok {
-		return snapshot.HashAttributes(out)
+		return catalog.HashAttributes(out)
 	}
 	out, err := rh.canon.Append(rh.buf[:0], attributes)
 	if err != nil {
-		return snapshot.Hash{}
+		return catalog.Hash{}
 	}
 	rh.buf = out
-	return snapshot.HashAttributes(out)
+	return catalog.HashAttributes(out)
 }
 
 // fast writes the canonical form of a flat object printed by PostgreSQL,

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/snapshot"
@@ -117,12 +119,12 @@ func TestRowHasherFastPathIsCanonical(t *testing.T) {
 		} else {
 			slow++
 		}
-		require.Equal(t, snapshot.HashAttributes(want), rh.hash([]byte(text)), text)
+		require.Equal(t, catalog.HashAttributes(want), rh.hash([]byte(text)), text)
 	}
 	require.Greater(t, fast, 300)
 	require.Greater(t, slow, 100)
-	require.Equal(t, snapshot.Hash{}, rh.hash([]byte("not json")))
-	require.Equal(t, snapshot.HashAttributes([]byte("{}")), rh.hash([]byte("{}")))
+	require.Equal(t, catalog.Hash{}, rh.hash([]byte("not json")))
+	require.Equal(t, catalog.HashAttributes([]byte("{}")), rh.hash([]byte("{}")))
 	require.False(t, bytes.Equal(rh.buf, nil))
 }
 
@@ -169,7 +171,7 @@ func TestRowHasherShapes(t *testing.T) {
 				shaped++
 			}
 		}
-		require.Equal(t, snapshot.HashAttributes(want), rh.hash([]byte(text)), text)
+		require.Equal(t, catalog.HashAttributes(want), rh.hash([]byte(text)), text)
 	}
 	require.Greater(t, shaped, 5000)
 }

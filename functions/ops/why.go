@@ -489,7 +489,7 @@ func (w *whyRun) checkProduct(productID string, fence catalog.Fence) (*catalog.C
 
 // pendingChange says what the generation being applied does to the
 // product, from its index (written before its chunks are sent).
-func (w *whyRun) pendingChange(latest int64, productID string, applied snapshot.Hash, inApplied bool) (string, error) {
+func (w *whyRun) pendingChange(latest int64, productID string, applied catalog.Hash, inApplied bool) (string, error) {
 	next, inNext, err := w.snapshotHash(latest, productID)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
@@ -510,10 +510,10 @@ func (w *whyRun) pendingChange(latest int64, productID string, applied snapshot.
 
 // snapshotHash looks productID up in a generation's index (a sorted walk:
 // the index is streamed, never held whole).
-func (w *whyRun) snapshotHash(gen int64, productID string) (snapshot.Hash, bool, error) {
+func (w *whyRun) snapshotHash(gen int64, productID string) (catalog.Hash, bool, error) {
 	obj, err := w.h.blobs.Open(w.ctx, events.IndexKey(w.retailer, gen), "")
 	if err != nil {
-		return snapshot.Hash{}, false, fmt.Errorf("open the index of generation %d: %w", gen, err)
+		return catalog.Hash{}, false, fmt.Errorf("open the index of generation %d: %w", gen, err)
 	}
 	defer closeQuietly(obj.Body)
 	ir := catalog.NewIndexReader(obj.Body)
@@ -521,16 +521,16 @@ func (w *whyRun) snapshotHash(gen int64, productID string) (snapshot.Hash, bool,
 	for {
 		ref, err := ir.NextRef()
 		if errors.Is(err, io.EOF) {
-			return snapshot.Hash{}, false, nil
+			return catalog.Hash{}, false, nil
 		}
 		if err != nil {
-			return snapshot.Hash{}, false, fmt.Errorf("read the index of generation %d: %w", gen, err)
+			return catalog.Hash{}, false, fmt.Errorf("read the index of generation %d: %w", gen, err)
 		}
 		switch c := bytes.Compare(ref.ID, id); {
 		case c == 0:
 			return ref.Hash, true, nil
 		case c > 0:
-			return snapshot.Hash{}, false, nil
+			return catalog.Hash{}, false, nil
 		}
 	}
 }
@@ -538,7 +538,7 @@ func (w *whyRun) snapshotHash(gen int64, productID string) (snapshot.Hash, bool,
 // rowHash is the content hash of a row's stored attributes, computed afresh
 // (the stored hash is not trusted): the canonical form of the JSON the
 // database returns, hashed as the diff hashes a snapshot row.
-func rowHash(attributes []byte) snapshot.Hash { return new(rowHasher).hash(attributes) }
+func rowHash(attributes []byte) catalog.Hash { return new(rowHasher).hash(attributes) }
 
 // checkReplicas: does the storefront (its read replicas) show what the writer has?
 func (w *whyRun) checkReplicas(productID string, live *catalog.CatalogRow) error {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
@@ -23,7 +25,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/ops"
@@ -575,16 +576,16 @@ func testUnknownRetailer(t *testing.T, s Store, id func(string) string) {
 }
 
 // usageOf is the retailer's usage of today (UTC).
-func usageOf(t *testing.T, s Store, retailerID string) costs.Usage {
+func usageOf(t *testing.T, s Store, retailerID string) usage.Usage {
 	t.Helper()
 	today := time.Now().UTC()
 	all, err := s.Usage(tctx(t), today.AddDate(0, 0, -1), today.AddDate(0, 0, 1))
 	require.NoError(t, err)
-	var u costs.Usage
+	var u usage.Usage
 	n := 0
 	for _, r := range all {
 		if r.RetailerID == retailerID {
-			require.Equal(t, today.Format(costs.DateLayout), r.Date)
+			require.Equal(t, today.Format(usage.DateLayout), r.Date)
 			u.Add(r.Usage)
 			n++
 		}
@@ -601,7 +602,7 @@ func usageOf(t *testing.T, s Store, retailerID string) costs.Usage {
 func testUsage(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
-	require.Equal(t, costs.Usage{}, usageOf(t, s, r))
+	require.Equal(t, usage.Usage{}, usageOf(t, s, r))
 
 	g1, _ := arrive(t, s, r)
 	_, err := s.BeginDiff(tctx(t), r, g1, "") // a duplicate S3 event
@@ -614,7 +615,7 @@ func testUsage(t *testing.T, s Store, id func(string) string) {
 	require.EqualValues(t, 2, applyChunk(t, s, r, g1, 0, upsert("a", `{}`), upsert("b", `{}`)).Written)
 	require.Equal(t, catalog.ChunkDuplicate, applyChunk(t, s, r, g1, 0, upsert("a", `{}`), upsert("b", `{}`)).Outcome)
 	applyChunk(t, s, r, g1, 1, upsert("c", `{}`))
-	want := costs.Usage{Uploads: 1, BytesUploaded: 300, RowsReceived: 3, RowsInserted: 3, Chunks: 2, DBRowsWritten: 2 * 3}
+	want := usage.Usage{Uploads: 1, BytesUploaded: 300, RowsReceived: 3, RowsInserted: 3, Chunks: 2, DBRowsWritten: 2 * 3}
 	require.Equal(t, want, usageOf(t, s, r))
 
 	// A held snapshot counts what it read once, its confirmation the changes.
@@ -641,12 +642,12 @@ func testUsage(t *testing.T, s Store, id func(string) string) {
 	require.Equal(t, want, usageOf(t, s, r))
 
 	// What meters count in memory is added to the same retailer-day.
-	today := time.Now().UTC().Format(costs.DateLayout)
-	added := costs.Usage{Reads: 7, ReadBytes: 700, S3ClassA: 2, SQSFIFO: 3}
-	added.AddFunction("read", costs.FunctionUsage{Invocations: 7, MBms: 7 * 1024})
-	require.NoError(t, s.AddUsage(tctx(t), []costs.DayUsage{{Date: today, RetailerID: r, Usage: added}, {Date: today, RetailerID: r, Usage: added}}))
+	today := time.Now().UTC().Format(usage.DateLayout)
+	added := usage.Usage{Reads: 7, ReadBytes: 700, S3ClassA: 2, SQSFIFO: 3}
+	added.AddFunction("read", usage.FunctionUsage{Invocations: 7, MBms: 7 * 1024})
+	require.NoError(t, s.AddUsage(tctx(t), []usage.DayUsage{{Date: today, RetailerID: r, Usage: added}, {Date: today, RetailerID: r, Usage: added}}))
 	want.Reads, want.ReadBytes, want.S3ClassA, want.SQSFIFO = 14, 1400, 4, 6
-	want.AddFunction("read", costs.FunctionUsage{Invocations: 14, MBms: 14 * 1024})
+	want.AddFunction("read", usage.FunctionUsage{Invocations: 14, MBms: 14 * 1024})
 	require.Equal(t, want, usageOf(t, s, r))
-	require.Error(t, s.AddUsage(tctx(t), []costs.DayUsage{{Date: "yesterday", RetailerID: r}}))
+	require.Error(t, s.AddUsage(tctx(t), []usage.DayUsage{{Date: "yesterday", RetailerID: r}}))
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
-	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
@@ -38,7 +37,7 @@ func newStores(t *testing.T) *pgstore.Stores {
 }
 
 func upsert(id, attrs string) events.ChunkOp {
-	h := snapshot.HashAttributes([]byte(attrs))
+	h := catalog.HashAttributes([]byte(attrs))
 	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
 }
 

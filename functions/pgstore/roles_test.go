@@ -12,13 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
@@ -433,8 +434,8 @@ func TestEachFunctionRoleDoesItsWork(t *testing.T) {
 	// changes and the chunks counted above.
 	today := time.Now().UTC()
 	for _, s := range []*pgstore.Stores{up, df, ap, rd} {
-		require.NoError(t, s.AddUsage(ctx, []costs.DayUsage{{Date: today.Format(costs.DateLayout), RetailerID: r,
-			Usage: costs.Usage{Reads: 1, Functions: map[string]costs.FunctionUsage{"f": {Invocations: 1, MBms: 1024}}}}}))
+		require.NoError(t, s.AddUsage(ctx, []usage.DayUsage{{Date: today.Format(usage.DateLayout), RetailerID: r,
+			Usage: usage.Usage{Reads: 1, Functions: map[string]usage.FunctionUsage{"f": {Invocations: 1, MBms: 1024}}}}}))
 	}
 	usage, err := up.Usage(ctx, today, today)
 	require.NoError(t, err)

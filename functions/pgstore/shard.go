@@ -9,13 +9,14 @@ import (
 	"slices"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/costs"
 )
 
 // Shard is one shard database: generations, the fenced catalog and the
@@ -333,7 +334,7 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		if firstArrival && d.Undoes == 0 {
 			// The file's first arrival: one upload (DESIGN 10), counted
 			// once; an undo is the pipeline's own, not an upload.
-			if err := addShardUsage(ctx, tx, retailerID, costs.Usage{Uploads: 1}); err != nil {
+			if err := addShardUsage(ctx, tx, retailerID, usage.Usage{Uploads: 1}); err != nil {
 				return err
 			}
 		}
@@ -638,7 +639,7 @@ func (s *Shard) Hold(ctx context.Context, retailerID string, gen int64, code, me
 			return err
 		}
 		// The snapshot was read whole (its confirmation is not counted again).
-		if err := addShardUsage(ctx, tx, retailerID, costs.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products}); err != nil {
+		if err := addShardUsage(ctx, tx, retailerID, usage.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products}); err != nil {
 			return err
 		}
 		undo, err = reserveUndoIfNeeded(ctx, tx, retailerID, 0)
@@ -691,7 +692,7 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 			// The diff's state change, once per generation (a re-run of an
 			// applying generation counts nothing): its changes, and what it
 			// read unless a hold counted that before the confirmation.
-			u := costs.Usage{RowsInserted: c.Inserted, RowsUpdated: c.Updated, RowsDeleted: c.Deleted}
+			u := usage.Usage{RowsInserted: c.Inserted, RowsUpdated: c.Updated, RowsDeleted: c.Deleted}
 			if !confirmed {
 				u.BytesUploaded, u.RowsReceived = c.Bytes, c.Products
 			}
@@ -784,7 +785,7 @@ func (s *Shard) ApplyChunk(ctx context.Context, m events.ChunkMessage, ops []eve
 		}
 		// Counted with the chunk, so a duplicate delivery counts nothing:
 		// the chunk, its product rows and their outbox rows.
-		if err := addShardUsage(ctx, tx, retailerID, costs.Usage{Chunks: 1, DBRowsWritten: 2 * res.Written}); err != nil {
+		if err := addShardUsage(ctx, tx, retailerID, usage.Usage{Chunks: 1, DBRowsWritten: 2 * res.Written}); err != nil {
 			return err
 		}
 		if applied >= total {

@@ -36,10 +36,11 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/blob"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/topic"
@@ -408,7 +409,7 @@ func (r *Relay) publish(ctx context.Context, entries []catalog.OutboxEntry) (Sta
 				out.Done = append(out.Done, e.ID)
 				st.Published++
 				metering.For(ctx, e.RetailerID) // one SNS publish of the retailer (DESIGN 10)
-				metering.Count(ctx, costs.Usage{SNSPublishes: 1})
+				metering.Count(ctx, usage.Usage{SNSPublishes: 1})
 			}
 		}
 	}

@@ -23,7 +23,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/relay"
-	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/topic"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
@@ -32,7 +31,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 
 // upsert is a chunk op writing attrs (a JSON object) to id, with its hash.
 func upsert(id, attrs string) events.ChunkOp {
-	h := snapshot.HashAttributes([]byte(attrs))
+	h := catalog.HashAttributes([]byte(attrs))
 	return events.ChunkOp{Op: events.OpUpsert, ProductID: id, Hash: hex.EncodeToString(h[:]), Attributes: []byte(attrs)}
 }
 

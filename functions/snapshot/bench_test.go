@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 const benchRows = 20000
@@ -96,7 +98,7 @@ func BenchmarkHashAttributes(b *testing.B) {
 	b.SetBytes(int64(len(attrs)))
 	b.ReportAllocs()
 	for b.Loop() {
-		HashAttributes(attrs)
+		catalog.HashAttributes(attrs)
 	}
 }
 

@@ -40,7 +40,7 @@
 //     the keys;
 //   - a product with no attributes is {}.
 //
-// The hash (Hash) is the first 16 bytes of SHA-256 over those bytes.
+// The hash (catalog.Hash) is the first 16 bytes of SHA-256 over those bytes.
 //
 // A product whose canonical attributes exceed 256 KiB
 // (Limits.MaxAttributesBytes) rejects the snapshot (attributes_too_large),

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
+
 	"github.com/stretchr/testify/require"
 )
 
@@ -108,7 +110,7 @@ func runCase(t *testing.T, tc tcase, data []byte) {
 		require.Equal(t, w.id, rows[i].ProductID, "row %d", i)
 		require.Equal(t, w.attrs, string(rows[i].Attributes), "row %d", i)
 		require.Equal(t, w.line, rows[i].Line, "row %d", i)
-		require.Equal(t, HashAttributes(rows[i].Attributes), rows[i].Hash, "row %d", i)
+		require.Equal(t, catalog.HashAttributes(rows[i].Attributes), rows[i].Hash, "row %d", i)
 	}
 }
 
@@ -261,7 +263,7 @@ func checkRow(t testing.TB, row Row) {
 	if !bytes.Equal(ref, row.Attributes) {
 		t.Fatalf("differs from encoding/json:\n got %q\nwant %q", row.Attributes, ref)
 	}
-	if row.Hash != HashAttributes(row.Attributes) {
+	if row.Hash != catalog.HashAttributes(row.Attributes) {
 		t.Fatalf("hash mismatch")
 	}
 }

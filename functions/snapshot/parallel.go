@@ -4,6 +4,8 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 // The parallel reader (Reader.Workers > 1): one goroutine reads the input
@@ -34,7 +36,7 @@ type record struct {
 type rowOut struct {
 	idOff, idLen     int32 // in batch.out
 	attrOff, attrLen int32
-	hash             Hash
+	hash             catalog.Hash
 	line             int32
 	probs            int32 // problems of the batch before this row
 }
@@ -190,7 +192,7 @@ func (w *rowParser) parseBatch(b *batch, attrs bool) {
 			b.probs = append(b.probs, e)
 			continue
 		}
-		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), attrLen: int32(len(w.out)), hash: HashAttributes(w.out), line: rc.line, probs: int32(len(b.probs))}
+		o := rowOut{idOff: int32(len(b.out)), idLen: int32(len(id)), attrLen: int32(len(w.out)), hash: catalog.HashAttributes(w.out), line: rc.line, probs: int32(len(b.probs))}
 		b.out = append(b.out, id...)
 		if attrs {
 			o.attrOff = int32(len(b.out))

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"slices"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 const (
@@ -262,7 +264,7 @@ type RowView struct {
 	// AttributesLen is the length of the canonical attributes, with
 	// SkipAttributes too (the diff sizes its chunks with it).
 	AttributesLen int
-	Hash          Hash
+	Hash          catalog.Hash
 	Line          int
 }
 
@@ -786,5 +788,5 @@ func (p *rowParser) checkSize(line int) *Error {
 
 // view makes a RowView of a product_id and the canonical attributes in p.out.
 func (p *rowParser) view(id []byte, line int) RowView {
-	return RowView{ID: id, Attributes: p.out, Hash: HashAttributes(p.out), Line: line}
+	return RowView{ID: id, Attributes: p.out, Hash: catalog.HashAttributes(p.out), Line: line}
 }

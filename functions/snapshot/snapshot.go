@@ -3,12 +3,12 @@ package snapshot
 import (
 	"bytes"
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"math"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 // Format names a snapshot file format.
@@ -121,51 +121,8 @@ type Row struct {
 	// product_id ("{}" when none). Each Row owns its slice: it stays valid
 	// after later calls to Next.
 	Attributes []byte
-	Hash       Hash // HashAttributes(Attributes)
-	Line       int  // 1-based physical line in the (decompressed) file where the row starts
-}
-
-// Hash is the content hash of a product's canonical attributes.
-type Hash [16]byte
-
-// HashAttributes returns the first 16 bytes of the SHA-256 of canonical.
-func HashAttributes(canonical []byte) Hash {
-	sum := sha256.Sum256(canonical)
-	var h Hash
-	copy(h[:], sum[:16])
-	return h
-}
-
-// String returns h in lowercase hex (32 characters).
-func (h Hash) String() string {
-	return hex.EncodeToString(h[:])
-}
-
-// MarshalText encodes h as String does, so that h is a hex string in JSON.
-func (h Hash) MarshalText() ([]byte, error) {
-	return []byte(h.String()), nil
-}
-
-// UnmarshalText decodes the form written by MarshalText.
-func (h *Hash) UnmarshalText(text []byte) error {
-	v, err := ParseHash(string(text))
-	if err != nil {
-		return err
-	}
-	*h = v
-	return nil
-}
-
-// ParseHash parses the 32-character hex form written by Hash.String.
-func ParseHash(s string) (Hash, error) {
-	var h Hash
-	if len(s) != 2*len(h) {
-		return h, fmt.Errorf("snapshot: hash %q: want %d hex digits", s, 2*len(h))
-	}
-	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
-		return Hash{}, fmt.Errorf("snapshot: hash %q: %v", s, err)
-	}
-	return h, nil
+	Hash       catalog.Hash // catalog.HashAttributes(Attributes)
+	Line       int          // 1-based physical line in the (decompressed) file where the row starts
 }
 
 // Error codes: the reason a snapshot is rejected whole.

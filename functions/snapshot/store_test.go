@@ -23,6 +23,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
@@ -49,7 +51,7 @@ type pgStore struct {
 	// and read back equal by this process: the same bytes give the same
 	// answer, and a fuzzer (minimizing an input above all) reads the same
 	// rows over and over.
-	checked map[snapshot.Hash]struct{}
+	checked map[catalog.Hash]struct{}
 }
 
 // maxChecked bounds pgStore.checked.
@@ -142,7 +144,7 @@ func (s *pgStore) rows(tb testing.TB, rows []snapshot.Row) {
 		requireStoredEqual(tb, row, printed[i])
 	}
 	if s.checked == nil || len(s.checked) > maxChecked {
-		s.checked = map[snapshot.Hash]struct{}{}
+		s.checked = map[catalog.Hash]struct{}{}
 	}
 	for _, row := range rows {
 		s.checked[row.Hash] = struct{}{}
@@ -173,7 +175,7 @@ func requireStoredEqual(tb testing.TB, row snapshot.Row, printed string) {
 	if !bytes.Equal(canon, row.Attributes) {
 		tb.Fatalf("line %d: the canonical form %.300q, of the database's print %.300q", row.Line, row.Attributes, canon)
 	}
-	if snapshot.HashAttributes(canon) != row.Hash {
+	if catalog.HashAttributes(canon) != row.Hash {
 		tb.Fatalf("line %d: hash differs from the stored value's", row.Line)
 	}
 }
@@ -375,7 +377,7 @@ func TestStoredNumbers(t *testing.T) {
 		back, err := snapshot.Canonicalize([]byte(*printed[i]))
 		require.NoError(t, err)
 		require.Equal(t, string(back), string(canon), "%.80s", n)
-		accepted = append(accepted, snapshot.Row{Attributes: canon, Hash: snapshot.HashAttributes(canon), Line: i + 1})
+		accepted = append(accepted, snapshot.Row{Attributes: canon, Hash: catalog.HashAttributes(canon), Line: i + 1})
 		took++
 	}
 	// And through the apply's way in, binary COPY.

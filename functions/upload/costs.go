@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/httpapi"
@@ -19,7 +21,7 @@ import (
 // pgstore.Stores implements it.
 type UsageSource interface {
 	// Usage returns one record per retailer-day of [from, to].
-	Usage(ctx context.Context, from, to time.Time) ([]costs.DayUsage, error)
+	Usage(ctx context.Context, from, to time.Time) ([]usage.DayUsage, error)
 }
 
 // ReportStore keeps a report too large for an API answer (Lambda answers
@@ -100,7 +102,7 @@ func (h *Handler) renderCosts(r *http.Request) (body []byte, contentType, ext st
 		if v == "" {
 			return time.Time{}, catalog.Errorf(catalog.ErrInvalid, "invalid_date", "%s is required, as YYYY-MM-DD (a UTC day)", name)
 		}
-		d, err := costs.ParseDay(v)
+		d, err := usage.ParseDay(v)
 		if err != nil {
 			return time.Time{}, catalog.Errorf(catalog.ErrInvalid, "invalid_date", "%s: %v", name, err)
 		}

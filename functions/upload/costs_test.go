@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/costs"
@@ -32,12 +34,12 @@ func (s *reportStore) PresignGet(ctx context.Context, key string, ttl time.Durat
 
 func costsFixture(t *testing.T, reports upload.ReportStore, records int) (*upload.Handler, string) {
 	store := pgstoretest.New(t)
-	today := time.Now().UTC().Format(costs.DateLayout)
-	var usage []costs.DayUsage
+	today := time.Now().UTC().Format(usage.DateLayout)
+	var days []usage.DayUsage
 	for i := range records {
-		usage = append(usage, costs.DayUsage{Date: today, RetailerID: fmt.Sprintf("r%06d", i), Usage: costs.Usage{Reads: int64(i + 1)}})
+		days = append(days, usage.DayUsage{Date: today, RetailerID: fmt.Sprintf("r%06d", i), Usage: usage.Usage{Reads: int64(i + 1)}})
 	}
-	require.NoError(t, store.AddUsage(context.Background(), usage))
+	require.NoError(t, store.AddUsage(context.Background(), days))
 	h := upload.New(upload.Config{AdminToken: admin, Costs: &upload.CostsConfig{
 		Usage: store, Pricer: costs.DefaultPricer(), Deployment: costs.DefaultDeployment(), ReadsNote: "reads note", Reports: reports,
 		MaxInlineBytes: 64 << 10,

@@ -242,7 +242,7 @@ func loadCatalog(ctx context.Context, stores *pgstore.Stores, blobs *inmem.Blobs
 	}
 	defer rd.Close()
 	var index []catalog.IndexEntry
-	src := &snapshotRows{rd: rd, retailer: retailer, onRow: func(id string, h snapshot.Hash) {
+	src := &snapshotRows{rd: rd, retailer: retailer, onRow: func(id string, h catalog.Hash) {
 		index = append(index, catalog.IndexEntry{ProductID: id, Hash: h})
 	}}
 	if _, err := pool.CopyFrom(ctx, pgx.Identifier{"products"},
@@ -272,7 +272,7 @@ type snapshotRows struct {
 	retailer string
 	row      snapshot.RowView
 	err      error
-	onRow    func(id string, h snapshot.Hash)
+	onRow    func(id string, h catalog.Hash)
 }
 
 func (s *snapshotRows) Next() bool {

@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/usage"
 )
 
 func init() {
@@ -30,7 +30,7 @@ how exact the metered counters are.
 		Flags: func(fs *flag.FlagSet) Runner {
 			now := time.Now().UTC()
 			from := fs.String("from", now.Format("2006-01")+"-01", "first UTC day, `YYYY-MM-DD`")
-			to := fs.String("to", now.Format(costs.DateLayout), "last UTC day, `YYYY-MM-DD`")
+			to := fs.String("to", now.Format(usage.DateLayout), "last UTC day, `YYYY-MM-DD`")
 			format := fs.String("format", "csv", "csv, html or json")
 			out := fs.String("out", "", "write to `FILE` instead of stdout")
 			return func(ctx context.Context, c *Call, args []string) error {
@@ -38,7 +38,7 @@ how exact the metered counters are.
 					return c.Usagef("no arguments expected, got %q", args)
 				}
 				for _, d := range []string{*from, *to} {
-					if _, err := costs.ParseDay(d); err != nil {
+					if _, err := usage.ParseDay(d); err != nil {
 						return c.Usagef("%v", err)
 					}
 				}

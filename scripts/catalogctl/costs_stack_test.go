@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/costs"
@@ -26,7 +28,7 @@ func TestCostsAgainstTheStack(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.NoError(t, st.FlushUsage(context.Background()))
 
-	today := time.Now().UTC().Format(costs.DateLayout)
+	today := time.Now().UTC().Format(usage.DateLayout)
 	r = runTool(t, admin, "costs", "--from", today, "--to", today)
 	require.Equal(t, 0, r.code, r.stderr)
 	recs, err := csv.NewReader(strings.NewReader(r.stdout)).ReadAll()

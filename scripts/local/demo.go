@@ -13,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	usagecounts "github.com/retailcatalog/catalog/functions/usage"
+
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/events"
@@ -103,7 +105,7 @@ func (d *demoRun) costs(ctx context.Context, st *stack.Stack, dataDir string) er
 	if err := st.FlushUsage(ctx); err != nil {
 		return err
 	}
-	today := time.Now().UTC().Format(costs.DateLayout)
+	today := time.Now().UTC().Format(usagecounts.DateLayout)
 	raw, err := d.api.Costs(ctx, d.admin, today, today, "json")
 	if err != nil {
 		return fmt.Errorf("cost report: %w", err)

@@ -15,7 +15,6 @@ import (
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
-	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
 
@@ -59,7 +58,7 @@ func TestEachTestGetsDatabasesAsNew(t *testing.T) {
 		_, err = s.TakeOver(ctx, "r1", gen)
 		require.NoError(t, err)
 		require.NoError(t, s.StartApplying(ctx, "r1", gen, catalog.Counts{Inserted: 1, Products: 1}, 1))
-		sum := snapshot.HashAttributes([]byte(`{"v":"1"}`))
+		sum := catalog.HashAttributes([]byte(`{"v":"1"}`))
 		ops := []events.ChunkOp{{Op: events.OpUpsert, ProductID: "p", Hash: hex.EncodeToString(sum[:]), Attributes: []byte(`{"v":"1"}`)}}
 		res, err := s.ApplyChunk(ctx, events.ChunkMessage{RetailerID: "r1", Generation: gen, Seq: 0,
 			Key: events.ChunkKey("r1", gen, 0), SHA256: strings.Repeat("0", 64)}, ops)

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/usage"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
@@ -175,7 +177,7 @@ func TestMeteredCountersEqualWhatHappened(t *testing.T) {
 	// stack writes them on its own, the test does not wait for that.
 	require.NoError(t, e.Stack.FlushUsage(ctx))
 	today := time.Now().UTC()
-	body, err := e.API.Costs(ctx, e.Stack.AdminToken, today.AddDate(0, 0, -1).Format(costs.DateLayout), today.AddDate(0, 0, 1).Format(costs.DateLayout), "json")
+	body, err := e.API.Costs(ctx, e.Stack.AdminToken, today.AddDate(0, 0, -1).Format(usage.DateLayout), today.AddDate(0, 0, 1).Format(usage.DateLayout), "json")
 	require.NoError(t, err)
 	var rep costs.Report
 	require.NoError(t, json.Unmarshal(body, &rep))

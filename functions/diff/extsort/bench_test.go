@@ -1,4 +1,4 @@
-package catalog
+package extsort
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 const benchEntries = 200000
@@ -36,7 +36,7 @@ func cpuTime() time.Duration {
 
 func benchSort(b *testing.B, shuffle bool) {
 	ids := benchIDs(shuffle)
-	var h snapshot.Hash
+	var h catalog.Hash
 	b.ReportAllocs()
 	cpu0 := cpuTime()
 	defer func() {
@@ -73,13 +73,13 @@ func BenchmarkMergeWalk(b *testing.B) {
 	ids := benchIDs(false)
 	s := NewSorter(SortOptions{})
 	var base bytes.Buffer
-	iw := NewIndexWriter(&base)
+	iw := catalog.NewIndexWriter(&base)
 	for i, id := range ids {
-		h := snapshot.HashAttributes(id)
+		h := catalog.HashAttributes(id)
 		if i%33 == 0 {
 			h[0]++
 		}
-		s.Add(id, snapshot.HashAttributes(id), int32(i+2))
+		s.Add(id, catalog.HashAttributes(id), int32(i+2))
 		iw.AddRef(id, h)
 	}
 	iw.Close()
@@ -92,7 +92,7 @@ func BenchmarkMergeWalk(b *testing.B) {
 	}()
 	for b.Loop() {
 		var out bytes.Buffer
-		plan, err := MergeRefs(s.Iter(), NewIndexReader(bytes.NewReader(base.Bytes())), nil, NewIndexWriter(&out))
+		plan, err := catalog.MergeRefs(s.Iter(), catalog.NewIndexReader(bytes.NewReader(base.Bytes())), nil, catalog.NewIndexWriter(&out))
 		if err != nil || plan.Updated == 0 {
 			b.Fatal(err, plan.Updated)
 		}
@@ -108,7 +108,7 @@ func BenchmarkIndexFromSorter(b *testing.B) {
 	s := NewSorter(SortOptions{})
 	defer s.Close()
 	for i, id := range ids {
-		s.Add(id, snapshot.HashAttributes(id), int32(i+2))
+		s.Add(id, catalog.HashAttributes(id), int32(i+2))
 	}
 	if err := s.Finish(); err != nil {
 		b.Fatal(err)
@@ -124,7 +124,7 @@ func BenchmarkIndexFromSorter(b *testing.B) {
 					}
 					continue
 				}
-				iw := NewIndexWriter(&out)
+				iw := catalog.NewIndexWriter(&out)
 				it := s.Iter()
 				for {
 					r, err := it.NextRef()

@@ -1,4 +1,4 @@
-package costs
+package usage
 
 import (
 	"fmt"
@@ -125,51 +125,11 @@ func (u *Usage) AddFunction(name string, f FunctionUsage) {
 	u.Functions[name] = cur
 }
 
-// LambdaGBs is the GB-seconds of every function; side selects "" (all),
-// SideIngestion or SideStorefront.
-func (u Usage) LambdaGBs(side Side) float64 {
-	var mbms int64
-	for name, f := range u.Functions {
-		if side == "" || sideOf(name) == side {
-			mbms += f.MBms
-		}
-	}
-	return float64(mbms) / MBmsPerGBs
-}
-
-// LambdaRequests is the invocations of every function of side ("" for all).
-func (u Usage) LambdaRequests(side Side) int64 {
-	var n int64
-	for name, f := range u.Functions {
-		if side == "" || sideOf(name) == side {
-			n += f.Invocations
-		}
-	}
-	return n
-}
-
 // S3Requests is class A + class B.
 func (u Usage) S3Requests() int64 { return u.S3ClassA + u.S3ClassB }
 
 // SQSRequests is standard + FIFO.
 func (u Usage) SQSRequests() int64 { return u.SQSStandard + u.SQSFIFO }
-
-// Side is the part of the system a cost belongs to.
-type Side string
-
-// The sides of the system.
-const (
-	SideIngestion  Side = "ingestion"
-	SideStorefront Side = "storefront"
-	SideShared     Side = "shared"
-)
-
-func sideOf(function string) Side {
-	if StorefrontFunctions[function] {
-		return SideStorefront
-	}
-	return SideIngestion
-}
 
 // DayUsage is one retailer's usage on one UTC day.
 type DayUsage struct {

@@ -1,4 +1,4 @@
-package catalog
+package extsort
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 	"slices"
 	"syscall"
 
-	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/functions/catalog"
 )
 
 // Sorter collects a snapshot's (product_id, hash, line) entries in file
@@ -93,7 +93,7 @@ type Duplicate struct {
 const pendingEntries = 1 << 16
 
 type pendEntry struct {
-	hash snapshot.Hash
+	hash catalog.Hash
 	off  uint32
 	n    uint16
 	line int32
@@ -184,7 +184,7 @@ func newSorter(opts SortOptions, batch, block int) *Sorter {
 }
 
 // Add adds one entry; id is copied. Entries come in file order (increasing line).
-func (s *Sorter) Add(id []byte, hash snapshot.Hash, line int32) {
+func (s *Sorter) Add(id []byte, hash catalog.Hash, line int32) {
 	p := s.pend
 	if n := len(p.ents); n > 0 && p.inOrder {
 		last := p.ents[n-1]
@@ -270,7 +270,7 @@ func (s *Sorter) finishRuns() error {
 		all = s.runs[0].dups
 	default:
 		t := dupTracker{list: &all}
-		if err := s.walk(func(r Ref) error { t.see(r.ID, r.Line); return nil }); err != nil {
+		if err := s.walk(func(r catalog.Ref) error { t.see(r.ID, r.Line); return nil }); err != nil {
 			return fmt.Errorf("look for duplicate product_ids: %w", err)
 		}
 	}
@@ -452,7 +452,7 @@ func (s *Sorter) appendTo(r *run) *runWriter {
 	return w
 }
 
-func (w *runWriter) add(id []byte, hash snapshot.Hash, line int32) {
+func (w *runWriter) add(id []byte, hash catalog.Hash, line int32) {
 	if w.err != nil {
 		return
 	}
@@ -467,7 +467,7 @@ func (w *runWriter) add(id []byte, hash snapshot.Hash, line int32) {
 			w.blk = w.s.newBlock()
 		}
 	}
-	w.blk = appendEntry(w.blk, w.r.last, id, hash)
+	w.blk = catalog.AppendIndexEntry(w.blk, w.r.last, id, hash)
 	w.blk = binary.AppendUvarint(w.blk, uint64(line))
 	w.r.last = append(w.r.last[:0], id...)
 	w.r.lastLn = line
@@ -655,15 +655,15 @@ func (s *Sorter) WriteIndex(w io.Writer) (int64, error) {
 		return 0, fmt.Errorf("%d duplicate product_ids: no index", s.ndups)
 	}
 	if len(s.runs) != 1 {
-		iw := NewIndexWriter(w)
-		if err := s.walk(func(r Ref) error { return iw.AddRef(r.ID, r.Hash) }); err != nil {
+		iw := catalog.NewIndexWriter(w)
+		if err := s.walk(func(r catalog.Ref) error { return iw.AddRef(r.ID, r.Hash) }); err != nil {
 			return iw.Count(), err
 		}
 		return iw.Count(), iw.Close()
 	}
 	rr := &runReader{s: s, r: s.runs[0]}
 	out := make([]byte, 0, runBlock)
-	out = append(out, indexMagic...)
+	out = append(out, catalog.IndexMagic...)
 	var n int64
 	for ; rr.blk < len(rr.r.blocks); rr.blk++ {
 		if err := rr.load(); err != nil {
@@ -672,7 +672,7 @@ func (s *Sorter) WriteIndex(w io.Writer) (int64, error) {
 		for b := rr.data; len(b) > 0; n++ {
 			_, n1 := binary.Uvarint(b)
 			suffix, n2 := binary.Uvarint(b[max(n1, 0):])
-			end := n1 + n2 + int(suffix) + len(snapshot.Hash{})
+			end := n1 + n2 + int(suffix) + len(catalog.Hash{})
 			if n1 <= 0 || n2 <= 0 || end > len(b) {
 				return n, fmt.Errorf("corrupt sorted run")
 			}
@@ -697,7 +697,7 @@ func (s *Sorter) WriteIndex(w io.Writer) (int64, error) {
 }
 
 // walk calls fn for every entry, in order, until it returns an error.
-func (s *Sorter) walk(fn func(Ref) error) error {
+func (s *Sorter) walk(fn func(catalog.Ref) error) error {
 	it := s.Iter()
 	for {
 		r, err := it.NextRef()
@@ -715,14 +715,14 @@ func (s *Sorter) walk(fn func(Ref) error) error {
 
 // Iter returns an iterator over every entry, sorted by product_id (then
 // line). Call it after Finish; it may be called again for another walk.
-func (s *Sorter) Iter() RefIterator {
+func (s *Sorter) Iter() catalog.RefIterator {
 	if s.closed {
 		return errIterator{errors.New("sorter closed")}
 	}
 	if len(s.runs) == 1 {
 		rr := &runReader{s: s, r: s.runs[0]}
 		if s.ndups == 0 {
-			return uniqueIterator{rr}
+			return catalog.StrictlyIncreasing(rr)
 		}
 		return rr
 	}
@@ -734,20 +734,14 @@ func (s *Sorter) Iter() RefIterator {
 		return errIterator{err}
 	}
 	if s.ndups == 0 {
-		return uniqueIterator{m}
+		return catalog.StrictlyIncreasing(m)
 	}
 	return m
 }
 
-// uniqueIterator is the iterator of a sorter without duplicates: its ids
-// strictly increase, which a merge then need not check.
-type uniqueIterator struct{ RefIterator }
-
-func (uniqueIterator) strictlyIncreasing() {}
-
 type errIterator struct{ err error }
 
-func (e errIterator) NextRef() (Ref, error) { return Ref{}, e.err }
+func (e errIterator) NextRef() (catalog.Ref, error) { return catalog.Ref{}, e.err }
 
 // runReader decodes one run. With consume, it hands each in-memory block
 // of the run back to the sorter once read (the run is merged into another).
@@ -760,7 +754,7 @@ type runReader struct {
 	loaded  bool
 	buf     []byte // a disk block's bytes
 	pos     int
-	cur     Ref
+	cur     catalog.Ref
 	id      []byte
 	ok      bool
 }
@@ -834,12 +828,12 @@ func (rr *runReader) advance() error {
 }
 
 // NextRef returns the next entry of the run.
-func (rr *runReader) NextRef() (Ref, error) {
+func (rr *runReader) NextRef() (catalog.Ref, error) {
 	if err := rr.advance(); err != nil {
-		return Ref{}, err
+		return catalog.Ref{}, err
 	}
 	if !rr.ok {
-		return Ref{}, io.EOF
+		return catalog.Ref{}, io.EOF
 	}
 	return rr.cur, nil
 }
@@ -898,14 +892,14 @@ func (m *runMerge) down(i int) {
 }
 
 // NextRef returns the smallest entry left.
-func (m *runMerge) NextRef() (Ref, error) {
+func (m *runMerge) NextRef() (catalog.Ref, error) {
 	if m.err != nil {
-		return Ref{}, m.err
+		return catalog.Ref{}, m.err
 	}
 	if m.last != nil {
 		if err := m.last.advance(); err != nil {
 			m.err = err
-			return Ref{}, err
+			return catalog.Ref{}, err
 		}
 		if !m.last.ok {
 			n := len(m.heap) - 1
@@ -918,7 +912,7 @@ func (m *runMerge) NextRef() (Ref, error) {
 		m.last = nil
 	}
 	if len(m.heap) == 0 {
-		return Ref{}, io.EOF
+		return catalog.Ref{}, io.EOF
 	}
 	m.last = m.heap[0]
 	return m.last.cur, nil
@@ -992,4 +986,17 @@ func (l *dupList) sorted() []Duplicate {
 	out := slices.Clone(l.heap)
 	slices.SortFunc(out, func(a, b Duplicate) int { return a.Second - b.Second })
 	return out
+}
+
+// commonPrefix is the length of the prefix a and b share.
+func commonPrefix(a, b []byte) int {
+	n := min(len(a), len(b))
+	i := 0
+	for i+8 <= n && binary.LittleEndian.Uint64(a[i:]) == binary.LittleEndian.Uint64(b[i:]) {
+		i += 8
+	}
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	return i
 }

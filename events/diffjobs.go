@@ -1,12 +1,17 @@
-package queue
+package events
 
 import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/retailcatalog/catalog/events"
 )
+
+// MessageSender sends one message to an SQS queue: queue.Sender (an
+// sqsqueue.Sender, or the in-memory one) satisfies it. For a FIFO queue
+// groupID orders the messages of one group and dedupID drops a repeat.
+type MessageSender interface {
+	Send(ctx context.Context, queueURL, body, groupID, dedupID string) error
+}
 
 // DiffJobs sends a generation's diff job to diff-jobs.fifo as the arrival
 // function does: the object-created event of the generation's upload key,
@@ -15,7 +20,7 @@ import (
 // sweeper's re-drive and the undo of a generation rejected half way (I10)
 // send it.
 type DiffJobs struct {
-	Sender Sender
+	Sender MessageSender
 	URL    string // diff-jobs.fifo
 	Region string // of the bucket, in the event
 	Bucket string // the catalog bucket, in the event
@@ -29,8 +34,8 @@ func (j DiffJobs) SendDiffJob(ctx context.Context, retailerID string, gen int64)
 	if j.Now != nil {
 		now = j.Now
 	}
-	body := events.ObjectCreatedMessage(j.Region, j.Bucket, events.UploadKey(retailerID, gen), now())
-	if err := j.Sender.Send(ctx, j.URL, body, events.DiffJobGroupID(retailerID), events.DiffJobDedupID(body)); err != nil {
+	body := ObjectCreatedMessage(j.Region, j.Bucket, UploadKey(retailerID, gen), now())
+	if err := j.Sender.Send(ctx, j.URL, body, DiffJobGroupID(retailerID), DiffJobDedupID(body)); err != nil {
 		return fmt.Errorf("send the diff job of %s/%d: %w", retailerID, gen, err)
 	}
 	return nil

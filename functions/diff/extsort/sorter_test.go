@@ -1,4 +1,4 @@
-package catalog
+package extsort
 
 import (
 	"bytes"
@@ -10,15 +10,17 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/retailcatalog/catalog/functions/catalog"
+
 	"github.com/stretchr/testify/require"
 )
 
 // sorterCase is a random input for the sorter: ids with repeats, partly in
 // order, sometimes all sorted.
-func sorterCase(seed uint64) []Ref {
+func sorterCase(seed uint64) []catalog.Ref {
 	rng := rand.New(rand.NewPCG(seed, 3))
 	n := rng.IntN(600)
-	var in []Ref
+	var in []catalog.Ref
 	for i := 0; i < n; i++ {
 		id := fmt.Sprintf("p%04d", rng.IntN(3000))
 		if rng.IntN(4) == 0 { // stretches of sorted input
@@ -27,10 +29,10 @@ func sorterCase(seed uint64) []Ref {
 		if rng.IntN(8) == 0 { // long ids: entries of many sizes
 			id += string(bytes.Repeat([]byte{'x'}, rng.IntN(300)))
 		}
-		in = append(in, Ref{ID: []byte(id), Hash: h(id), Line: int32(i + 2)})
+		in = append(in, catalog.Ref{ID: []byte(id), Hash: h(id), Line: int32(i + 2)})
 	}
 	if seed%3 == 0 {
-		slices.SortStableFunc(in, func(a, b Ref) int { return bytes.Compare(a.ID, b.ID) })
+		slices.SortStableFunc(in, func(a, b catalog.Ref) int { return bytes.Compare(a.ID, b.ID) })
 		for i := range in {
 			in[i].Line = int32(i + 2)
 		}
@@ -40,9 +42,9 @@ func sorterCase(seed uint64) []Ref {
 
 // wantSorted is in sorted by (id, line), with its duplicates: every row
 // whose id came before, with the line of the id's first row, by line.
-func wantSorted(in []Ref) ([]Ref, []Duplicate) {
+func wantSorted(in []catalog.Ref) ([]catalog.Ref, []Duplicate) {
 	want := slices.Clone(in)
-	slices.SortStableFunc(want, func(a, b Ref) int { return bytes.Compare(a.ID, b.ID) })
+	slices.SortStableFunc(want, func(a, b catalog.Ref) int { return bytes.Compare(a.ID, b.ID) })
 	firstLine := map[string]int{}
 	var dups []Duplicate
 	for _, r := range in {
@@ -55,16 +57,16 @@ func wantSorted(in []Ref) ([]Ref, []Duplicate) {
 	return want, dups
 }
 
-func walk(t *testing.T, it RefIterator) []Ref {
+func walk(t *testing.T, it catalog.RefIterator) []catalog.Ref {
 	t.Helper()
-	var got []Ref
+	var got []catalog.Ref
 	for {
 		r, err := it.NextRef()
 		if err == io.EOF {
 			return got
 		}
 		require.NoError(t, err)
-		got = append(got, Ref{ID: bytes.Clone(r.ID), Hash: r.Hash, Line: r.Line})
+		got = append(got, catalog.Ref{ID: bytes.Clone(r.ID), Hash: r.Hash, Line: r.Line})
 	}
 }
 
@@ -126,7 +128,7 @@ func TestSorterProperty(t *testing.T) {
 					require.NoError(t, err)
 					require.Equal(t, int64(len(in)), n)
 					var want bytes.Buffer
-					iw := NewIndexWriter(&want)
+					iw := catalog.NewIndexWriter(&want)
 					for _, r := range walk(t, s.Iter()) {
 						require.NoError(t, iw.AddRef(r.ID, r.Hash))
 					}
@@ -241,7 +243,7 @@ func TestSorterByteOrder(t *testing.T) {
 	for seed := uint64(0); seed < 100; seed++ {
 		rng := rand.New(rand.NewPCG(seed, 5))
 		prefix := bytes.Repeat([]byte{'P'}, rng.IntN(20))
-		var in []Ref
+		var in []catalog.Ref
 		for i := 0; i < 1+rng.IntN(400); i++ {
 			id := bytes.Clone(prefix)
 			for n := rng.IntN(14); n > 0; n-- {
@@ -250,7 +252,7 @@ func TestSorterByteOrder(t *testing.T) {
 			if len(id) == 0 {
 				id = []byte{'a'}
 			}
-			in = append(in, Ref{ID: id, Hash: h(string(id)), Line: int32(i + 2)})
+			in = append(in, catalog.Ref{ID: id, Hash: h(string(id)), Line: int32(i + 2)})
 		}
 		s := newSorter(SortOptions{}, 1+rng.IntN(500), 128)
 		for _, r := range in {
@@ -265,3 +267,5 @@ func TestSorterByteOrder(t *testing.T) {
 		require.NoError(t, s.Close())
 	}
 }
+
+func h(s string) catalog.Hash { return catalog.HashAttributes([]byte(s)) }
