@@ -1,0 +1,221 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// module is the repository's module path.
+const module = "github.com/retailcatalog/catalog"
+
+// handlerPackages are the packages of function handlers (functions/<name>
+// beside functions/<name>/lambda). A main links its own handler and those
+// of handlerCalls, no other.
+var handlerPackages = []string{"analytics", "apply", "arrival", "diff", "ops", "read", "relay", "upload", "webhooks"}
+
+// handlerCalls are the handlers a function runs besides its own: apply and
+// diff drain the outbox after they commit (relay.Handler in process).
+var handlerCalls = map[string][]string{
+	"apply": {"relay"},
+	"diff":  {"relay"},
+}
+
+// linkRules say which functions may link a heavy or foreign dependency; a
+// main whose name is not listed must not link any package under prefix.
+var linkRules = []struct {
+	name    string // what a violation is called
+	prefix  string // import path prefix
+	allowed []string
+}{
+	{"parquet-go", "github.com/parquet-go/", []string{"analytics"}},
+	// the finance code (prices, cost model, HTML/SVG report): only the
+	// upload function serves the cost routes.
+	{"costs", module + "/functions/costs", []string{"upload"}},
+	// webhooksend calls retailers' endpoints; it has no database.
+	{"pgx", "github.com/jackc/", pgxFunctions},
+	// test and local-stack code never ships.
+	{"testing", "testing", nil},
+	{"testify", "github.com/stretchr/testify", nil},
+	{"gofakes3", "github.com/johannesboyne/gofakes3", nil},
+	{"scripts", module + "/scripts/", nil},
+	{"cdk", "github.com/aws/aws-cdk-go/", nil},
+}
+
+// pgxFunctions may link pgx: every function with a database.
+var pgxFunctions = []string{"analytics", "apply", "arrival", "diff", "migrate", "ops", "read", "relay", "upload", "webhooks"}
+
+// knownExceptions are today's violations, by function, that the wiring work
+// (one constructor per function, adapters built with their adapters)
+// removes: every main reaches every handler and adapter through
+// functions/config. Shrink this
+// table as they go; the test fails both on a new violation and on an
+// exception that no longer happens (so the table cannot go stale).
+var knownExceptions = map[string][]string{
+	"analytics":   {"costs", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks"},
+	"apply":       {"costs", "handler:analytics", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go"},
+	"arrival":     {"costs", "handler:analytics", "handler:apply", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go"},
+	"diff":        {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go"},
+	"migrate":     {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go"},
+	"ops":         {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:upload", "handler:webhooks", "parquet-go"},
+	"read":        {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go"},
+	"relay":       {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go"},
+	"upload":      {"handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:webhooks", "parquet-go"},
+	"webhooks":    {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "parquet-go"},
+	"webhooksend": {"costs", "handler:analytics", "handler:apply", "handler:arrival", "handler:diff", "handler:ops", "handler:upload", "handler:webhooks", "parquet-go", "pgx"},
+}
+
+// listed is one package of `go list`: its path, direct imports and every
+// package it depends on.
+type listed struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// goList lists pkgs as buildlambdas builds them (linux/arm64, no cgo,
+// -tags lambda.norpc), by import path.
+func goList(t *testing.T, pkgs ...string) map[string]listed {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"list", "-tags", "lambda.norpc", "-json=ImportPath,Imports,Deps"}, pkgs...)...)
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH=arm64", "CGO_ENABLED=0", "GOFLAGS=")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	got := map[string]listed{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p listed
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		got[p.ImportPath] = p
+	}
+	return got
+}
+
+// violations are what main (of function name) links against the rules.
+func violations(name string, deps []string) []string {
+	found := map[string]bool{}
+	for _, d := range deps {
+		if h, ok := strings.CutPrefix(d, module+"/functions/"); ok && slices.Contains(handlerPackages, h) &&
+			h != name && !slices.Contains(handlerCalls[name], h) {
+			found["handler:"+h] = true
+		}
+		for _, r := range linkRules {
+			if strings.HasPrefix(d, r.prefix) && !slices.Contains(r.allowed, name) {
+				found[r.name] = true
+			}
+		}
+	}
+	var out []string
+	for v := range found {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestLambdaDependencies pins what each Lambda main may link: its own
+// handler (and those it runs, handlerCalls), parquet-go only in analytics,
+// the finance code only in upload, pgx nowhere without a database, and
+// never test or local-stack code; knownExceptions are today's exceptions.
+func TestLambdaDependencies(t *testing.T) {
+	t.Parallel()
+	fns, err := Functions("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkgs []string
+	for _, fn := range fns {
+		pkgs = append(pkgs, fn.Package)
+	}
+	listedPkgs := goList(t, pkgs...)
+	seen := map[string]bool{}
+	for _, fn := range fns {
+		p, ok := listedPkgs[path.Join(module, strings.TrimPrefix(fn.Package, "./"))]
+		if !ok {
+			t.Fatalf("go list did not list %s", fn.Package)
+		}
+		seen[fn.Name] = true
+		got := violations(fn.Name, p.Deps)
+		known := knownExceptions[fn.Name]
+		for _, v := range got {
+			if !slices.Contains(known, v) {
+				t.Errorf("%s links %s, which it must not (see linkRules and handlerCalls)", fn.Name, v)
+			}
+		}
+		for _, v := range known {
+			if !slices.Contains(got, v) {
+				t.Errorf("%s no longer links %s: remove it from knownExceptions", fn.Name, v)
+			}
+		}
+	}
+	for name := range knownExceptions {
+		if !seen[name] {
+			t.Errorf("knownExceptions names %s, which is no Lambda function", name)
+		}
+	}
+}
+
+// TestCoreDependencies pins the core: the domain package (functions/catalog)
+// links only the standard library and imports no os, syscall or network
+// package (no adapter, no parser, no finance code, no spill files); the
+// contract suites link, of this module, only the interface they test; what
+// counts usage links the usage counters, not the finance code (costs).
+func TestCoreDependencies(t *testing.T) {
+	t.Parallel()
+	catalogPkg := module + "/functions/catalog"
+	suites := map[string]string{
+		module + "/functions/blob/blobtest":   module + "/functions/blob",
+		module + "/functions/queue/queuetest": module + "/functions/queue",
+		module + "/functions/topic/topictest": module + "/functions/topic",
+	}
+	var meters []string
+	for _, p := range []string{"metering", "pgstore", "relay", "s3blob", "sqsqueue", "snstopic"} {
+		meters = append(meters, module+"/functions/"+p)
+	}
+	pkgs := append([]string{catalogPkg}, meters...)
+	for s := range suites {
+		pkgs = append(pkgs, s)
+	}
+	got := goList(t, pkgs...)
+
+	cat, ok := got[catalogPkg]
+	if !ok || len(cat.Imports) == 0 {
+		t.Fatalf("go list gave no imports for %s", catalogPkg)
+	}
+	for _, d := range cat.Deps {
+		if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
+			t.Errorf("functions/catalog links %s: the domain core links only the standard library", d)
+		}
+	}
+	for _, imp := range cat.Imports {
+		if imp == "os" || imp == "syscall" || imp == "os/exec" || imp == "database/sql" ||
+			imp == "net" || strings.HasPrefix(imp, "net/") {
+			t.Errorf("functions/catalog imports %s", imp)
+		}
+	}
+	for suite, iface := range suites {
+		for _, d := range got[suite].Deps {
+			if strings.HasPrefix(d, module+"/") && d != iface {
+				t.Errorf("%s links %s: a contract suite links only the interface it tests (%s)", suite, d, iface)
+			}
+		}
+	}
+	for _, m := range meters {
+		if slices.Contains(got[m].Deps, module+"/functions/costs") {
+			t.Errorf("%s links functions/costs: usage counters are package usage", m)
+		}
+	}
+}
