@@ -1,9 +1,10 @@
 // Package config reads, once, at a function's entry point, everything the
-// functions are told by their environment, and builds the adapters and the
-// handlers' settings from it. It is the one composition path: the Lambda
-// entry points fill a Config from the environment (FromEnv), the local stack
-// fills one itself, and both build the same adapters through the same
-// methods. Nothing below the entry points reads the environment.
+// functions are told by their environment, and builds the adapters from it.
+// It imports no handler: each function's settings are made from a Config by
+// the function's own wiring package (functions/<name>/<name>wiring), which
+// its Lambda entry point calls. The local stack fills a Config itself and
+// uses the same wiring. Nothing below the entry points reads the
+// environment.
 package config
 
 import (
@@ -22,12 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
-	"github.com/retailcatalog/catalog/functions/apply"
-	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/lambdainvoke"
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/functions/metrics"
 	"github.com/retailcatalog/catalog/functions/pgstore"
@@ -39,9 +35,15 @@ import (
 	"github.com/retailcatalog/catalog/functions/snapshot"
 	"github.com/retailcatalog/catalog/functions/snstopic"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
-	"github.com/retailcatalog/catalog/functions/upload"
 	"github.com/retailcatalog/catalog/functions/webhook"
-	"github.com/retailcatalog/catalog/functions/webhooks"
+)
+
+// Defaults the configuration holds itself, so that it imports no handler
+// (config_test checks each against the handler's own constant).
+const (
+	DefaultDiffAttempts  = 3                // diff.DefaultMaxAttempts
+	DefaultApplyAttempts = 3                // apply.DefaultMaxAttempts
+	DefaultUploadTTL     = 15 * time.Minute // upload.DefaultUploadTTL
 )
 
 // Config is the functions' configuration.
@@ -72,7 +74,7 @@ type Config struct {
 	MaxUploadBytes     int64         // CATALOG_MAX_UPLOAD_BYTES (default 12 GiB)
 	MaxInflatedBytes   int64         // CATALOG_MAX_INFLATED_BYTES: a snapshot's decompressed bytes, at most (default 50 GiB)
 	MaxProducts        int64         // CATALOG_MAX_PRODUCTS: a snapshot's products, at most (default 50,000,000)
-	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL [upload.DefaultUploadTTL]
+	UploadTTL          time.Duration // CATALOG_UPLOAD_TTL [DefaultUploadTTL]
 	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
 	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
 	ReservationsPerHour int
@@ -185,10 +187,10 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	c.SortMemoryBytes = int64(sortMB) << 20
-	if c.DiffAttempts, err = intVar(getenv, "CATALOG_DIFF_ATTEMPTS", diff.DefaultMaxAttempts); err != nil {
+	if c.DiffAttempts, err = intVar(getenv, "CATALOG_DIFF_ATTEMPTS", DefaultDiffAttempts); err != nil {
 		return c, err
 	}
-	if c.ApplyAttempts, err = intVar(getenv, "CATALOG_APPLY_ATTEMPTS", apply.DefaultMaxAttempts); err != nil {
+	if c.ApplyAttempts, err = intVar(getenv, "CATALOG_APPLY_ATTEMPTS", DefaultApplyAttempts); err != nil {
 		return c, err
 	}
 	c.BackoffBase = 30 * time.Second
@@ -203,7 +205,7 @@ func FromEnv(getenv func(string) string) (Config, error) {
 			return c, fmt.Errorf("CATALOG_WEBHOOK_RETRY_WINDOW %q: want a positive duration", v)
 		}
 	}
-	c.UploadTTL = upload.DefaultUploadTTL
+	c.UploadTTL = DefaultUploadTTL
 	if v := getenv("CATALOG_UPLOAD_TTL"); v != "" {
 		if c.UploadTTL, err = time.ParseDuration(v); err != nil {
 			return c, fmt.Errorf("CATALOG_UPLOAD_TTL %q: %w", v, err)
@@ -500,30 +502,6 @@ func (c *Config) WebhookSecrets(ctx context.Context) (*webhook.SecretBox, error)
 	return webhook.ParseKeys(keys)
 }
 
-// Webhooks is the webhooks consumer's configuration.
-func (c *Config) Webhooks(box *webhook.SecretBox) webhooks.Config {
-	return webhooks.Config{QueueURL: c.WebhooksQueueURL, Retry: c.Retry(), Policy: c.WebhookPolicy(), Secrets: box}
-}
-
-// WebhookPoster is what makes the webhooks consumer's POSTs: the
-// webhook-sender function when CATALOG_WEBHOOK_SENDER names one (AWS),
-// else nil (in process).
-func (c *Config) WebhookPoster(ctx context.Context) (webhooks.Poster, error) {
-	if c.WebhookSender == "" {
-		return nil, nil
-	}
-	cfg, err := c.AWS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return lambdainvoke.NewPoster(lambdainvoke.NewClient(cfg, ""), c.WebhookSender), nil
-}
-
-// Analytics is the analytics consumer's configuration.
-func (c *Config) Analytics() analytics.Config {
-	return analytics.Config{QueueURL: c.AnalyticsQueueURL, Retry: c.Retry()}
-}
-
 // Publisher builds the SNS publisher of the change-events topic, on
 // SNSEndpoint when set.
 func (c *Config) Publisher(ctx context.Context) (*snstopic.Publisher, error) {
@@ -546,33 +524,8 @@ func (c *Config) SNSClient(ctx context.Context) (*sns.Client, error) {
 	return snstopic.NewClient(cfg, c.SNSEndpoint), nil
 }
 
-// Diff is the diff handler's configuration.
-func (c *Config) Diff() diff.Config {
-	return diff.Config{ChunkRows: c.ChunkRows, ChunkBytes: c.ChunkBytes, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
-		SmallQueueURL: c.ApplySmallQueueURL, LargeQueueURL: c.ApplyLargeQueueURL, MaxUploadBytes: c.MaxUploadBytes,
-		MaxInflatedBytes: c.MaxInflatedBytes, MaxProducts: c.MaxProducts,
-		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL, MaxAttempts: c.DiffAttempts}
-}
-
-// RefusedRetry is when the apply tries again a chunk the database refused
-// (CATALOG_BACKOFF_BASE, doubling), on either apply queue.
-func (c *Config) RefusedRetry(v retry.Visibility) *apply.RefusedRetry {
-	return &apply.RefusedRetry{Schedule: c.Retry(), Queue: v, QueueURLs: []string{c.ApplySmallQueueURL, c.ApplyLargeQueueURL}}
-}
-
 // DiffJobs sends diff jobs to diff-jobs.fifo through sender: a
 // confirmation's, a re-drive's, an undo's (I10).
 func (c *Config) DiffJobs(sender queue.Sender) events.DiffJobs {
 	return events.DiffJobs{Sender: sender, URL: c.DiffQueueURL, Region: c.Region, Bucket: c.Bucket}
-}
-
-// Upload is the upload routes' configuration.
-func (c *Config) Upload() upload.Config {
-	return upload.Config{AdminToken: c.AdminToken, UploadTTL: c.UploadTTL, DiffQueueURL: c.DiffQueueURL, Region: c.Region,
-		ReservationsPerHour: c.ReservationsPerHour}
-}
-
-// Arrival is the arrival handler's configuration.
-func (c *Config) Arrival() arrival.Config {
-	return arrival.Config{DiffQueueURL: c.DiffQueueURL, Grace: c.UploadGrace}
 }

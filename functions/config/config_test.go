@@ -6,9 +6,7 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/secrets"
-	"github.com/retailcatalog/catalog/functions/upload"
 
 	"github.com/stretchr/testify/require"
 )
@@ -135,54 +133,4 @@ func TestLogLevel(t *testing.T) {
 	env["AWS_LAMBDA_LOG_LEVEL"] = "chatty"
 	_, err = level()
 	require.ErrorContains(t, err, "AWS_LAMBDA_LOG_LEVEL")
-}
-
-// The environment's endpoints and sizes reach the clients and the handlers;
-// what it leaves unset takes the pipeline's defaults.
-func TestHandlersAndEndpointsFromEnv(t *testing.T) {
-	t.Parallel()
-	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://s/0",
-		"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9000", "AWS_ENDPOINT_URL_SQS": "http://127.0.0.1:9324",
-		"CATALOG_APPLY_SMALL_QUEUE_URL": "small", "CATALOG_APPLY_LARGE_QUEUE_URL": "large", "CATALOG_DIFF_QUEUE_URL": "diff"}
-	c, err := FromEnv(func(k string) string { return env[k] })
-	require.NoError(t, err)
-	require.Equal(t, "http://127.0.0.1:9000", c.S3Endpoint)
-	require.Equal(t, "http://127.0.0.1:9324", c.SQSEndpoint)
-	d := c.Diff()
-	require.Equal(t, catalog.DefaultInflightCap, d.InflightCap)
-	require.Equal(t, catalog.DefaultLargeThresholdRows, d.LargeThreshold)
-	require.Equal(t, "small", d.SmallQueueURL)
-	require.Equal(t, "large", d.LargeQueueURL)
-	u := c.Upload()
-	require.Equal(t, upload.DefaultUploadTTL, u.UploadTTL)
-	require.Equal(t, "diff", u.DiffQueueURL)
-}
-
-// With CATALOG_QUEUE_URL_BASE, the ops function's queues not given one by
-// one are the base and their names (a dead-letter queue: "-dlq" before
-// ".fifo"); a URL given wins.
-func TestQueueURLBase(t *testing.T) {
-	t.Parallel()
-	base := "https://sqs.us-east-1.amazonaws.com/123456789012/Catalog-"
-	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://s/0",
-		"CATALOG_QUEUE_URL_BASE": base, "CATALOG_WEBHOOKS_DLQ_URL": "given"}
-	c, err := FromEnv(func(k string) string { return env[k] })
-	require.NoError(t, err)
-	q := c.Ops().Queues
-	require.Equal(t, base+"arrivals", q.Arrivals)
-	require.Equal(t, base+"arrivals-dlq", q.ArrivalsDLQ)
-	require.Equal(t, base+"diff-jobs-dlq.fifo", q.DiffJobsDLQ)
-	require.Equal(t, base+"apply-small-dlq.fifo", q.ApplySmallDLQ)
-	require.Equal(t, base+"apply-large-dlq.fifo", q.ApplyLargeDLQ)
-	require.Equal(t, base+"reconcile-jobs", q.Reconcile)
-	require.Equal(t, base+"reconcile-jobs-dlq", q.ReconcileDLQ)
-	require.Equal(t, base+"analytics", q.Analytics)
-	require.Equal(t, base+"analytics-dlq", q.AnalyticsDLQ)
-	require.Equal(t, base+"webhooks", q.Webhooks)
-	require.Equal(t, "given", q.WebhooksDLQ)
-
-	delete(env, "CATALOG_QUEUE_URL_BASE")
-	c, err = FromEnv(func(k string) string { return env[k] })
-	require.NoError(t, err)
-	require.Empty(t, c.Ops().Queues.Arrivals, "no base: only the URLs given")
 }

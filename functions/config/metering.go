@@ -6,16 +6,20 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/metering"
 )
+
+// DefaultObjectRetentionDays is how long the bucket keeps chunk objects
+// (infra/storage.go; the cost figure costs.FigChunkRetentionDays, which
+// config_test checks it against).
+const DefaultObjectRetentionDays = 19
 
 // Meter builds a function's usage meter (DESIGN 10) over store: its memory
 // from AWS_LAMBDA_FUNCTION_MEMORY_SIZE (Lambda sets it; defaultMB
 // elsewhere), how long counts stay in memory from CATALOG_METER_FLUSH (a
 // duration, default flushEvery), and how long the objects it writes are
 // kept from CATALOG_OBJECT_RETENTION_DAYS (default: the bucket's chunk
-// retention, costs.FigChunkRetentionDays).
+// retention, DefaultObjectRetentionDays).
 func Meter(getenv func(string) string, store metering.Store, function string, defaultMB int, flushEvery time.Duration, log *slog.Logger) (*metering.Meter, error) {
 	mem, err := intVar(getenv, "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", defaultMB)
 	if err != nil {
@@ -26,21 +30,10 @@ func Meter(getenv func(string) string, store metering.Store, function string, de
 			return nil, fmt.Errorf("CATALOG_METER_FLUSH %q: want a duration like 5s", v)
 		}
 	}
-	days, err := intVar(getenv, "CATALOG_OBJECT_RETENTION_DAYS", int(costs.DefaultFigures().V(costs.FigChunkRetentionDays)))
+	days, err := intVar(getenv, "CATALOG_OBJECT_RETENTION_DAYS", DefaultObjectRetentionDays)
 	if err != nil {
 		return nil, err
 	}
 	return metering.New(store, metering.Options{Function: function, MemoryMB: mem, FlushEvery: flushEvery,
 		RetentionDays: days, Log: log}), nil
-}
-
-// CostDeployment reads CATALOG_COST_DEPLOYMENT, the sizes of the shared
-// resources the cost report's fixed costs come from ("shards=..."; see
-// costs.ParseDeployment; the stack sets it from its parameters).
-func CostDeployment(getenv func(string) string) (costs.Deployment, error) {
-	d, err := costs.ParseDeployment(getenv("CATALOG_COST_DEPLOYMENT"))
-	if err != nil {
-		return d, fmt.Errorf("CATALOG_COST_DEPLOYMENT: %w", err)
-	}
-	return d, nil
 }

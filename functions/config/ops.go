@@ -5,7 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/ops"
 	"github.com/retailcatalog/catalog/functions/queue"
 )
 
@@ -85,21 +84,4 @@ func operationsFromEnv(getenv func(string) string) (Operations, error) {
 		return o, err
 	}
 	return o, nil
-}
-
-// Ops is the ops function's configuration.
-func (c *Config) Ops() ops.Config {
-	return ops.Config{
-		AdminToken: c.AdminToken, StallAfter: c.StuckAfter, MaxRedrives: c.StuckMaxRedrives,
-		LargeThreshold: c.LargeThresholdRows, InflightCap: c.InflightCap, Region: c.Region,
-		Queues: ops.Queues{
-			Analytics: c.AnalyticsQueueURL, AnalyticsDLQ: c.AnalyticsDLQURL, Webhooks: c.WebhooksQueueURL, WebhooksDLQ: c.WebhooksDLQURL,
-
-			Arrivals: c.ArrivalsQueueURL, ArrivalsDLQ: c.ArrivalsDLQURL,
-			DiffJobs: c.DiffQueueURL, DiffJobsDLQ: c.DiffDLQURL,
-			ApplySmall: c.ApplySmallQueueURL, ApplySmallDLQ: c.ApplySmallDLQURL,
-			ApplyLarge: c.ApplyLargeQueueURL, ApplyLargeDLQ: c.ApplyLargeDLQURL,
-			Reconcile: c.ReconcileQueueURL, ReconcileDLQ: c.ReconcileDLQURL,
-		},
-	}
 }

@@ -10,9 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/analytics/analyticswiring"
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/metering"
 )
 
 func main() {
@@ -27,23 +26,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stores, err := cfg.OpenStores(ctx)
+	h, err := analyticswiring.New(ctx, &cfg, os.Getenv)
 	if err != nil {
 		return err
 	}
-	blobs, err := cfg.Blobs(ctx)
-	if err != nil {
-		return err
-	}
-	vis, err := cfg.Visibility(ctx)
-	if err != nil {
-		return err
-	}
-	h := analytics.New(cfg.Analytics(), stores, blobs, vis, cfg.Logger())
-	meter, err := config.Meter(os.Getenv, stores, "consumers", 512, 0, cfg.Logger())
-	if err != nil {
-		return err
-	}
-	lambda.Start(metering.Lambda(meter, h.HandleSQS))
+	lambda.Start(h)
 	return nil
 }

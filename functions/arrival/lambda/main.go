@@ -10,9 +10,8 @@ import (
 
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/retailcatalog/catalog/functions/arrival"
+	"github.com/retailcatalog/catalog/functions/arrival/arrivalwiring"
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/metering"
 )
 
 func main() {
@@ -27,20 +26,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stores, err := cfg.OpenStores(ctx)
+	h, err := arrivalwiring.New(ctx, &cfg, os.Getenv)
 	if err != nil {
 		return err
 	}
-	sender, err := cfg.Sender(ctx)
-	if err != nil {
-		return err
-	}
-	h := arrival.New(cfg.Arrival(), stores, sender, cfg.Logger())
-	h.Metrics = cfg.Metrics("arrival")
-	meter, err := config.Meter(os.Getenv, stores, "arrival", 256, 0, cfg.Logger())
-	if err != nil {
-		return err
-	}
-	lambda.Start(metering.Lambda(meter, h.HandleSQS))
+	lambda.Start(h)
 	return nil
 }

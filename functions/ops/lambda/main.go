@@ -11,8 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/ops"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/ops/opswiring"
 )
 
 func main() {
@@ -27,27 +26,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	log := cfg.Logger().With("function", "ops")
-	// The storefront's replicas too: why compares what they serve with the writer.
-	stores, err := cfg.OpenReadStores(ctx, log)
+	h, err := opswiring.New(ctx, &cfg)
 	if err != nil {
 		return err
 	}
-	blobs, err := cfg.Blobs(ctx)
-	if err != nil {
-		return err
-	}
-	client, err := cfg.SQSClient(ctx)
-	if err != nil {
-		return err
-	}
-	queues := struct {
-		*sqsqueue.Sender
-		*sqsqueue.Inspector
-	}{sqsqueue.NewSender(client), sqsqueue.NewInspector(client)}
-	h := ops.New(cfg.Ops(), stores, blobs, queues, log)
-	h.Metrics = cfg.Metrics("ops")
-	h.Redriver = sqsqueue.NewRedriver(client)
-	lambda.Start(h.Invoke)
+	lambda.Start(h)
 	return nil
 }

@@ -12,8 +12,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/metering"
-	"github.com/retailcatalog/catalog/functions/relay"
+	"github.com/retailcatalog/catalog/functions/relay/relaywiring"
 )
 
 func main() {
@@ -28,24 +27,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stores, err := cfg.OpenStores(ctx)
+	h, err := relaywiring.New(ctx, &cfg, os.Getenv)
 	if err != nil {
 		return err
 	}
-	blobs, err := cfg.Blobs(ctx)
-	if err != nil {
-		return err
-	}
-	pub, err := cfg.Publisher(ctx)
-	if err != nil {
-		return err
-	}
-	meter, err := config.Meter(os.Getenv, stores, "relay", 512, 0, cfg.Logger())
-	if err != nil {
-		return err
-	}
-	r := relay.New(relay.Config{}, stores, blobs, pub, cfg.Logger())
-	r.Metrics = cfg.Metrics("relay")
-	lambda.Start(metering.Scheduled(meter, r.HandleSweep))
+	lambda.Start(h)
 	return nil
 }

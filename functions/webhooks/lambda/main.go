@@ -11,8 +11,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/metering"
-	"github.com/retailcatalog/catalog/functions/webhooks"
+	"github.com/retailcatalog/catalog/functions/webhooks/webhookswiring"
 )
 
 func main() {
@@ -27,31 +26,10 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	stores, err := cfg.OpenStores(ctx)
+	h, err := webhookswiring.New(ctx, &cfg, os.Getenv)
 	if err != nil {
 		return err
 	}
-	box, err := cfg.WebhookSecrets(ctx)
-	if err != nil {
-		return err
-	}
-	vis, err := cfg.Visibility(ctx)
-	if err != nil {
-		return err
-	}
-	poster, err := cfg.WebhookPoster(ctx)
-	if err != nil {
-		return err
-	}
-	wc := cfg.Webhooks(box)
-	wc.Poster = poster // nil: in process
-	h := webhooks.New(wc, stores, vis, cfg.Logger())
-	h.Metrics = cfg.Metrics("webhooks")
-	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
-	meter, err := config.Meter(os.Getenv, stores, "consumers", 512, 0, cfg.Logger())
-	if err != nil {
-		return err
-	}
-	lambda.Start(metering.Lambda(meter, h.HandleSQS))
+	lambda.Start(h)
 	return nil
 }

@@ -27,6 +27,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/analytics/analyticswiring"
+	"github.com/retailcatalog/catalog/functions/apply/applywiring"
+	"github.com/retailcatalog/catalog/functions/arrival/arrivalwiring"
+	"github.com/retailcatalog/catalog/functions/diff/diffwiring"
+	"github.com/retailcatalog/catalog/functions/ops/opswiring"
+	"github.com/retailcatalog/catalog/functions/upload/uploadwiring"
+	"github.com/retailcatalog/catalog/functions/webhooks/webhookswiring"
+
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
@@ -531,23 +539,23 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	st.Config.SpillDir, st.Config.SortMemoryBytes = spillDir, o.SortMemoryBytes
-	diffConfig := st.Config.Diff()
+	diffConfig := diffwiring.Config(&st.Config)
 	diffConfig.RetryBackoff = time.Second
 	if o.MaxRowBytes > 0 {
 		diffConfig.MaxRowBytes = o.MaxRowBytes
 	}
 	diffConfig.MaxInflatedBytes, diffConfig.MaxProducts = o.MaxInflatedBytes, o.MaxProducts
 	st.Diff = diff.New(diffConfig, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
-	st.Arrival = arrival.New(st.Config.Arrival(), st.Stores, sender, o.Logger.With("function", "arrival"))
+	st.Arrival = arrival.New(arrivalwiring.Config(&st.Config), st.Stores, sender, o.Logger.With("function", "arrival"))
 	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
 	st.Apply.Observe = o.ApplyObserve
 	st.Apply.MaxAttempts = st.Config.ApplyAttempts
-	st.Apply.Refused = st.Config.RefusedRetry(sqsqueue.NewVisibility(st.SQS))
+	st.Apply.Refused = applywiring.RefusedRetry(&st.Config, sqsqueue.NewVisibility(st.SQS))
 	st.Diff.Jobs, st.Apply.Jobs = st.Config.DiffJobs(sender), st.Config.DiffJobs(sender) // an undo's diff job (I10)
 	st.Meters = newMeters(st.Stores, o.Logger)
 	deployment := costs.DefaultDeployment()
 	deployment.Clusters = o.Shards + 1
-	uploadConfig := st.Config.Upload()
+	uploadConfig := uploadwiring.Config(&st.Config)
 	uploadConfig.Costs = &upload.CostsConfig{Usage: st.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment,
 		ReadsNote: metering.ReadsNote(), Reports: st.Blobs}
 	st.Upload = upload.New(uploadConfig, st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
@@ -563,12 +571,12 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	st.Diff.Metrics, st.Apply.Metrics, st.Arrival.Metrics = st.metrics("diff"), st.metrics("apply"), st.metrics("arrival")
 	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
-	st.Analytics = analytics.New(st.Config.Analytics(), st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
+	st.Analytics = analytics.New(analyticswiring.Config(&st.Config), st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
 	opsQueue := struct {
 		*sqsqueue.Sender
 		*sqsqueue.Inspector
 	}{sender, sqsqueue.NewInspector(st.SQS)}
-	st.Ops = ops.New(st.Config.Ops(), st.Stores, st.Blobs, opsQueue, o.Logger.With("function", "ops"))
+	st.Ops = ops.New(opswiring.Config(&st.Config), st.Stores, st.Blobs, opsQueue, o.Logger.With("function", "ops"))
 	st.Ops.Metrics = st.metrics("ops")
 	st.Ops.Redriver = sqsqueue.NewRedriver(st.SQS)
 	box, err := st.Config.WebhookSecrets(ctx)
@@ -576,7 +584,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil, err
 	}
 	st.Upload.EnableWebhooks(upload.Webhooks{Store: st.Stores, Policy: st.Config.WebhookPolicy(), Secrets: box})
-	webhooksConfig := st.Config.Webhooks(box)
+	webhooksConfig := webhookswiring.Config(&st.Config, box)
 	webhooksConfig.Timeout = o.WebhookTimeout
 	st.Webhooks = webhooks.New(webhooksConfig, st.Stores, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "webhooks"))
 	st.Webhooks.Metrics = st.metrics("webhooks")

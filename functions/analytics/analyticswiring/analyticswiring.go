@@ -1,0 +1,43 @@
+// Package analyticswiring builds the analytics consumer from its
+// configuration: the one constructor the Lambda entry point calls.
+package analyticswiring
+
+import (
+	"context"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
+)
+
+// Config is the analytics consumer's configuration.
+func Config(c *config.Config) analytics.Config {
+	return analytics.Config{QueueURL: c.AnalyticsQueueURL, Retry: c.Retry()}
+}
+
+// New builds the analytics Lambda's handler of change events: the stores,
+// the bucket and the SQS visibility it uses, and its usage meter (getenv:
+// the meter's variables).
+func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+	stores, err := c.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := c.Blobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := c.Visibility(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := analytics.New(Config(c), stores, blobs, vis, c.Logger())
+	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
+	meter, err := config.Meter(getenv, stores, "consumers", 512, 0, c.Logger())
+	if err != nil {
+		return nil, err
+	}
+	return metering.Lambda(meter, h.HandleSQS), nil
+}

@@ -1,0 +1,39 @@
+// Package arrivalwiring builds the arrival function from its
+// configuration: the one constructor the Lambda entry point calls.
+package arrivalwiring
+
+import (
+	"context"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/arrival"
+	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
+)
+
+// Config is the arrival handler's configuration.
+func Config(c *config.Config) arrival.Config {
+	return arrival.Config{DiffQueueURL: c.DiffQueueURL, Grace: c.UploadGrace}
+}
+
+// New builds the arrival Lambda's handler of arrivals messages: the stores
+// and the SQS sender it uses, and its usage meter (getenv: the meter's
+// variables).
+func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+	stores, err := c.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sender, err := c.Sender(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := arrival.New(Config(c), stores, sender, c.Logger())
+	h.Metrics = c.Metrics("arrival")
+	meter, err := config.Meter(getenv, stores, "arrival", 256, 0, c.Logger())
+	if err != nil {
+		return nil, err
+	}
+	return metering.Lambda(meter, h.HandleSQS), nil
+}

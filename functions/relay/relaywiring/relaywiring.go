@@ -1,0 +1,36 @@
+// Package relaywiring builds the relay's scheduled sweep from its
+// configuration: the one constructor the Lambda entry point calls.
+package relaywiring
+
+import (
+	"context"
+
+	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/metering"
+	"github.com/retailcatalog/catalog/functions/relay"
+)
+
+// New builds the relay Lambda's scheduled sweep of the outbox: the stores,
+// the bucket and the change-events publisher it uses, and its usage meter
+// (getenv: the meter's variables).
+func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context) error, error) {
+	stores, err := c.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := c.Blobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pub, err := c.Publisher(ctx)
+	if err != nil {
+		return nil, err
+	}
+	meter, err := config.Meter(getenv, stores, "relay", 512, 0, c.Logger())
+	if err != nil {
+		return nil, err
+	}
+	r := relay.New(relay.Config{}, stores, blobs, pub, c.Logger())
+	r.Metrics = c.Metrics("relay")
+	return metering.Scheduled(meter, r.HandleSweep), nil
+}

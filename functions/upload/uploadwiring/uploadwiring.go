@@ -1,0 +1,72 @@
+// Package uploadwiring builds the upload function (the admin and retailer
+// routes, the cost reports among them) from its configuration: the one
+// constructor the Lambda entry point calls.
+package uploadwiring
+
+import (
+	"context"
+	"fmt"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/httpapi"
+	"github.com/retailcatalog/catalog/functions/metering"
+	"github.com/retailcatalog/catalog/functions/upload"
+)
+
+// Config is the upload routes' configuration.
+func Config(c *config.Config) upload.Config {
+	return upload.Config{AdminToken: c.AdminToken, UploadTTL: c.UploadTTL, DiffQueueURL: c.DiffQueueURL, Region: c.Region,
+		ReservationsPerHour: c.ReservationsPerHour}
+}
+
+// CostDeployment reads CATALOG_COST_DEPLOYMENT, the sizes of the shared
+// resources the cost report's fixed costs come from ("shards=..."; see
+// costs.ParseDeployment; the stack sets it from its parameters).
+func CostDeployment(getenv func(string) string) (costs.Deployment, error) {
+	d, err := costs.ParseDeployment(getenv("CATALOG_COST_DEPLOYMENT"))
+	if err != nil {
+		return d, fmt.Errorf("CATALOG_COST_DEPLOYMENT: %w", err)
+	}
+	return d, nil
+}
+
+// New builds the upload Lambda's handler of API Gateway requests: the
+// stores, the bucket, the SQS sender and the webhook secrets' box it uses,
+// the cost reports, and its usage meter (getenv: the meter's and the cost
+// deployment's variables).
+func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
+	log := c.Logger()
+	stores, err := c.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := c.Blobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sender, err := c.Sender(ctx)
+	if err != nil {
+		return nil, err
+	}
+	box, err := c.WebhookSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	deployment, err := CostDeployment(getenv)
+	if err != nil {
+		return nil, err
+	}
+	meter, err := config.Meter(getenv, stores, "upload", 512, 0, log)
+	if err != nil {
+		return nil, err
+	}
+	uc := Config(c)
+	uc.Costs = &upload.CostsConfig{Usage: stores, Pricer: costs.DefaultPricer(), Deployment: deployment, ReadsNote: metering.ReadsNote(), Reports: blobs}
+	h := upload.New(uc, stores, blobs, sender, log)
+	h.Metrics = c.Metrics("upload")
+	h.EnableWebhooks(upload.Webhooks{Store: stores, Policy: c.WebhookPolicy(), Secrets: box})
+	return httpapi.LambdaHandler(metering.HTTP(meter, h)), nil
+}

@@ -1,0 +1,66 @@
+// Package webhookswiring builds the webhooks consumer from its
+// configuration: the one constructor the Lambda entry point calls.
+package webhookswiring
+
+import (
+	"context"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/lambdainvoke"
+	"github.com/retailcatalog/catalog/functions/metering"
+	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/functions/webhooks"
+)
+
+// Config is the webhooks consumer's configuration.
+func Config(c *config.Config, box *webhook.SecretBox) webhooks.Config {
+	return webhooks.Config{QueueURL: c.WebhooksQueueURL, Retry: c.Retry(), Policy: c.WebhookPolicy(), Secrets: box}
+}
+
+// Poster is what makes the webhooks consumer's POSTs: the webhook-sender
+// function when CATALOG_WEBHOOK_SENDER names one (AWS), else nil (in
+// process).
+func Poster(ctx context.Context, c *config.Config) (webhooks.Poster, error) {
+	if c.WebhookSender == "" {
+		return nil, nil
+	}
+	cfg, err := c.AWS(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return lambdainvoke.NewPoster(lambdainvoke.NewClient(cfg, ""), c.WebhookSender), nil
+}
+
+// New builds the webhooks Lambda's handler of change events: the stores,
+// the webhook secrets' box, the SQS visibility and the poster it uses, and
+// its usage meter (getenv: the meter's variables).
+func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+	stores, err := c.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	box, err := c.WebhookSecrets(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := c.Visibility(ctx)
+	if err != nil {
+		return nil, err
+	}
+	poster, err := Poster(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	wc := Config(c, box)
+	wc.Poster = poster // nil: in process
+	h := webhooks.New(wc, stores, vis, c.Logger())
+	h.Metrics = c.Metrics("webhooks")
+	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
+	meter, err := config.Meter(getenv, stores, "consumers", 512, 0, c.Logger())
+	if err != nil {
+		return nil, err
+	}
+	return metering.Lambda(meter, h.HandleSQS), nil
+}
