@@ -1,6 +1,8 @@
 // Package config reads, once, at a function's entry point, everything the
-// functions are told by their environment, and builds the adapters from it.
-// It imports no handler: each function's settings are made from a Config by
+// functions are told by their environment, into plain values: it opens no
+// connection and resolves no secret (package connect builds the adapters
+// from a Config, and resolves secrets as an explicit step). It imports no
+// handler and no adapter: each function's settings are made from a Config by
 // the function's own wiring package (functions/<name>/<name>wiring), which
 // its Lambda entry point calls. The local stack fills a Config itself and
 // uses the same wiring. Nothing below the entry points reads the
@@ -8,7 +10,6 @@
 package config
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -18,23 +19,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awsconfig "github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/service/sns"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/retailcatalog/catalog/events"
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/functions/logging"
 	"github.com/retailcatalog/catalog/functions/metrics"
-	"github.com/retailcatalog/catalog/functions/pgstore"
 	"github.com/retailcatalog/catalog/functions/queue"
-	"github.com/retailcatalog/catalog/functions/rdsauth"
 	"github.com/retailcatalog/catalog/functions/retry"
-	"github.com/retailcatalog/catalog/functions/s3blob"
-	"github.com/retailcatalog/catalog/functions/secrets"
 	"github.com/retailcatalog/catalog/functions/snapshot"
-	"github.com/retailcatalog/catalog/functions/snstopic"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
 	"github.com/retailcatalog/catalog/functions/webhook"
 )
 
@@ -78,7 +70,7 @@ type Config struct {
 	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
 	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
 	ReservationsPerHour int
-	AdminToken          string        // CATALOG_ADMIN_TOKEN, or resolved from CATALOG_ADMIN_TOKEN_SECRET
+	AdminToken          string        // CATALOG_ADMIN_TOKEN (connect.AdminToken resolves CATALOG_ADMIN_TOKEN_SECRET when it is empty)
 	AdminTokenSecret    string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
 	DBMaxConns          int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
 	DBUser              string        // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
@@ -101,9 +93,6 @@ type Config struct {
 	SortMemoryBytes     int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 	DiffAttempts        int           // CATALOG_DIFF_ATTEMPTS: diff runs of a generation before it ends diff_failed (default 3)
 	ApplyAttempts       int           // CATALOG_APPLY_ATTEMPTS: tries of a chunk the database refuses before its generation ends apply_failed (default 3)
-
-	aws      *aws.Config
-	resolver *secrets.Resolver
 }
 
 // FromEnv reads the configuration from getenv (os.Getenv at entry points).
@@ -309,49 +298,10 @@ func (c Config) Metrics(function string) *metrics.Recorder {
 	return metrics.New(stdout, metrics.Options{Namespace: c.MetricsNamespace, Function: function, Level: c.LogLevel})
 }
 
-// OpenStores resolves the database addresses (secret:<arn> through Secrets
-// Manager) and connects.
-func (c *Config) OpenStores(ctx context.Context) (*pgstore.Stores, error) {
-	sec := c.secrets()
-	resolve := func(v string) (string, error) {
-		if strings.HasPrefix(v, "secret:") {
-			return sec.Resolve(ctx, v)
-		}
-		return c.literalDSN(v)
-	}
-	control, err := resolve(c.ControlDB)
-	if err == nil {
-		control, err = sec.WithHost(control, c.ControlHost)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("control database: %w", err)
-	}
-	shards := make([]string, len(c.ShardDBs))
-	for i, s := range c.ShardDBs {
-		shards[i], err = resolve(s)
-		if err == nil && i < len(c.ShardHosts) {
-			shards[i], err = sec.WithHost(shards[i], c.ShardHosts[i])
-		}
-		if err != nil {
-			return nil, fmt.Errorf("shard %d: %w", i, err)
-		}
-	}
-	if c.AdminToken == "" && c.AdminTokenSecret != "" {
-		if c.AdminToken, err = resolve("secret:" + c.AdminTokenSecret); err != nil {
-			return nil, err
-		}
-	}
-	opts := pgstore.PoolOptions{MaxConns: c.DBMaxConns, Password: sec.Password}
-	if c.DBIAMAuth {
-		opts.AuthToken = rdsauth.New(c.Region).Token
-	}
-	return pgstore.Open(ctx, control, shards, opts)
-}
-
-// literalDSN is a DSN given in the environment (not from a secret) with
+// LiteralDSN is a DSN given in the environment (not from a secret) with
 // CATALOG_DB_USER as its user and, with CATALOG_DB_SSLROOTCERT, verify-full
 // TLS against that bundle; unchanged when neither is set (the local stack).
-func (c *Config) literalDSN(dsn string) (string, error) {
+func (c *Config) LiteralDSN(dsn string) (string, error) {
 	if c.DBUser == "" && c.DBRootCert == "" {
 		return dsn, nil
 	}
@@ -371,157 +321,12 @@ func (c *Config) literalDSN(dsn string) (string, error) {
 	return u.String(), nil
 }
 
-// OpenReadStores is OpenStores plus the read replicas of CATALOG_CONTROL_READER
-// and CATALOG_SHARD_READERS, for the storefront.
-func (c *Config) OpenReadStores(ctx context.Context, log *slog.Logger) (*pgstore.Stores, error) {
-	stores, err := c.OpenStores(ctx)
-	if err != nil {
-		return nil, err
-	}
-	sec := c.secrets()
-	resolveAll := func(list []string) ([]string, error) {
-		out := make([]string, len(list))
-		for i, v := range list {
-			switch {
-			case strings.HasPrefix(v, "secret:"):
-				out[i], err = sec.Resolve(ctx, v)
-			case strings.Contains(v, "://"):
-				out[i], err = c.literalDSN(v)
-			default: // "host[:port]": the rest comes from the shard's DSN
-				out[i] = v
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	control, err := resolveAll(c.ControlReaders)
-	if err != nil {
-		stores.Close()
-		return nil, err
-	}
-	shards := make([][]string, len(c.ShardReaders))
-	for i, list := range c.ShardReaders {
-		if shards[i], err = resolveAll(list); err != nil {
-			stores.Close()
-			return nil, err
-		}
-	}
-	if err := stores.AttachReaders(control, shards, pgstore.ReaderOptions{Logger: log}); err != nil {
-		stores.Close()
-		return nil, err
-	}
-	return stores, nil
-}
-
-// secrets returns the configuration's secret resolver, made on first use.
-func (c *Config) secrets() *secrets.Resolver {
-	if c.resolver == nil {
-		c.resolver = secrets.New(c.AWS, c.DBRootCert)
-	}
-	return c.resolver
-}
-
-// AWS is the AWS SDK configuration of every client, loaded once: the
-// SDK's default chain (environment, shared files, the Lambda role), or,
-// with Credentials set, those credentials and nothing else.
-func (c *Config) AWS(ctx context.Context) (aws.Config, error) {
-	if c.aws != nil {
-		return *c.aws, nil
-	}
-	cfg := aws.Config{Region: c.Region, Credentials: c.Credentials}
-	if c.Credentials == nil {
-		var err error
-		if cfg, err = awsconfig.LoadDefaultConfig(ctx, awsconfig.WithRegion(c.Region)); err != nil {
-			return aws.Config{}, fmt.Errorf("load aws config: %w", err)
-		}
-	}
-	c.aws = &cfg
-	return cfg, nil
-}
-
-// Blobs builds the S3 store of the configured bucket, on S3Endpoint when set.
-func (c *Config) Blobs(ctx context.Context) (*s3blob.Store, error) {
-	cfg, err := c.AWS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return s3blob.New(s3blob.NewClient(cfg, c.S3Endpoint), c.Bucket), nil
-}
-
-// SQSClient builds the SQS client, on SQSEndpoint when set.
-func (c *Config) SQSClient(ctx context.Context) (*sqs.Client, error) {
-	cfg, err := c.AWS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return sqsqueue.NewClient(cfg, c.SQSEndpoint), nil
-}
-
-// Sender builds the SQS sender.
-func (c *Config) Sender(ctx context.Context) (*sqsqueue.Sender, error) {
-	client, err := c.SQSClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return sqsqueue.NewSender(client), nil
-}
-
-// Visibility builds what a consumer delays its failed messages with, on
-// SQSEndpoint when set.
-func (c *Config) Visibility(ctx context.Context) (*sqsqueue.Visibility, error) {
-	client, err := c.SQSClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return sqsqueue.NewVisibility(client), nil
-}
-
 // Retry is the consumers' retry schedule (CATALOG_BACKOFF_BASE).
 func (c *Config) Retry() retry.Schedule { return retry.Schedule{Base: c.BackoffBase} }
 
 // WebhookPolicy is which webhook URLs may be saved and called.
 func (c *Config) WebhookPolicy() webhook.Policy {
 	return webhook.Policy{AllowLoopbackHTTP: c.WebhookLoopbackHTTP}
-}
-
-// WebhookSecrets builds the box webhook secrets are sealed in, from
-// CATALOG_WEBHOOK_KEYS (its value, or the secret it names).
-func (c *Config) WebhookSecrets(ctx context.Context) (*webhook.SecretBox, error) {
-	keys := c.WebhookKeys
-	if keys == "" {
-		return nil, fmt.Errorf("CATALOG_WEBHOOK_KEYS is required to seal and open webhook secrets")
-	}
-	if strings.HasPrefix(keys, "secret:") {
-		var err error
-		if keys, err = c.secrets().Resolve(ctx, keys); err != nil {
-			return nil, fmt.Errorf("webhook keys: %w", err)
-		}
-	}
-	return webhook.ParseKeys(keys)
-}
-
-// Publisher builds the SNS publisher of the change-events topic, on
-// SNSEndpoint when set.
-func (c *Config) Publisher(ctx context.Context) (*snstopic.Publisher, error) {
-	if c.ChangeTopicARN == "" {
-		return nil, fmt.Errorf("CATALOG_CHANGE_TOPIC_ARN is required to publish change events")
-	}
-	client, err := c.SNSClient(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return snstopic.New(client, c.ChangeTopicARN), nil
-}
-
-// SNSClient builds the SNS client, on SNSEndpoint when set.
-func (c *Config) SNSClient(ctx context.Context) (*sns.Client, error) {
-	cfg, err := c.AWS(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return snstopic.NewClient(cfg, c.SNSEndpoint), nil
 }
 
 // DiffJobs sends diff jobs to diff-jobs.fifo through sender: a

@@ -67,10 +67,10 @@ func TestDatabaseRoleAndTLS(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "catalog_read", c.DBUser)
 	require.True(t, c.DBIAMAuth)
-	dsn, err := c.literalDSN(c.ShardDBs[0])
+	dsn, err := c.LiteralDSN(c.ShardDBs[0])
 	require.NoError(t, err)
 	require.Equal(t, "postgres://catalog_read@s0.example:5432/catalog?sslmode=verify-full&sslrootcert=%2Fvar%2Ftask%2Fcerts%2Frds-ca-bundle.pem", dsn)
-	_, err = c.literalDSN("host=s0.example dbname=catalog")
+	_, err = c.LiteralDSN("host=s0.example dbname=catalog")
 	require.ErrorContains(t, err, "postgres:// URLs")
 
 	env["CATALOG_DB_IAM_AUTH"] = "maybe"
@@ -81,7 +81,7 @@ func TestDatabaseRoleAndTLS(t *testing.T) {
 		return map[string]string{"CATALOG_CONTROL_DB": "postgres://postgres@127.0.0.1:5433/c?sslmode=disable", "CATALOG_SHARD_DBS": "postgres://postgres@127.0.0.1:5433/s"}[k]
 	})
 	require.NoError(t, err)
-	dsn, err = local.literalDSN(local.ControlDB)
+	dsn, err = local.LiteralDSN(local.ControlDB)
 	require.NoError(t, err)
 	require.Equal(t, "postgres://postgres@127.0.0.1:5433/c?sslmode=disable", dsn, "local DSNs stay as they are")
 	require.False(t, local.DBIAMAuth)
@@ -93,7 +93,7 @@ func TestVerifyFullDSNParsesStrict(t *testing.T) {
 	t.Parallel()
 	bundle := filepath.Join("..", "rdsca", "rds-ca-bundle.pem")
 	c := Config{DBUser: "catalog_apply", DBRootCert: bundle}
-	literal, err := c.literalDSN("postgres://s0.cluster-abc.us-east-1.rds.amazonaws.com:5432/catalog")
+	literal, err := c.LiteralDSN("postgres://s0.cluster-abc.us-east-1.rds.amazonaws.com:5432/catalog")
 	require.NoError(t, err)
 	fromSecret := secrets.DSN(`{"host":"s0.cluster-abc.us-east-1.rds.amazonaws.com","port":5432,"username":"catalog_admin","password":"pw","dbname":"catalog"}`, bundle)
 	for _, dsn := range []string{literal, fromSecret} {

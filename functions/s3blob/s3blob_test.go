@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
+	"github.com/retailcatalog/catalog/functions/connect"
+
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/retailcatalog/catalog/functions/blob/blobtest"
 	"github.com/retailcatalog/catalog/functions/config"
@@ -24,7 +26,7 @@ func TestStoreContract(t *testing.T) {
 	t.Cleanup(func() { srv.Close() })
 	cfg := config.Config{Region: "us-east-1", Bucket: bucket, S3Endpoint: srv.Endpoint(),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
-	store, err := cfg.Blobs(context.Background())
+	store, err := connect.New(&cfg).Blobs(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}

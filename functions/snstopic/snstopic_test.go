@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/connect"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -28,11 +30,12 @@ func TestPublisherContract(t *testing.T) {
 	endpoint := testenv.SQS(t)
 	cfg := config.Config{Region: "us-east-1", SNSEndpoint: endpoint, SQSEndpoint: endpoint,
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
-	snsClient, err := cfg.SNSClient(ctx)
+	adapters := connect.New(&cfg)
+	snsClient, err := adapters.SNSClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sqsClient, err := cfg.SQSClient(ctx)
+	sqsClient, err := adapters.SQSClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/connect"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -26,7 +28,7 @@ func TestSenderContract(t *testing.T) {
 	ctx := context.Background()
 	cfg := config.Config{Region: "us-east-1", SQSEndpoint: testenv.SQS(t),
 		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
-	client, err := cfg.SQSClient(ctx)
+	client, err := connect.New(&cfg).SQSClient(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

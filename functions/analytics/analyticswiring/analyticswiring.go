@@ -9,6 +9,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/analytics"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/metering"
 )
 
@@ -21,15 +22,16 @@ func Config(c *config.Config) analytics.Config {
 // the bucket and the SQS visibility it uses, and its usage meter (getenv:
 // the meter's variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
-	stores, err := c.OpenStores(ctx)
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := c.Blobs(ctx)
+	blobs, err := a.Blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	vis, err := c.Visibility(ctx)
+	vis, err := a.Visibility(ctx)
 	if err != nil {
 		return nil, err
 	}

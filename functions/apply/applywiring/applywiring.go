@@ -10,6 +10,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/apply"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/relay"
 	"github.com/retailcatalog/catalog/functions/retry"
@@ -25,19 +26,20 @@ func RefusedRetry(c *config.Config, v retry.Visibility) *apply.RefusedRetry {
 // bucket, the change-events publisher, the SQS sender and visibility it
 // uses, and its usage meter (getenv: the meter's variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
-	stores, err := c.OpenStores(ctx)
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := c.Blobs(ctx)
+	blobs, err := a.Blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := c.Publisher(ctx)
+	pub, err := a.Publisher(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sender, err := c.Sender(ctx)
+	sender, err := a.Sender(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +47,7 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	h := apply.New(stores, blobs, log)
 	h.MaxAttempts = c.ApplyAttempts
 	h.Jobs = c.DiffJobs(sender) // an undo's diff job (I10)
-	visibility, err := c.Visibility(ctx)
+	visibility, err := a.Visibility(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/arrival"
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/metering"
 )
 
@@ -21,11 +22,12 @@ func Config(c *config.Config) arrival.Config {
 // and the SQS sender it uses, and its usage meter (getenv: the meter's
 // variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
-	stores, err := c.OpenStores(ctx)
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sender, err := c.Sender(ctx)
+	sender, err := a.Sender(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/diff"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/relay"
@@ -26,19 +27,20 @@ func Config(c *config.Config) diff.Config {
 // the bucket, the SQS sender and the change-events publisher it uses, and
 // its usage meter (getenv: the meter's variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
-	stores, err := c.OpenStores(ctx)
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := c.Blobs(ctx)
+	blobs, err := a.Blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sender, err := c.Sender(ctx)
+	sender, err := a.Sender(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := c.Publisher(ctx)
+	pub, err := a.Publisher(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/ops"
 	"github.com/retailcatalog/catalog/functions/sqsqueue"
 )
@@ -32,17 +33,18 @@ func Config(c *config.Config) ops.Config {
 // routes, reconcile-jobs, schedules): the stores with the storefront's
 // replicas, the bucket and the SQS client it uses.
 func New(ctx context.Context, c *config.Config) (func(context.Context, json.RawMessage) (any, error), error) {
+	a := connect.New(c)
 	log := c.Logger().With("function", "ops")
 	// The storefront's replicas too: why compares what they serve with the writer.
-	stores, err := c.OpenReadStores(ctx, log)
+	stores, err := a.OpenReadStores(ctx, log)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := c.Blobs(ctx)
+	blobs, err := a.Blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	client, err := c.SQSClient(ctx)
+	client, err := a.SQSClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +52,11 @@ func New(ctx context.Context, c *config.Config) (func(context.Context, json.RawM
 		*sqsqueue.Sender
 		*sqsqueue.Inspector
 	}{sqsqueue.NewSender(client), sqsqueue.NewInspector(client)}
-	h := ops.New(Config(c), stores, blobs, queues, log)
+	oc := Config(c)
+	if oc.AdminToken, err = a.AdminToken(ctx); err != nil {
+		return nil, err
+	}
+	h := ops.New(oc, stores, blobs, queues, log)
 	h.Metrics = c.Metrics("ops")
 	h.Redriver = sqsqueue.NewRedriver(client)
 	return h.Invoke, nil

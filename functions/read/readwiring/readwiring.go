@@ -8,6 +8,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/read"
@@ -17,10 +18,11 @@ import (
 // with their read replicas, and its usage meter (getenv: the meter's
 // variables). Each invocation flushes the handler's metrics at its end.
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
+	a := connect.New(c)
 	log := c.Logger().With("function", "read")
 	// Reads go to CATALOG_SHARD_READERS (and CATALOG_CONTROL_READER), with
 	// the writers as fallback; pools connect on first use.
-	stores, err := c.OpenReadStores(ctx, log)
+	stores, err := a.OpenReadStores(ctx, log)
 	if err != nil {
 		return nil, err
 	}

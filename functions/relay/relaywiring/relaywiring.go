@@ -6,6 +6,7 @@ import (
 	"context"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/relay"
 )
@@ -14,15 +15,16 @@ import (
 // the bucket and the change-events publisher it uses, and its usage meter
 // (getenv: the meter's variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context) error, error) {
-	stores, err := c.OpenStores(ctx)
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := c.Blobs(ctx)
+	blobs, err := a.Blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	pub, err := c.Publisher(ctx)
+	pub, err := a.Publisher(ctx)
 	if err != nil {
 		return nil, err
 	}

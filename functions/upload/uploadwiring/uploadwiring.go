@@ -10,6 +10,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/costs"
 	"github.com/retailcatalog/catalog/functions/httpapi"
 	"github.com/retailcatalog/catalog/functions/metering"
@@ -38,20 +39,21 @@ func CostDeployment(getenv func(string) string) (costs.Deployment, error) {
 // the cost reports, and its usage meter (getenv: the meter's and the cost
 // deployment's variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
+	a := connect.New(c)
 	log := c.Logger()
-	stores, err := c.OpenStores(ctx)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	blobs, err := c.Blobs(ctx)
+	blobs, err := a.Blobs(ctx)
 	if err != nil {
 		return nil, err
 	}
-	sender, err := c.Sender(ctx)
+	sender, err := a.Sender(ctx)
 	if err != nil {
 		return nil, err
 	}
-	box, err := c.WebhookSecrets(ctx)
+	box, err := a.WebhookSecrets(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +66,9 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 		return nil, err
 	}
 	uc := Config(c)
+	if uc.AdminToken, err = a.AdminToken(ctx); err != nil {
+		return nil, err
+	}
 	uc.Costs = &upload.CostsConfig{Usage: stores, Pricer: costs.DefaultPricer(), Deployment: deployment, ReadsNote: metering.ReadsNote(), Reports: blobs}
 	h := upload.New(uc, stores, blobs, sender, log)
 	h.Metrics = c.Metrics("upload")

@@ -8,6 +8,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 	"github.com/retailcatalog/catalog/functions/lambdainvoke"
 	"github.com/retailcatalog/catalog/functions/metering"
 	"github.com/retailcatalog/catalog/functions/webhook"
@@ -22,34 +23,35 @@ func Config(c *config.Config, box *webhook.SecretBox) webhooks.Config {
 // Poster is what makes the webhooks consumer's POSTs: the webhook-sender
 // function when CATALOG_WEBHOOK_SENDER names one (AWS), else nil (in
 // process).
-func Poster(ctx context.Context, c *config.Config) (webhooks.Poster, error) {
-	if c.WebhookSender == "" {
+func Poster(ctx context.Context, a *connect.Adapters) (webhooks.Poster, error) {
+	if a.Config.WebhookSender == "" {
 		return nil, nil
 	}
-	cfg, err := c.AWS(ctx)
+	cfg, err := a.AWS(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return lambdainvoke.NewPoster(lambdainvoke.NewClient(cfg, ""), c.WebhookSender), nil
+	return lambdainvoke.NewPoster(lambdainvoke.NewClient(cfg, ""), a.Config.WebhookSender), nil
 }
 
 // New builds the webhooks Lambda's handler of change events: the stores,
 // the webhook secrets' box, the SQS visibility and the poster it uses, and
 // its usage meter (getenv: the meter's variables).
 func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
-	stores, err := c.OpenStores(ctx)
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
-	box, err := c.WebhookSecrets(ctx)
+	box, err := a.WebhookSecrets(ctx)
 	if err != nil {
 		return nil, err
 	}
-	vis, err := c.Visibility(ctx)
+	vis, err := a.Visibility(ctx)
 	if err != nil {
 		return nil, err
 	}
-	poster, err := Poster(ctx, c)
+	poster, err := Poster(ctx, a)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-lambda-go/lambda"
 
 	"github.com/retailcatalog/catalog/functions/config"
+	"github.com/retailcatalog/catalog/functions/connect"
 )
 
 // physicalID names the one schema resource of a stack.
@@ -71,14 +72,14 @@ func handle(ctx context.Context, ev cfn.Event, getenv func(string) string, run m
 	}
 }
 
-// migrate opens the databases as the functions do (config.FromEnv, secrets
+// migrate opens the databases as the functions do (config.FromEnv, connect; secrets
 // resolved afresh on every attempt) and applies the migrations.
 func migrate(ctx context.Context, getenv func(string) string) (int, error) {
 	cfg, err := config.FromEnv(getenv)
 	if err != nil {
 		return 0, err
 	}
-	stores, err := cfg.OpenStores(ctx)
+	stores, err := connect.New(&cfg).OpenStores(ctx)
 	if err != nil {
 		return 0, err
 	}

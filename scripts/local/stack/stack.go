@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/connect"
+
 	"github.com/retailcatalog/catalog/functions/analytics/analyticswiring"
 	"github.com/retailcatalog/catalog/functions/apply/applywiring"
 	"github.com/retailcatalog/catalog/functions/arrival/arrivalwiring"
@@ -289,6 +291,7 @@ type Stack struct {
 	// Config is the functions' configuration the stack built its adapters
 	// from, as a Lambda builds them from its environment.
 	Config     config.Config
+	adapters   *connect.Adapters // built from Config, as a Lambda's wiring does
 	APIURL     string
 	AdminToken string
 	Bucket     string
@@ -398,7 +401,8 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		// The key pair the S3 stand-in verifies every signature with.
 		Credentials: credentials.NewStaticCredentialsProvider(s3server.DefaultAccessKeyID, s3server.DefaultSecretAccessKey, ""),
 	}
-	st.Stores, err = st.Config.OpenStores(ctx)
+	st.adapters = connect.New(&st.Config)
+	st.Stores, err = st.adapters.OpenStores(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -428,7 +432,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	}
 	st.SQSEndpoint = sqsEndpoint
 	st.Config.SQSEndpoint = sqsEndpoint
-	st.SQS, err = st.Config.SQSClient(ctx)
+	st.SQS, err = st.adapters.SQSClient(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +463,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	// SNS: the change-events topic (the emulator keeps no state across a
 	// restart; the outbox keeps what is not published yet).
 	st.Config.SNSEndpoint = sqsEndpoint
-	if st.SNS, err = st.Config.SNSClient(ctx); err != nil {
+	if st.SNS, err = st.adapters.SNSClient(ctx); err != nil {
 		return nil, err
 	}
 	if st.TopicARN, err = sqsemulator.EnsureTopic(ctx, st.SNS, o.Prefix+"catalog-changes"); err != nil {
@@ -515,7 +519,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.closers = append(st.closers, s3srv.Close)
 	st.S3Endpoint = s3srv.Endpoint()
 	st.Config.Bucket, st.Config.S3Endpoint = st.Bucket, st.S3Endpoint
-	if st.Blobs, err = st.Config.Blobs(ctx); err != nil {
+	if st.Blobs, err = st.adapters.Blobs(ctx); err != nil {
 		return nil, err
 	}
 	progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
@@ -579,7 +583,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.Ops = ops.New(opswiring.Config(&st.Config), st.Stores, st.Blobs, opsQueue, o.Logger.With("function", "ops"))
 	st.Ops.Metrics = st.metrics("ops")
 	st.Ops.Redriver = sqsqueue.NewRedriver(st.SQS)
-	box, err := st.Config.WebhookSecrets(ctx)
+	box, err := st.adapters.WebhookSecrets(ctx)
 	if err != nil {
 		return nil, err
 	}

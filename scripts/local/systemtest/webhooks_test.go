@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retailcatalog/catalog/functions/connect"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events"
@@ -229,7 +231,7 @@ func TestWebhookSSRFRefusedOnAWSRules(t *testing.T) {
 		requireStatus(t, err, 400)
 		require.Contains(t, err.Error(), "invalid_webhook_url", url)
 	}
-	box, err := e.Stack.Config.WebhookSecrets(ctx)
+	box, err := connect.New(&e.Stack.Config).WebhookSecrets(ctx)
 	require.NoError(t, err)
 	sealed, err := box.Seal("r1", []byte(hookSecret))
 	require.NoError(t, err)
