@@ -89,6 +89,7 @@ type Config struct {
 	LogLevel            slog.Level    // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
 	MetricsNamespace    string        // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
 	Operations                        // the ops function's (ops.go)
+	Metering            Metering      // the usage meters' (metering.go)
 	SpillDir            string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
 	SortMemoryBytes     int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 	DiffAttempts        int           // CATALOG_DIFF_ATTEMPTS: diff runs of a generation before it ends diff_failed (default 3)
@@ -225,6 +226,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		}
 	}
 	if c.Operations, err = operationsFromEnv(getenv); err != nil {
+		return c, err
+	}
+	if c.Metering, err = meteringFromEnv(getenv); err != nil {
 		return c, err
 	}
 	c.deriveQueueURLs(strings.TrimSpace(getenv("CATALOG_QUEUE_URL_BASE")))

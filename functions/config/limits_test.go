@@ -36,3 +36,27 @@ func TestSnapshotLimitsFromEnv(t *testing.T) {
 		require.ErrorContains(t, err, "CATALOG_MAX_PRODUCTS", bad)
 	}
 }
+
+// The meters' variables are read once by FromEnv; unset, each function's
+// own defaults apply; CATALOG_METER_FLUSH=0s is a value, not "unset".
+func TestMeteringFromEnv(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://s/0"}
+	c, err := config.FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, config.Metering{RetentionDays: config.DefaultObjectRetentionDays}, c.Metering)
+
+	env["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"], env["CATALOG_METER_FLUSH"] = "1769", "0s"
+	env["CATALOG_OBJECT_RETENTION_DAYS"], env["CATALOG_COST_DEPLOYMENT"] = "7", "shards=4"
+	c, err = config.FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Equal(t, config.Metering{MemoryMB: 1769, FlushSet: true, RetentionDays: 7, CostDeployment: "shards=4"}, c.Metering)
+
+	for name, bad := range map[string]string{"CATALOG_METER_FLUSH": "-1s", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "lots", "CATALOG_OBJECT_RETENTION_DAYS": "0"} {
+		was := env[name]
+		env[name] = bad
+		_, err = config.FromEnv(func(k string) string { return env[k] })
+		require.ErrorContains(t, err, name)
+		env[name] = was
+	}
+}

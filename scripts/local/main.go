@@ -206,6 +206,9 @@ var awsOnlyVariables = []string{
 	"CATALOG_ARRIVALS_QUEUE_URL", "CATALOG_ARRIVALS_DLQ_URL", "CATALOG_DIFF_DLQ_URL", "CATALOG_APPLY_SMALL_DLQ_URL",
 	"CATALOG_APPLY_LARGE_DLQ_URL", "CATALOG_RECONCILE_QUEUE_URL", "CATALOG_RECONCILE_DLQ_URL", "CATALOG_QUEUE_URL_BASE",
 	"CATALOG_CHANGE_TOPIC_ARN", "CATALOG_WEBHOOK_SENDER",
+	// the meters' and the cost report's: the stack makes its own meters and
+	// sizes its deployment from its shards.
+	"AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "CATALOG_METER_FLUSH", "CATALOG_OBJECT_RETENTION_DAYS", "CATALOG_COST_DEPLOYMENT",
 }
 
 // secretVariables are printed by name only.

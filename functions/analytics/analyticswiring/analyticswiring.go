@@ -19,9 +19,8 @@ func Config(c *config.Config) analytics.Config {
 }
 
 // New builds the analytics Lambda's handler of change events: the stores,
-// the bucket and the SQS visibility it uses, and its usage meter (getenv:
-// the meter's variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+// the bucket and the SQS visibility it uses, and its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
 	a := connect.New(c)
 	stores, err := a.OpenStores(ctx)
 	if err != nil {
@@ -37,9 +36,6 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	}
 	h := analytics.New(Config(c), stores, blobs, vis, c.Logger())
 	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
-	meter, err := config.Meter(getenv, stores, "consumers", 512, 0, c.Logger())
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "consumers", 512, 0, c.Logger())
 	return metering.Lambda(meter, h.HandleSQS), nil
 }

@@ -26,7 +26,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := analyticswiring.New(ctx, &cfg, os.Getenv)
+	h, err := analyticswiring.New(ctx, &cfg)
 	if err != nil {
 		return err
 	}

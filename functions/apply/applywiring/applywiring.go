@@ -24,8 +24,8 @@ func RefusedRetry(c *config.Config, v retry.Visibility) *apply.RefusedRetry {
 
 // New builds the apply Lambda's handler of chunk messages: the stores, the
 // bucket, the change-events publisher, the SQS sender and visibility it
-// uses, and its usage meter (getenv: the meter's variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+// uses, and its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
 	a := connect.New(c)
 	stores, err := a.OpenStores(ctx)
 	if err != nil {
@@ -55,9 +55,6 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of change events
 	h.Metrics = c.Metrics("apply")
 	// apply-small and apply-large run this code: both meter as "apply".
-	meter, err := config.Meter(getenv, stores, "apply", 1024, 0, log)
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "apply", 1024, 0, log)
 	return metering.Lambda(meter, h.HandleSQS), nil
 }

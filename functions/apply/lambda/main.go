@@ -25,7 +25,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := applywiring.New(ctx, &cfg, os.Getenv)
+	h, err := applywiring.New(ctx, &cfg)
 	if err != nil {
 		return err
 	}

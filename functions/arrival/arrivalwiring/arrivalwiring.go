@@ -19,9 +19,8 @@ func Config(c *config.Config) arrival.Config {
 }
 
 // New builds the arrival Lambda's handler of arrivals messages: the stores
-// and the SQS sender it uses, and its usage meter (getenv: the meter's
-// variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+// and the SQS sender it uses, and its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
 	a := connect.New(c)
 	stores, err := a.OpenStores(ctx)
 	if err != nil {
@@ -33,9 +32,6 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	}
 	h := arrival.New(Config(c), stores, sender, c.Logger())
 	h.Metrics = c.Metrics("arrival")
-	meter, err := config.Meter(getenv, stores, "arrival", 256, 0, c.Logger())
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "arrival", 256, 0, c.Logger())
 	return metering.Lambda(meter, h.HandleSQS), nil
 }

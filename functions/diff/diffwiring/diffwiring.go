@@ -25,8 +25,8 @@ func Config(c *config.Config) diff.Config {
 
 // New builds the diff Lambda's handler of diff-jobs messages: the stores,
 // the bucket, the SQS sender and the change-events publisher it uses, and
-// its usage meter (getenv: the meter's variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+// its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
 	a := connect.New(c)
 	stores, err := a.OpenStores(ctx)
 	if err != nil {
@@ -49,9 +49,6 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
 	h.Metrics = c.Metrics("diff")
 	h.Jobs = c.DiffJobs(sender) // an undo's diff job (I10)
-	meter, err := config.Meter(getenv, stores, "diff", 3008, 0, log)
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "diff", 3008, 0, log)
 	return metering.Lambda(meter, h.HandleSQS), nil
 }

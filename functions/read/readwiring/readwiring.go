@@ -15,9 +15,8 @@ import (
 )
 
 // New builds the read Lambda's handler of API Gateway requests: the stores
-// with their read replicas, and its usage meter (getenv: the meter's
-// variables). Each invocation flushes the handler's metrics at its end.
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
+// with their read replicas, and its usage meter. Each invocation flushes the handler's metrics at its end.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
 	a := connect.New(c)
 	log := c.Logger().With("function", "read")
 	// Reads go to CATALOG_SHARD_READERS (and CATALOG_CONTROL_READER), with
@@ -31,10 +30,7 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	h := read.New(stores, log, stores.ReadPing)
 	h.Metrics = c.Metrics("read")
 	// Reads are counted in memory and written every few seconds (DESIGN 10).
-	meter, err := config.Meter(getenv, stores, "read", 1024, metering.StorefrontFlushEvery, log)
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "read", 1024, metering.StorefrontFlushEvery, log)
 	serve := httpapi.LambdaHandler(metering.HTTP(meter, h))
 	return func(ctx context.Context, req lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error) {
 		resp, err := serve(ctx, req)

@@ -27,7 +27,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := relaywiring.New(ctx, &cfg, os.Getenv)
+	h, err := relaywiring.New(ctx, &cfg)
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,8 @@ import (
 )
 
 // New builds the relay Lambda's scheduled sweep of the outbox: the stores,
-// the bucket and the change-events publisher it uses, and its usage meter
-// (getenv: the meter's variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context) error, error) {
+// the bucket and the change-events publisher it uses, and its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context) error, error) {
 	a := connect.New(c)
 	stores, err := a.OpenStores(ctx)
 	if err != nil {
@@ -28,10 +27,7 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	if err != nil {
 		return nil, err
 	}
-	meter, err := config.Meter(getenv, stores, "relay", 512, 0, c.Logger())
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "relay", 512, 0, c.Logger())
 	r := relay.New(relay.Config{}, stores, blobs, pub, c.Logger())
 	r.Metrics = c.Metrics("relay")
 	return metering.Scheduled(meter, r.HandleSweep), nil

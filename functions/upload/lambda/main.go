@@ -24,7 +24,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := uploadwiring.New(ctx, &cfg, os.Getenv)
+	h, err := uploadwiring.New(ctx, &cfg)
 	if err != nil {
 		return err
 	}

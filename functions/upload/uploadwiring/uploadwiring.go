@@ -23,11 +23,12 @@ func Config(c *config.Config) upload.Config {
 		ReservationsPerHour: c.ReservationsPerHour}
 }
 
-// CostDeployment reads CATALOG_COST_DEPLOYMENT, the sizes of the shared
-// resources the cost report's fixed costs come from ("shards=..."; see
-// costs.ParseDeployment; the stack sets it from its parameters).
-func CostDeployment(getenv func(string) string) (costs.Deployment, error) {
-	d, err := costs.ParseDeployment(getenv("CATALOG_COST_DEPLOYMENT"))
+// CostDeployment parses CATALOG_COST_DEPLOYMENT (c.Metering.CostDeployment),
+// the sizes of the shared resources the cost report's fixed costs come from
+// ("shards=..."; see costs.ParseDeployment; the stack sets it from its
+// parameters).
+func CostDeployment(c *config.Config) (costs.Deployment, error) {
+	d, err := costs.ParseDeployment(c.Metering.CostDeployment)
 	if err != nil {
 		return d, fmt.Errorf("CATALOG_COST_DEPLOYMENT: %w", err)
 	}
@@ -36,9 +37,8 @@ func CostDeployment(getenv func(string) string) (costs.Deployment, error) {
 
 // New builds the upload Lambda's handler of API Gateway requests: the
 // stores, the bucket, the SQS sender and the webhook secrets' box it uses,
-// the cost reports, and its usage meter (getenv: the meter's and the cost
-// deployment's variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
+// the cost reports, and its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
 	a := connect.New(c)
 	log := c.Logger()
 	stores, err := a.OpenStores(ctx)
@@ -57,14 +57,11 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	if err != nil {
 		return nil, err
 	}
-	deployment, err := CostDeployment(getenv)
+	deployment, err := CostDeployment(c)
 	if err != nil {
 		return nil, err
 	}
-	meter, err := config.Meter(getenv, stores, "upload", 512, 0, log)
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "upload", 512, 0, log)
 	uc := Config(c)
 	if uc.AdminToken, err = a.AdminToken(ctx); err != nil {
 		return nil, err

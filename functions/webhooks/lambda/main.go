@@ -26,7 +26,7 @@ func run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h, err := webhookswiring.New(ctx, &cfg, os.Getenv)
+	h, err := webhookswiring.New(ctx, &cfg)
 	if err != nil {
 		return err
 	}

@@ -36,8 +36,8 @@ func Poster(ctx context.Context, a *connect.Adapters) (webhooks.Poster, error) {
 
 // New builds the webhooks Lambda's handler of change events: the stores,
 // the webhook secrets' box, the SQS visibility and the poster it uses, and
-// its usage meter (getenv: the meter's variables).
-func New(ctx context.Context, c *config.Config, getenv func(string) string) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+// its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
 	a := connect.New(c)
 	stores, err := a.OpenStores(ctx)
 	if err != nil {
@@ -60,9 +60,6 @@ func New(ctx context.Context, c *config.Config, getenv func(string) string) (fun
 	h := webhooks.New(wc, stores, vis, c.Logger())
 	h.Metrics = c.Metrics("webhooks")
 	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
-	meter, err := config.Meter(getenv, stores, "consumers", 512, 0, c.Logger())
-	if err != nil {
-		return nil, err
-	}
+	meter := config.Meter(c, stores, "consumers", 512, 0, c.Logger())
 	return metering.Lambda(meter, h.HandleSQS), nil
 }
