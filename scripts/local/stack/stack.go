@@ -356,36 +356,70 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data dir: %w", err)
 	}
-	progress := func(format string, args ...any) { fmt.Fprintf(o.Progress, format+"\n", args...) }
+	if err := st.startPostgres(ctx, dataDir); err != nil {
+		return nil, err
+	}
+	if err := st.startSQS(ctx); err != nil {
+		return nil, err
+	}
+	sender := sqsqueue.NewSender(st.SQS)
+	if err := st.startTopic(ctx, dataDir); err != nil {
+		return nil, err
+	}
+	if err := st.startS3(ctx, dataDir, sender); err != nil {
+		return nil, err
+	}
+	if err := st.buildHandlers(ctx, dataDir, sender); err != nil {
+		return nil, err
+	}
+	st.startWork(ctx)
+	if err := st.serveAPI(); err != nil {
+		return nil, err
+	}
+	if err := st.Resume(ctx); err != nil {
+		return nil, err
+	}
+	return st, nil
+}
 
-	// PostgreSQL.
-	pgURL := o.PostgresURL
+// progress reports a step of Start on Options.Progress.
+func (st *Stack) progress(format string, args ...any) {
+	fmt.Fprintf(st.Options.Progress, format+"\n", args...)
+}
+
+// startPostgres starts PostgreSQL (unless Options.PostgresURL names one),
+// creates and migrates the control and shard databases, opens the stores
+// (Config gets their DSNs) and starts the replicas.
+func (st *Stack) startPostgres(ctx context.Context, dataDir string) error {
+	o := st.Options
 	var srv *pgserver.Server
+	pgURL := o.PostgresURL
 	if pgURL != "" && o.Replicas > 0 {
-		return nil, errors.New("stack: Replicas starts replicas of the stack's own server; with PostgresURL pass ReplicaURLs")
+		return errors.New("stack: Replicas starts replicas of the stack's own server; with PostgresURL pass ReplicaURLs")
 	}
 	if pgURL == "" {
-		progress("postgres: checking installation")
+		st.progress("postgres: checking installation")
 		if _, err := pgserver.EnsureInstalled(ctx, o.Progress); err != nil {
-			return nil, err
+			return err
 		}
+		var err error
 		srv, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dataDir, "postgres"), Progress: o.Progress})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		st.closers = append(st.closers, srv.Stop)
 		pgURL = srv.URL("postgres")
-		progress("postgres: listening on 127.0.0.1:%d", srv.Port())
+		st.progress("postgres: listening on 127.0.0.1:%d", srv.Port())
 	}
 	controlDSN, err := pgserver.CreateDatabase(ctx, pgURL, o.Prefix+"catalog_control")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var shardDSNs []string
 	for i := 0; i < o.Shards; i++ {
 		dsn, err := pgserver.CreateDatabase(ctx, pgURL, fmt.Sprintf("%scatalog_shard_%d", o.Prefix, i))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		shardDSNs = append(shardDSNs, dsn)
 	}
@@ -404,37 +438,41 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.adapters = connect.New(&st.Config)
 	st.Stores, err = st.adapters.OpenStores(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.closers = append(st.closers, func() error { st.Stores.Close(); return nil })
 	if err := st.Stores.Migrate(ctx); err != nil {
-		return nil, fmt.Errorf("migrate: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
-	progress("postgres: control + %d shard databases migrated", o.Shards)
-	if err := st.startReplicas(ctx, srv, dataDir); err != nil {
-		return nil, err
-	}
+	st.progress("postgres: control + %d shard databases migrated", o.Shards)
+	return st.startReplicas(ctx, srv, dataDir)
 
-	// SQS.
+}
+
+// startSQS starts the SQS emulator (unless Options.SQSEndpoint names one)
+// and creates the pipeline's queues (Config gets their URLs).
+func (st *Stack) startSQS(ctx context.Context) error {
+	o := st.Options
+	var err error
 	sqsEndpoint := o.SQSEndpoint
 	if sqsEndpoint == "" {
-		progress("sqs: checking the emulator installation")
+		st.progress("sqs: checking the emulator installation")
 		if _, err := sqsemulator.EnsureInstalled(ctx, o.Progress); err != nil {
-			return nil, err
+			return err
 		}
 		emu, err := sqsemulator.Start(ctx, sqsemulator.Options{Progress: o.Progress})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		st.closers = append(st.closers, emu.Stop)
 		sqsEndpoint = emu.Endpoint()
-		progress("sqs: emulator at %s", sqsEndpoint)
+		st.progress("sqs: emulator at %s", sqsEndpoint)
 	}
 	st.SQSEndpoint = sqsEndpoint
 	st.Config.SQSEndpoint = sqsEndpoint
 	st.SQS, err = st.adapters.SQSClient(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, q := range []struct {
 		name string
@@ -451,34 +489,41 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 		q.into.URL, q.into.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, q.into.Name, q.into.visibility, o.MaxReceives)
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
 	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
 	st.Config.Operations = config.Operations{ArrivalsQueueURL: st.ArrivalQueue.URL, ArrivalsDLQURL: st.ArrivalQueue.DLQURL,
 		DiffDLQURL: st.DiffQueue.DLQURL, ApplySmallDLQURL: st.SmallQueue.DLQURL, ApplyLargeDLQURL: st.LargeQueue.DLQURL,
 		ReconcileQueueURL: st.ReconcileQueue.URL, ReconcileDLQURL: st.ReconcileQueue.DLQURL, StuckAfter: o.StallAfter, StuckMaxRedrives: o.MaxRedrives}
-	sender := sqsqueue.NewSender(st.SQS)
+	return nil
+}
 
+// startTopic creates the change-events topic and the consumers' queues
+// subscribed to it, and settles the webhooks' retry and keys (Config gets
+// them).
+func (st *Stack) startTopic(ctx context.Context, dataDir string) error {
+	o := st.Options
+	var err error
 	// SNS: the change-events topic (the emulator keeps no state across a
 	// restart; the outbox keeps what is not published yet).
-	st.Config.SNSEndpoint = sqsEndpoint
+	st.Config.SNSEndpoint = st.SQSEndpoint
 	if st.SNS, err = st.adapters.SNSClient(ctx); err != nil {
-		return nil, err
+		return err
 	}
 	if st.TopicARN, err = sqsemulator.EnsureTopic(ctx, st.SNS, o.Prefix+"catalog-changes"); err != nil {
-		return nil, err
+		return err
 	}
 	st.Config.ChangeTopicARN = st.TopicARN
-	progress("sns: topic %s", st.TopicARN)
+	st.progress("sns: topic %s", st.TopicARN)
 	// The consumers' queues, each subscribed with raw message delivery and
 	// a filter on the event type, as on AWS.
 	st.AnalyticsQueue = Queue{Name: o.Prefix + "analytics"}
 	if st.AnalyticsQueue.URL, st.AnalyticsQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.AnalyticsQueue.Name, o.VisibilityTimeout, o.MaxReceives); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := sqsemulator.Subscribe(ctx, st.SNS, st.TopicARN, st.AnalyticsQueue.Name, AnalyticsFilter); err != nil {
-		return nil, err
+		return err
 	}
 	// The webhooks queue parks a message only after its whole retry
 	// schedule (DESIGN 8): its redrive count is the schedule's receives.
@@ -486,19 +531,28 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.WebhooksQueue = Queue{Name: o.Prefix + "webhooks"}
 	receives := min(st.Config.Retry().Receives(o.WebhookRetryWindow), 1000)
 	if st.WebhooksQueue.URL, st.WebhooksQueue.DLQURL, err = sqsemulator.EnsureQueue(ctx, st.SQS, st.WebhooksQueue.Name, o.VisibilityTimeout, receives); err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := sqsemulator.Subscribe(ctx, st.SNS, st.TopicARN, st.WebhooksQueue.Name, WebhooksFilter); err != nil {
-		return nil, err
+		return err
 	}
 	st.Config.AnalyticsQueueURL, st.Config.WebhooksQueueURL = st.AnalyticsQueue.URL, st.WebhooksQueue.URL
 	st.Config.AnalyticsDLQURL, st.Config.WebhooksDLQURL = st.AnalyticsQueue.DLQURL, st.WebhooksQueue.DLQURL
 	if st.Config.WebhookKeys = o.WebhookKeys; st.Config.WebhookKeys == "" {
 		if st.Config.WebhookKeys, err = webhookKeys(dataDir); err != nil {
-			return nil, err
+			return err
 		}
 	}
 
+	return nil
+}
+
+// startS3 starts the S3 stand-in, its object-created notifications sent to
+// arrivals through sender, and builds the blob store (Config gets the
+// bucket and endpoint).
+func (st *Stack) startS3(ctx context.Context, dataDir string, sender *sqsqueue.Sender) error {
+	o := st.Options
+	var err error
 	// S3, with object-created notifications to arrivals.
 	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
 	s3srv, err := s3server.Start(ctx, s3server.Options{
@@ -514,16 +568,23 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.closers = append(st.closers, s3srv.Close)
 	st.S3Endpoint = s3srv.Endpoint()
 	st.Config.Bucket, st.Config.S3Endpoint = st.Bucket, st.S3Endpoint
 	if st.Blobs, err = st.adapters.Blobs(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
+	st.progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
 
+	return nil
+}
+
+// buildHandlers builds every function's handler from Config, as behind
+// Lambda, with the Options' test seams (wrapped blobs, queues, publisher).
+func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsqueue.Sender) error {
+	o := st.Options
 	// Handlers: the same as behind Lambda.
 	var diffBlobs diff.Blobs = st.Blobs
 	if o.WrapDiffBlobs != nil {
@@ -540,7 +601,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		spillDir = filepath.Join(dataDir, "tmp")
 	}
 	if err := os.MkdirAll(spillDir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	st.Config.SpillDir, st.Config.SortMemoryBytes = spillDir, o.SortMemoryBytes
 	diffConfig := diffwiring.Config(&st.Config)
@@ -585,7 +646,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.Ops.Redriver = sqsqueue.NewRedriver(st.SQS)
 	box, err := st.adapters.WebhookSecrets(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.Upload.EnableWebhooks(upload.Webhooks{Store: st.Stores, Policy: st.Config.WebhookPolicy(), Secrets: box})
 	webhooksConfig := webhookswiring.Config(&st.Config, box)
@@ -593,6 +654,13 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 	st.Webhooks = webhooks.New(webhooksConfig, st.Stores, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "webhooks"))
 	st.Webhooks.Metrics = st.metrics("webhooks")
 
+	return nil
+}
+
+// startWork starts the meters, the queues' pollers (unless
+// Options.NoPollers) and the scheduled tasks, until Close.
+func (st *Stack) startWork(ctx context.Context) {
+	o := st.Options
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st.cancel = cancel
 	for _, m := range st.Meters.all() {
@@ -632,10 +700,14 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		return nil
 	})
 
-	// HTTP API.
+}
+
+// serveAPI serves the HTTP API on Options.Addr (APIURL) until Close.
+func (st *Stack) serveAPI() error {
+	o := st.Options
 	ln, err := net.Listen("tcp", o.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", o.Addr, err)
+		return fmt.Errorf("listen on %s: %w", o.Addr, err)
 	}
 	st.APIURL = "http://" + ln.Addr().String()
 	st.server = newAPIServer(withRequestIDs(st.Handler()), defaultAPILimits, o.Logger)
@@ -647,10 +719,7 @@ func Start(ctx context.Context, o Options) (_ *Stack, err error) {
 		}
 	}()
 
-	if err := st.Resume(ctx); err != nil {
-		return nil, err
-	}
-	return st, nil
+	return nil
 }
 
 // apiLimits bound what one client can hold of the API server: a
