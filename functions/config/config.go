@@ -38,27 +38,52 @@ const (
 	DefaultUploadTTL     = 15 * time.Minute // upload.DefaultUploadTTL
 )
 
-// Config is the functions' configuration.
-type Config struct {
-	Region             string
-	Bucket             string     // CATALOG_BUCKET
-	ControlDB          string     // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
-	ShardDBs           []string   // CATALOG_SHARD_DBS: comma-separated, shard 0 first
-	ControlHost        string     // CATALOG_CONTROL_HOST: "host[:port]" to connect to instead of the control DSN's (an RDS Proxy endpoint)
-	ShardHosts         []string   // CATALOG_SHARD_HOSTS: likewise, one entry per shard like CATALOG_SHARD_DBS ("" keeps the DSN's host)
-	ShardReaders       [][]string // CATALOG_SHARD_READERS: see ParseReaders
-	ControlReaders     []string   // CATALOG_CONTROL_READER: "|"-separated readers of the control database
-	DiffQueueURL       string     // CATALOG_DIFF_QUEUE_URL: diff-jobs.fifo
-	ApplySmallQueueURL string     // CATALOG_APPLY_SMALL_QUEUE_URL
-	ApplyLargeQueueURL string     // CATALOG_APPLY_LARGE_QUEUE_URL
-	S3Endpoint         string     // AWS_ENDPOINT_URL_S3: an S3-compatible server instead of S3 (path-style addressing)
-	SQSEndpoint        string     // AWS_ENDPOINT_URL_SQS: an SQS-compatible server instead of SQS
-	SNSEndpoint        string     // AWS_ENDPOINT_URL_SNS: an SNS-compatible server instead of SNS
+// AWS is where the AWS clients go: the region, an endpoint per service
+// (a stand-in instead of AWS) and, locally, fixed credentials.
+type AWS struct {
+	Region      string // AWS_REGION, else AWS_DEFAULT_REGION (default us-east-1)
+	S3Endpoint  string // AWS_ENDPOINT_URL_S3: an S3-compatible server instead of S3 (path-style addressing)
+	SQSEndpoint string // AWS_ENDPOINT_URL_SQS: an SQS-compatible server instead of SQS
+	SNSEndpoint string // AWS_ENDPOINT_URL_SNS: an SNS-compatible server instead of SNS
 	// Credentials, when set, are the AWS credentials, and neither the
 	// environment nor the shared AWS files are read for the AWS clients (the
 	// local stack: the key pair its S3 stand-in verifies signatures with);
 	// nil takes the SDK's default chain.
-	Credentials        aws.CredentialsProvider
+	Credentials aws.CredentialsProvider
+}
+
+// Databases are the control database and the shards: addresses (a DSN,
+// or secret:<arn>), proxies, read replicas and how to log in.
+type Databases struct {
+	ControlDB      string     // CATALOG_CONTROL_DB: a DSN, or secret:<arn>
+	ShardDBs       []string   // CATALOG_SHARD_DBS: comma-separated, shard 0 first
+	ControlHost    string     // CATALOG_CONTROL_HOST: "host[:port]" to connect to instead of the control DSN's (an RDS Proxy endpoint)
+	ShardHosts     []string   // CATALOG_SHARD_HOSTS: likewise, one entry per shard like CATALOG_SHARD_DBS ("" keeps the DSN's host)
+	ShardReaders   [][]string // CATALOG_SHARD_READERS: see ParseReaders
+	ControlReaders []string   // CATALOG_CONTROL_READER: "|"-separated readers of the control database
+	DBMaxConns     int32      // CATALOG_DB_MAX_CONNS per database per instance (default 4)
+	DBUser         string     // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
+	DBIAMAuth      bool       // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
+	DBRootCert     string     // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
+}
+
+// Messaging is the pipeline's queues, the change-events topic and the
+// consumers' retry schedule.
+type Messaging struct {
+	DiffQueueURL       string        // CATALOG_DIFF_QUEUE_URL: diff-jobs.fifo
+	ApplySmallQueueURL string        // CATALOG_APPLY_SMALL_QUEUE_URL
+	ApplyLargeQueueURL string        // CATALOG_APPLY_LARGE_QUEUE_URL
+	ChangeTopicARN     string        // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
+	AnalyticsQueueURL  string        // CATALOG_ANALYTICS_QUEUE_URL: the analytics consumer's queue
+	WebhooksQueueURL   string        // CATALOG_WEBHOOKS_QUEUE_URL: the webhooks consumer's queue
+	AnalyticsDLQURL    string        // CATALOG_ANALYTICS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
+	WebhooksDLQURL     string        // CATALOG_WEBHOOKS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
+	BackoffBase        time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
+}
+
+// Limits bound what the pipeline takes and how it works through it: chunk
+// sizes, snapshot sizes, upload slots, the diff's sort memory, attempts.
+type Limits struct {
 	ChunkRows          int           // rows per chunk message [catalog.MaxChunkRows]; set by tests, not by the environment
 	ChunkBytes         int           // byte budget of a chunk object [catalog.DefaultChunkBytes]; set by tests, not by the environment
 	LargeThresholdRows int           // CATALOG_LARGE_THRESHOLD_ROWS [catalog.DefaultLargeThresholdRows]
@@ -70,60 +95,74 @@ type Config struct {
 	UploadGrace        time.Duration // CATALOG_UPLOAD_GRACE: how long after its slot's expiry an upload is still taken (default 1h)
 	// CATALOG_RESERVATIONS_PER_HOUR: generations a retailer may reserve per rolling hour (default 30)
 	ReservationsPerHour int
-	AdminToken          string        // CATALOG_ADMIN_TOKEN (connect.AdminToken resolves CATALOG_ADMIN_TOKEN_SECRET when it is empty)
-	AdminTokenSecret    string        // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
-	DBMaxConns          int32         // CATALOG_DB_MAX_CONNS per database per instance (default 4)
-	DBUser              string        // CATALOG_DB_USER: the role every DSN given literally logs in as (AWS: the function's own)
-	DBIAMAuth           bool          // CATALOG_DB_IAM_AUTH: "true" logs in with an IAM authentication token made for each new connection
-	DBRootCert          string        // CATALOG_DB_SSLROOTCERT: CA bundle file; every database DSN then verifies its server (sslmode=verify-full)
-	ChangeTopicARN      string        // CATALOG_CHANGE_TOPIC_ARN: the change-events topic the relay publishes to
-	AnalyticsQueueURL   string        // CATALOG_ANALYTICS_QUEUE_URL: the analytics consumer's queue
-	WebhooksQueueURL    string        // CATALOG_WEBHOOKS_QUEUE_URL: the webhooks consumer's queue
-	AnalyticsDLQURL     string        // CATALOG_ANALYTICS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
-	WebhooksDLQURL      string        // CATALOG_WEBHOOKS_DLQ_URL: its dead-letter queue (ops: dlq list and redrive)
+	SpillDir            string // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
+	SortMemoryBytes     int64  // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
+	DiffAttempts        int    // CATALOG_DIFF_ATTEMPTS: diff runs of a generation before it ends diff_failed (default 3)
+	ApplyAttempts       int    // CATALOG_APPLY_ATTEMPTS: tries of a chunk the database refuses before its generation ends apply_failed (default 3)
+}
+
+// Webhooks is how retailers' webhooks are sealed, called and retried.
+type Webhooks struct {
 	WebhookSender       string        // CATALOG_WEBHOOK_SENDER: the webhook-sender function that makes the POSTs (AWS); empty: in process
-	BackoffBase         time.Duration // CATALOG_BACKOFF_BASE: a consumer's first retry delay, doubling to 15 min (default 30s)
 	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: keys sealing webhook secrets (base64, or passphrases of 40+ characters), comma-separated, the first sealing; or secret:<arn>
 	WebhookRetryWindow  time.Duration // CATALOG_WEBHOOK_RETRY_WINDOW: how long a failing webhook delivery is retried (default 24h)
 	WebhookLoopbackHTTP bool          // CATALOG_WEBHOOK_ALLOW_LOOPBACK: "true" also accepts http://127.0.0.1:<port> webhooks (the local stack only)
-	LogLevel            slog.Level    // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
-	MetricsNamespace    string        // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
-	Operations                        // the ops function's (ops.go)
-	Metering            Metering      // the usage meters' (metering.go)
-	SpillDir            string        // CATALOG_SPILL_DIR: where the diff's sorted runs spill (default: the system's temporary directory)
-	SortMemoryBytes     int64         // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
-	DiffAttempts        int           // CATALOG_DIFF_ATTEMPTS: diff runs of a generation before it ends diff_failed (default 3)
-	ApplyAttempts       int           // CATALOG_APPLY_ATTEMPTS: tries of a chunk the database refuses before its generation ends apply_failed (default 3)
+}
+
+// Admin is the operators' token, given or named as a secret.
+type Admin struct {
+	AdminToken       string // CATALOG_ADMIN_TOKEN (connect.AdminToken resolves CATALOG_ADMIN_TOKEN_SECRET when it is empty)
+	AdminTokenSecret string // CATALOG_ADMIN_TOKEN_SECRET: a secret ARN
+}
+
+// Telemetry is the logs' level and the metrics' namespace.
+type Telemetry struct {
+	LogLevel         slog.Level // AWS_LAMBDA_LOG_LEVEL (Lambda's logging controls), else CATALOG_LOG_LEVEL (default INFO)
+	MetricsNamespace string     // CATALOG_METRICS_NAMESPACE: the CloudWatch namespace of the EMF metrics (default metrics.DefaultNamespace)
+}
+
+// Config is the functions' configuration, in groups (each embedded: its
+// fields read as the Config's own, c.Region, c.ControlDB, ...).
+type Config struct {
+	AWS
+	Databases
+	Messaging
+	Bucket string // CATALOG_BUCKET
+	Limits
+	Webhooks
+	Admin
+	Telemetry
+	Operations          // the ops function's (ops.go)
+	Metering   Metering // the usage meters' (metering.go)
 }
 
 // FromEnv reads the configuration from getenv (os.Getenv at entry points).
 func FromEnv(getenv func(string) string) (Config, error) {
-	c := Config{
-		Region:              firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), "us-east-1"),
-		Bucket:              getenv("CATALOG_BUCKET"),
-		ControlDB:           getenv("CATALOG_CONTROL_DB"),
-		ControlHost:         strings.TrimSpace(getenv("CATALOG_CONTROL_HOST")),
-		DiffQueueURL:        getenv("CATALOG_DIFF_QUEUE_URL"),
-		ApplySmallQueueURL:  getenv("CATALOG_APPLY_SMALL_QUEUE_URL"),
-		ApplyLargeQueueURL:  getenv("CATALOG_APPLY_LARGE_QUEUE_URL"),
-		AdminToken:          getenv("CATALOG_ADMIN_TOKEN"),
-		AdminTokenSecret:    getenv("CATALOG_ADMIN_TOKEN_SECRET"),
-		DBUser:              strings.TrimSpace(getenv("CATALOG_DB_USER")),
-		DBRootCert:          strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT")),
-		SpillDir:            getenv("CATALOG_SPILL_DIR"),
-		ChangeTopicARN:      getenv("CATALOG_CHANGE_TOPIC_ARN"),
-		MetricsNamespace:    firstNonEmpty(strings.TrimSpace(getenv("CATALOG_METRICS_NAMESPACE")), metrics.DefaultNamespace),
-		S3Endpoint:          getenv("AWS_ENDPOINT_URL_S3"),
-		SQSEndpoint:         getenv("AWS_ENDPOINT_URL_SQS"),
-		SNSEndpoint:         getenv("AWS_ENDPOINT_URL_SNS"),
-		AnalyticsQueueURL:   getenv("CATALOG_ANALYTICS_QUEUE_URL"),
-		WebhooksQueueURL:    getenv("CATALOG_WEBHOOKS_QUEUE_URL"),
-		AnalyticsDLQURL:     strings.TrimSpace(getenv("CATALOG_ANALYTICS_DLQ_URL")),
-		WebhooksDLQURL:      strings.TrimSpace(getenv("CATALOG_WEBHOOKS_DLQ_URL")),
-		WebhookSender:       strings.TrimSpace(getenv("CATALOG_WEBHOOK_SENDER")),
-		WebhookKeys:         strings.TrimSpace(getenv("CATALOG_WEBHOOK_KEYS")),
-		WebhookLoopbackHTTP: getenv("CATALOG_WEBHOOK_ALLOW_LOOPBACK") == "true",
-	}
+	var c Config
+	c.Region = firstNonEmpty(getenv("AWS_REGION"), getenv("AWS_DEFAULT_REGION"), "us-east-1")
+	c.Bucket = getenv("CATALOG_BUCKET")
+	c.ControlDB = getenv("CATALOG_CONTROL_DB")
+	c.ControlHost = strings.TrimSpace(getenv("CATALOG_CONTROL_HOST"))
+	c.DiffQueueURL = getenv("CATALOG_DIFF_QUEUE_URL")
+	c.ApplySmallQueueURL = getenv("CATALOG_APPLY_SMALL_QUEUE_URL")
+	c.ApplyLargeQueueURL = getenv("CATALOG_APPLY_LARGE_QUEUE_URL")
+	c.AdminToken = getenv("CATALOG_ADMIN_TOKEN")
+	c.AdminTokenSecret = getenv("CATALOG_ADMIN_TOKEN_SECRET")
+	c.DBUser = strings.TrimSpace(getenv("CATALOG_DB_USER"))
+	c.DBRootCert = strings.TrimSpace(getenv("CATALOG_DB_SSLROOTCERT"))
+	c.SpillDir = getenv("CATALOG_SPILL_DIR")
+	c.ChangeTopicARN = getenv("CATALOG_CHANGE_TOPIC_ARN")
+	c.MetricsNamespace = firstNonEmpty(strings.TrimSpace(getenv("CATALOG_METRICS_NAMESPACE")), metrics.DefaultNamespace)
+	c.S3Endpoint = getenv("AWS_ENDPOINT_URL_S3")
+	c.SQSEndpoint = getenv("AWS_ENDPOINT_URL_SQS")
+	c.SNSEndpoint = getenv("AWS_ENDPOINT_URL_SNS")
+	c.AnalyticsQueueURL = getenv("CATALOG_ANALYTICS_QUEUE_URL")
+	c.WebhooksQueueURL = getenv("CATALOG_WEBHOOKS_QUEUE_URL")
+	c.AnalyticsDLQURL = strings.TrimSpace(getenv("CATALOG_ANALYTICS_DLQ_URL"))
+	c.WebhooksDLQURL = strings.TrimSpace(getenv("CATALOG_WEBHOOKS_DLQ_URL"))
+	c.WebhookSender = strings.TrimSpace(getenv("CATALOG_WEBHOOK_SENDER"))
+	c.WebhookKeys = strings.TrimSpace(getenv("CATALOG_WEBHOOK_KEYS"))
+	c.WebhookLoopbackHTTP = getenv("CATALOG_WEBHOOK_ALLOW_LOOPBACK") == "true"
 	for _, s := range strings.Split(getenv("CATALOG_SHARD_DBS"), ",") {
 		if s = strings.TrimSpace(s); s != "" {
 			c.ShardDBs = append(c.ShardDBs, s)

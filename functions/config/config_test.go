@@ -92,7 +92,7 @@ func TestDatabaseRoleAndTLS(t *testing.T) {
 func TestVerifyFullDSNParsesStrict(t *testing.T) {
 	t.Parallel()
 	bundle := filepath.Join("..", "rdsca", "rds-ca-bundle.pem")
-	c := Config{DBUser: "catalog_apply", DBRootCert: bundle}
+	c := Config{Databases: Databases{DBUser: "catalog_apply", DBRootCert: bundle}}
 	literal, err := c.LiteralDSN("postgres://s0.cluster-abc.us-east-1.rds.amazonaws.com:5432/catalog")
 	require.NoError(t, err)
 	fromSecret := secrets.DSN(`{"host":"s0.cluster-abc.us-east-1.rds.amazonaws.com","port":5432,"username":"catalog_admin","password":"pw","dbname":"catalog"}`, bundle)

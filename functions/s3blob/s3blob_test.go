@@ -24,8 +24,8 @@ func TestStoreContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	cfg := config.Config{Region: "us-east-1", Bucket: bucket, S3Endpoint: srv.Endpoint(),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	cfg := config.Config{Bucket: bucket, AWS: config.AWS{Region: "us-east-1", S3Endpoint: srv.Endpoint(),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}}
 	store, err := connect.New(&cfg).Blobs(context.Background())
 	if err != nil {
 		t.Fatal(err)

@@ -28,8 +28,8 @@ func TestPublisherContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	endpoint := testenv.SQS(t)
-	cfg := config.Config{Region: "us-east-1", SNSEndpoint: endpoint, SQSEndpoint: endpoint,
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	cfg := config.Config{AWS: config.AWS{Region: "us-east-1", SNSEndpoint: endpoint, SQSEndpoint: endpoint,
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}}
 	adapters := connect.New(&cfg)
 	snsClient, err := adapters.SNSClient(ctx)
 	if err != nil {

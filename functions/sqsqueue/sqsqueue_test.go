@@ -26,8 +26,8 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 func TestSenderContract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg := config.Config{Region: "us-east-1", SQSEndpoint: testenv.SQS(t),
-		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}
+	cfg := config.Config{AWS: config.AWS{Region: "us-east-1", SQSEndpoint: testenv.SQS(t),
+		Credentials: credentials.NewStaticCredentialsProvider("local", "local", "")}}
 	client, err := connect.New(&cfg).SQSClient(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -426,14 +426,20 @@ func (st *Stack) startPostgres(ctx context.Context, dataDir string) error {
 	// The functions' configuration, filled as the stand-ins come up; every
 	// adapter is built from it by the same code as in the Lambdas.
 	st.Config = config.Config{
-		Region: Region, ControlDB: controlDSN, ShardDBs: shardDSNs,
-		DBMaxConns: int32(4 + 2*o.ApplyConcurrency + o.DiffConcurrency),
-		ChunkRows:  o.ChunkRows, ChunkBytes: o.ChunkBytes, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
-		MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL, AdminToken: st.AdminToken,
-		UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
-		DiffAttempts: o.DiffAttempts, ApplyAttempts: o.ApplyAttempts,
-		// The key pair the S3 stand-in verifies every signature with.
-		Credentials: credentials.NewStaticCredentialsProvider(s3server.DefaultAccessKeyID, s3server.DefaultSecretAccessKey, ""),
+		AWS: config.AWS{
+			Region: Region,
+			// The key pair the S3 stand-in verifies every signature with.
+			Credentials: credentials.NewStaticCredentialsProvider(s3server.DefaultAccessKeyID, s3server.DefaultSecretAccessKey, ""),
+		},
+		Databases: config.Databases{ControlDB: controlDSN, ShardDBs: shardDSNs,
+			DBMaxConns: int32(4 + 2*o.ApplyConcurrency + o.DiffConcurrency)},
+		Limits: config.Limits{
+			ChunkRows: o.ChunkRows, ChunkBytes: o.ChunkBytes, InflightCap: o.InflightCap, LargeThresholdRows: o.LargeThreshold,
+			MaxUploadBytes: o.MaxUploadBytes, UploadTTL: o.UploadTTL,
+			UploadGrace: o.UploadGrace, ReservationsPerHour: o.ReservationsPerHour,
+			DiffAttempts: o.DiffAttempts, ApplyAttempts: o.ApplyAttempts,
+		},
+		Admin: config.Admin{AdminToken: st.AdminToken},
 	}
 	st.adapters = connect.New(&st.Config)
 	st.Stores, err = st.adapters.OpenStores(ctx)
