@@ -832,7 +832,9 @@ func (st *Stack) every(ctx context.Context, interval time.Duration, name string,
 
 // Resume re-sends the diff job of every unfinished generation. Messages do
 // not survive an emulator restart; the database does, and a diff re-run is
-// idempotent (applied chunks are skipped), so nothing is lost.
+// idempotent (applied chunks are skipped), so nothing is lost. The job
+// names the generation's own upload key, as the sweeper's does: an undo's
+// object is another generation's upload, or none (BeginDiff knows which).
 func (st *Stack) Resume(ctx context.Context) error {
 	for i, sh := range st.Stores.Shards {
 		list, err := sh.Unfinished(ctx)
@@ -840,8 +842,8 @@ func (st *Stack) Resume(ctx context.Context) error {
 			return fmt.Errorf("shard %d: %w", i, err)
 		}
 		for _, u := range list {
-			if err := st.ResendDiffJob(ctx, u.ObjectKey); err != nil {
-				return err
+			if err := st.ResendDiffJob(ctx, events.UploadKey(u.RetailerID, u.Generation)); err != nil {
+				return fmt.Errorf("resume %s/%d: %w", u.RetailerID, u.Generation, err)
 			}
 			st.Options.Logger.Info("resumed unfinished generation", "retailer_id", u.RetailerID, "generation", u.Generation)
 		}
