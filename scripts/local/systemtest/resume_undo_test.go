@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retailcatalog/catalog/events"
 
 	"github.com/retailcatalog/catalog/functions/catalog"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -75,4 +78,35 @@ func TestResumeAfterCrashDuringUndo(t *testing.T) {
 	require.NoError(t, err, "the undo is resumed at the start, not left to the stuck sweeper")
 	require.Equal(t, "applied", s.State)
 	e.RequireCatalog("r1", g1)
+}
+
+// A restart loses nothing downstream either: the emulator's queues start
+// empty, so an event SNS had delivered to a consumer's queue (here a
+// webhook waiting for its retry) is gone with them, though its outbox row
+// was settled. Resume replays the recent events into the outboxes, and the
+// webhook is delivered. Found by the attack round: SIGKILL of `up` during
+// a delivery, and the event was never delivered again.
+func TestResumeReplaysEventsTheQueuesLost(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{ChunkRows: 10})
+	e.Onboard("r1")
+	rc := newHookReceiver(t, 1, false)
+	e.setWebhook("r1", rc.srv.URL+"/hooks/catalog")
+	s1 := e.Upload("r1", fixtures.Generate("p", 20).CSV(nil))
+	require.Equal(t, "applied", s1.State)
+	id := events.EventID(events.TypeSnapshotApplied, "r1", s1.Generation, 0)
+	require.Eventually(t, func() bool { got, _ := rc.snapshot(); return len(got[id]) >= 1 },
+		30*time.Second, 20*time.Millisecond, "the first delivery, which fails")
+
+	// The restart: the queue's copy, waiting for its retry, is lost.
+	ctx := context.Background()
+	_, err := e.Stack.SQS.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: &e.Stack.WebhooksQueue.URL})
+	require.NoError(t, err)
+	time.Sleep(3 * time.Second) // past the retry's 1 s backoff
+	got, _ := rc.snapshot()
+	require.Len(t, got[id], 1, "the lost copy is not delivered again by itself")
+
+	require.NoError(t, e.Stack.Resume(ctx))
+	require.Eventually(t, func() bool { got, _ := rc.snapshot(); return len(got[id]) >= 2 },
+		90*time.Second, 100*time.Millisecond, "the replayed event delivered")
 }
