@@ -294,8 +294,9 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 }
 
 func parseGeneration(r *http.Request) (int64, error) {
-	g, err := strconv.ParseInt(r.PathValue("generation"), 10, 64)
-	if err != nil || g <= 0 {
+	v := r.PathValue("generation")
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != v { // one spelling per generation: no "+1", no "01"
 		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_generation", "generation %q must be a positive integer", r.PathValue("generation"))
 	}
 	return g, nil

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -289,4 +290,19 @@ func TestListPageBoundedInBytes(t *testing.T) {
 		want[i] = int64(uploads - i)
 	}
 	require.Equal(t, want, listed, "every upload once, newest first")
+}
+
+// A generation in a path has one spelling: "+1", "01", "1e2" and
+// anything not a positive integer are invalid_generation.
+func TestGenerationPathIsCanonical(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, "", nil))
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots/1", token, "", nil))
+	for _, bad := range []string{"+1", "01", "1e2", "0", "-1", "1.0", "99999999999999999999"} {
+		var e errorBody
+		require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots/"+url.PathEscape(bad), token, "", &e), bad)
+		require.Equal(t, "invalid_generation", e.Error.Code, bad)
+	}
 }
