@@ -11,10 +11,10 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/retry"
 )
 
@@ -75,24 +75,6 @@ func handleWith(t *testing.T, h *analytics.Handler, ctx context.Context, msgs ..
 	return failed
 }
 
-// openTransactions lists the sessions on the fixture's shard database,
-// other than the asking one, that are in a transaction: idle in one (the
-// defect: waiting on S3 with it open) or running one.
-func (f *fixture) openTransactions() []string {
-	f.t.Helper()
-	ctx := context.Background()
-	cfg := f.store.Shards[0].Pool().Config().ConnConfig
-	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
-	require.NoError(f.t, err)
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT state || ': ' || left(query, 80) FROM pg_stat_activity
-		WHERE datname = $1 AND pid <> pg_backend_pid() AND (xact_start IS NOT NULL OR state LIKE 'idle in transaction%')`, cfg.Database)
-	require.NoError(f.t, err)
-	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(f.t, err)
-	return open
-}
-
 // The Parquet PUT is made with no transaction open on the shard, and with
 // no connection of the consumer's pool taken: while S3 is slow (here: a
 // PUT that waits until the test releases it) the shard serves everyone
@@ -123,7 +105,7 @@ func TestParquetWriteHoldsNoTransaction(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the Parquet file was never written")
 	}
-	require.Empty(t, f.openTransactions(), "no transaction open on the shard while the PUT waits")
+	require.Empty(t, pgstoretest.OpenTransactions(t, f.store.Shards[0].Pool()), "no transaction open on the shard while the PUT waits")
 	require.Zero(t, f.store.Shards[0].Pool().Stat().AcquiredConns(), "no connection of the shard's pool held while the PUT waits")
 	releaseOnce()
 	require.Empty(t, <-done)

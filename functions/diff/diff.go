@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -656,6 +657,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		}
 	}()
 	var n int
+	var stored, maxStored int64 = 0, r.maxStoredBytes()
 	for {
 		row, err := rd.Scan()
 		if err == io.EOF {
@@ -678,6 +680,11 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		}
 		if err != nil {
 			return r.rejectOrFail(ctx, err)
+		}
+		if stored += int64(len(row.ID) + row.AttributesLen); stored > maxStored {
+			return true, r.reject(ctx, &snapshot.Error{Code: snapshot.CodeFileTooLarge, Line: row.Line,
+				Message: fmt.Sprintf("the catalog of this file takes over %d bytes stored (ids and attributes as canonical JSON, "+
+					"every column name in every product), the limit: the file is read no further", maxStored)})
 		}
 		entries.Add(row.ID, row.Hash, int32(row.Line))
 		sizes.Add(int32(row.Line), events.UpsertLineLen(row.ID, row.AttributesLen))
@@ -750,6 +757,22 @@ func duplicateProblems(entries *extsort.Sorter) []snapshot.Problem {
 		out[i] = snapshot.DuplicateProblem(d.ID, d.First, d.Second)
 	}
 	return out
+}
+
+// maxStoredBytes bounds what one snapshot may store: its products' ids and
+// canonical attributes together are at most the inflate limit
+// (Config.MaxInflatedBytes), as its decompressed bytes are. A CSV's column
+// names are stored in every product, so a small file of long names and
+// empty cells would otherwise store thousands of times its size.
+func (r *run) maxStoredBytes() int64 {
+	switch lim := r.h.cfg.MaxInflatedBytes; {
+	case lim == 0:
+		return snapshot.DefaultMaxFileBytes
+	case lim < 0:
+		return math.MaxInt64
+	default:
+		return lim
+	}
 }
 
 // newReader opens a snapshot stream. The decompressed size and the

@@ -103,10 +103,8 @@ func TestProductAndInflateLimitsRejectTheSnapshot(t *testing.T) {
 
 	var z bytes.Buffer
 	zw := gzip.NewWriter(&z)
-	_, err := zw.Write([]byte("product_id\n"))
-	require.NoError(t, err)
 	for i := range 1 << 20 {
-		fmt.Fprintf(zw, "p%07d\n", i) // 9 MiB decompressed
+		fmt.Fprintf(zw, `{"product_id":"p%07d"}`+"\n", i) // 24 MiB decompressed, 10 MiB stored
 	}
 	require.NoError(t, zw.Close())
 	r = newLimitsRig(t, diff.Config{MaxInflatedBytes: 1 << 20})
@@ -150,4 +148,34 @@ func TestWorstRejectionStatusWithin64KiB(t *testing.T) {
 		}
 		t.Logf("%s: a file of %d bytes, a status of %d bytes", name, len(file), len(status))
 	}
+}
+
+// What a snapshot stores is bounded by the inflate limit too: a CSV's
+// column names are stored in every product, so a file of long names and
+// empty cells under every other limit (attack pass 2: 195 KB of gzip stored
+// 3.5 GB) is rejected file_too_large at the row that passes the limit,
+// before any chunk, when its canonical catalog would pass it.
+func TestStoredBytesBoundedByTheInflateLimit(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("product_id")
+	for i := range 20 {
+		fmt.Fprintf(&b, ",%s%02d", strings.Repeat("n", 198), i)
+	}
+	b.WriteString("\n")
+	for i := range 10 {
+		fmt.Fprintf(&b, "p%d%s\n", i, strings.Repeat(",", 20))
+	}
+	file := []byte(b.String()) // 4.2 KB; each product about 4.1 KB stored
+	r := newLimitsRig(t, diff.Config{MaxInflatedBytes: 20_000})
+	st, sent := r.diff(file)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, "file_too_large", st.ErrorCode, st.ErrorMessage)
+	require.Equal(t, 6, st.ErrorLine, "the fifth product passes 20,000 bytes")
+	require.Contains(t, st.ErrorMessage, "stored")
+	require.Zero(t, sent, "no chunk")
+
+	ok := newLimitsRig(t, diff.Config{MaxInflatedBytes: 100_000})
+	st, _ = ok.diff(file)
+	require.Equal(t, catalog.StateApplying, st.State, "under the limit: diffed")
 }

@@ -190,13 +190,10 @@ func (h *Handler) dlqRedrive(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	limit := maxRedrive
-	if req.Limit != nil {
-		if *req.Limit < 1 || *req.Limit > maxRedrive {
-			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %d must be from 1 to %d", *req.Limit, maxRedrive))
-			return
-		}
-		limit = *req.Limit
+	limit, err := redriveLimit(req.Limit)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	if h.Redriver == nil || q.URL == "" {
 		dlqNotConfigured(w, "this deployment cannot move messages back to "+q.Name)
@@ -295,4 +292,16 @@ func boolInt(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// redriveLimit is a redrive's {"limit"}: maxRedrive when not given, else a
+// number from 1 to maxRedrive (invalid_limit otherwise).
+func redriveLimit(given *int) (int, error) {
+	if given == nil {
+		return maxRedrive, nil
+	}
+	if *given < 1 || *given > maxRedrive {
+		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %d must be from 1 to %d", *given, maxRedrive)
+	}
+	return *given, nil
 }

@@ -86,13 +86,10 @@ func (h *Handler) outboxRedrive(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	limit := maxRedrive
-	if req.Limit != nil {
-		if *req.Limit < 1 || *req.Limit > maxRedrive {
-			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %d must be from 1 to %d", *req.Limit, maxRedrive))
-			return
-		}
-		limit = *req.Limit
+	limit, err := redriveLimit(req.Limit)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	if err := h.knownRetailer(r, req.RetailerID); err != nil {
 		httpapi.WriteError(w, r, h.log, err)

@@ -90,8 +90,14 @@ type Failures struct {
 // Changing its visibility is best effort: if that fails, the message comes
 // back after the queue's visibility timeout.
 func (f *Failures) Fail(ctx context.Context, msg lambdaevents.SQSMessage, err error) {
+	f.FailAfter(ctx, msg, err, 0)
+}
+
+// FailAfter is Fail with a delay of at least atLeast (the schedule's when
+// that is longer).
+func (f *Failures) FailAfter(ctx context.Context, msg lambdaevents.SQSMessage, err error, atLeast time.Duration) {
 	n := ReceiveCount(msg)
-	d := f.Schedule.Delay(n)
+	d := max(f.Schedule.Delay(n), atLeast)
 	f.Log.WarnContext(ctx, "message failed; retrying later", "message_id", msg.MessageId, "receive", n, "retry_in", d.String(), "err", err)
 	if f.Queue != nil && f.QueueURL != "" {
 		if verr := f.Queue.Delay(ctx, f.QueueURL, msg.ReceiptHandle, d); verr != nil {

@@ -7,6 +7,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -292,8 +294,9 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 }
 
 func parseGeneration(r *http.Request) (int64, error) {
-	g, err := strconv.ParseInt(r.PathValue("generation"), 10, 64)
-	if err != nil || g <= 0 {
+	v := r.PathValue("generation")
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != v { // one spelling per generation: no "+1", no "01"
 		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_generation", "generation %q must be a positive integer", r.PathValue("generation"))
 	}
 	return g, nil
@@ -323,6 +326,13 @@ type listResponse struct {
 
 // DefaultListLimit is how many uploads a page of the list holds unless asked.
 const DefaultListLimit = 20
+
+// MaxListBytes bounds a page of the list (I12): a page ends before the
+// upload that would take it past this, and next_before goes on from there,
+// so that 1,000 rejected uploads with 100 long problems each (up to 64 KiB
+// a status) never make an answer of tens of megabytes (Lambda's limit is
+// 6 MB). A page holds at least one upload.
+const MaxListBytes = 1 << 20
 
 // list answers GET .../snapshots?limit=N&before=G: at most N uploads older
 // than generation G (all when absent), newest first, and the before of the
@@ -360,11 +370,22 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := listResponse{Items: make([]Status, 0, min(len(gens), limit))}
+	size := 0
 	for _, g := range gens[:min(len(gens), limit)] {
-		out.Items = append(out.Items, StatusJSON(g))
+		st := StatusJSON(g)
+		b, err := json.Marshal(st)
+		if err != nil {
+			httpapi.WriteError(w, r, h.log, fmt.Errorf("list uploads of %s: %w", retailer.ID, err))
+			return
+		}
+		if len(out.Items) > 0 && size+len(b)+1 > MaxListBytes {
+			break
+		}
+		size += len(b) + 1
+		out.Items = append(out.Items, st)
 	}
-	if len(gens) > limit {
-		next := gens[limit-1].Generation
+	if n := len(out.Items); n < len(gens) {
+		next := out.Items[n-1].Generation
 		out.NextBefore = &next
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -228,3 +229,80 @@ func TestListPagesWithBefore(t *testing.T) {
 
 // errOf is the error of a call that also returns an undo (Reject, Hold).
 func errOf(_ catalog.Undo, err error) error { return err }
+
+// A page of the list is bounded in bytes (I12), whatever the uploads'
+// problems: rejected uploads with 100 problems of 512 bytes each (about
+// 52 KiB a status) fill a page of limit=1000 well before its limit; the
+// page ends below upload.MaxListBytes and next_before goes on, so every
+// upload is listed once, newest first. (Defect: a page carried every
+// listed status whole, 21-28 MB for 1,000 rejected uploads.)
+func TestListPageBoundedInBytes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	ctx := context.Background()
+	problems := make([]catalog.Problem, catalog.MaxProblems)
+	for i := range problems {
+		problems[i] = catalog.Problem{Code: "invalid_attribute_name", Line: i + 2, Message: strings.Repeat("x", 512)}
+	}
+	const uploads = 25
+	for range uploads {
+		var slot struct{ Generation int64 }
+		require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, "", &slot))
+		_, err := f.store.BeginDiff(ctx, "r1", slot.Generation, "")
+		require.NoError(t, err)
+		require.NoError(t, errOf(f.store.Reject(ctx, "r1", slot.Generation, catalog.Rejection{
+			Code: problems[0].Code, Message: problems[0].Message, Line: problems[0].Line, Problems: problems})))
+	}
+	var listed []int64
+	pages := 0
+	path := "/v1/retailers/r1/snapshots?limit=1000"
+	for {
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		w := httptest.NewRecorder()
+		f.h.ServeHTTP(w, req)
+		require.Equal(t, http.StatusOK, w.Code)
+		require.LessOrEqual(t, w.Body.Len(), upload.MaxListBytes+64, "a page's bytes")
+		var p struct {
+			Items []struct {
+				Generation int64
+				Error      struct{ Problems []catalog.Problem }
+			} `json:"items"`
+			NextBefore *int64 `json:"next_before"`
+		}
+		require.NoError(t, json.Unmarshal(w.Body.Bytes(), &p))
+		require.NotEmpty(t, p.Items)
+		for _, it := range p.Items {
+			require.Len(t, it.Error.Problems, catalog.MaxProblems, "each status whole")
+			listed = append(listed, it.Generation)
+		}
+		pages++
+		if p.NextBefore == nil {
+			break
+		}
+		require.Less(t, pages, uploads, "pages end")
+		path = fmt.Sprintf("/v1/retailers/r1/snapshots?limit=1000&before=%d", *p.NextBefore)
+	}
+	require.Greater(t, pages, 1, "the bytes, not the limit, ended the first page")
+	want := make([]int64, uploads)
+	for i := range want {
+		want[i] = int64(uploads - i)
+	}
+	require.Equal(t, want, listed, "every upload once, newest first")
+}
+
+// A generation in a path has one spelling: "+1", "01", "1e2" and
+// anything not a positive integer are invalid_generation.
+func TestGenerationPathIsCanonical(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.onboard("r1")
+	require.Equal(t, http.StatusCreated, f.call("POST", "/v1/retailers/r1/snapshots", token, "", nil))
+	require.Equal(t, http.StatusOK, f.call("GET", "/v1/retailers/r1/snapshots/1", token, "", nil))
+	for _, bad := range []string{"+1", "01", "1e2", "0", "-1", "1.0", "99999999999999999999"} {
+		var e errorBody
+		require.Equal(t, http.StatusBadRequest, f.call("GET", "/v1/retailers/r1/snapshots/"+url.PathEscape(bad), token, "", &e), bad)
+		require.Equal(t, "invalid_generation", e.Error.Code, bad)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -95,6 +96,11 @@ func (p Policy) CheckURL(ctx context.Context, raw string) (*url.URL, error) {
 	}
 	if u.Fragment != "" || strings.Contains(raw, "#") {
 		return nil, invalid("the webhook URL may not have a fragment")
+	}
+	if port := u.Port(); port != "" {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return nil, invalid("the webhook URL's port %q is not a port from 1 to 65535", port)
+		}
 	}
 	host := u.Hostname()
 	switch {

@@ -65,6 +65,7 @@ func TestAWSPolicyRefusesSSRF(t *testing.T) {
 		"ftp://hooks.example.com/",
 		"hooks.example.com/path",
 		"https://" + strings.Repeat("a", 3000) + ".com/",
+		"https://93.184.216.34:0/x", "https://93.184.216.34:99999/x", // no such port
 	} {
 		_, err := p.CheckURL(ctx, bad)
 		require.Error(t, err, bad)
@@ -78,7 +79,8 @@ func TestLocalPolicyAllowsLoopbackHTTP(t *testing.T) {
 	ctx := context.Background()
 	_, err := p.CheckURL(ctx, "http://127.0.0.1:9999/hook")
 	require.NoError(t, err)
-	for _, bad := range []string{"http://127.0.0.1/hook", "http://localhost:9999/", "http://10.0.0.1:80/", "https://evil.example.com/"} {
+	for _, bad := range []string{"http://127.0.0.1/hook", "http://localhost:9999/", "http://10.0.0.1:80/", "https://evil.example.com/",
+		"http://127.0.0.1:0/hook", "http://127.0.0.1:65536/hook"} {
 		_, err := p.CheckURL(ctx, bad)
 		require.Error(t, err, bad)
 	}

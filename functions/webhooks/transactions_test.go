@@ -12,30 +12,13 @@ import (
 	"time"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/functions/pgstore/pgstoretest"
 	"github.com/retailcatalog/catalog/functions/retry"
 	"github.com/retailcatalog/catalog/functions/webhook"
 	"github.com/retailcatalog/catalog/functions/webhooks"
 )
-
-// openTransactions lists the sessions on the fixture's shard database,
-// other than the asking one, that are in a transaction.
-func (f *fixture) openTransactions() []string {
-	f.t.Helper()
-	ctx := context.Background()
-	cfg := f.store.Shards[0].Pool().Config().ConnConfig
-	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
-	require.NoError(f.t, err)
-	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT state || ': ' || left(query, 80) FROM pg_stat_activity
-		WHERE datname = $1 AND pid <> pg_backend_pid() AND (xact_start IS NOT NULL OR state LIKE 'idle in transaction%')`, cfg.Database)
-	require.NoError(f.t, err)
-	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	require.NoError(f.t, err)
-	return open
-}
 
 // A slow receiver holds no database connection (I12, DESIGN 8): while
 // deliveries wait on it (here until the test lets it answer), no session
@@ -81,7 +64,7 @@ func TestSlowReceiverHoldsNoConnection(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"r1:1:applied": 1, "r1:2:rejected": 1, "r1:3:held": 2}, got,
 		"every delivery is at the receiver at once, the duplicate too")
-	require.Empty(t, f.openTransactions(), "no transaction open on the shard while the receiver is slow")
+	require.Empty(t, pgstoretest.OpenTransactions(t, f.store.Shards[0].Pool()), "no transaction open on the shard while the receiver is slow")
 	require.Zero(t, f.store.Shards[0].Pool().Stat().AcquiredConns(), "no connection of the shard's pool held")
 	require.Zero(t, f.store.Control.Pool().Stat().AcquiredConns(), "no connection of the control pool held")
 	releaseOnce()

@@ -16,6 +16,10 @@
 // record that fails after the POST makes the retry POST again; receivers
 // deduplicate by X-Catalog-Event-Id (docs/RETAILERS.md).
 //
+// A slow receiver does not hold the consumer either: a retailer whose
+// receiver answered in over 2 s, or not at all, is paced (pacing.go) so
+// that its events do not hold batch after batch for the timeout.
+//
 // The consumer signs; a Poster makes the POST: in process locally, and on
 // AWS the webhook-sender function (functions/webhooksend), which runs
 // outside the VPC, so that no delivery can reach into it whatever a URL
@@ -82,6 +86,11 @@ type Config struct {
 	// Poster makes the deliveries [a webhook.Sender with Policy, Client
 	// and Timeout].
 	Poster Poster
+	// SlowAnswer is how long a receiver may take to answer before its
+	// retailer is paced [DefaultSlowAnswer, 2 s]: see pacing.
+	SlowAnswer time.Duration
+	// Now is the clock of the pacing [time.Now].
+	Now func() time.Time
 }
 
 // SenderPoster is a webhook.Sender as a Poster: the deliveries are made in
@@ -99,6 +108,7 @@ type Handler struct {
 	store Store
 	queue retry.Visibility
 	log   *slog.Logger
+	pace  *pacing
 	// Metrics counts deliveries and failed attempts (WebhookDeliveries,
 	// WebhookFailures by Reason: status, no_answer, url_refused; nil: none).
 	Metrics *metrics.Recorder
@@ -109,7 +119,13 @@ func New(cfg Config, store Store, queue retry.Visibility, log *slog.Logger) *Han
 	if cfg.Poster == nil {
 		cfg.Poster = SenderPoster{Policy: cfg.Policy, Client: cfg.Client, Timeout: cfg.Timeout}
 	}
-	return &Handler{cfg: cfg, store: store, queue: queue, log: log}
+	if cfg.SlowAnswer <= 0 {
+		cfg.SlowAnswer = DefaultSlowAnswer
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Handler{cfg: cfg, store: store, queue: queue, log: log, pace: newPacing(cfg.Retry, cfg.SlowAnswer, cfg.Now)}
 }
 
 // HandleSQS is the Lambda entry: the batch's events are delivered at once;
@@ -123,8 +139,10 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 		go func() {
 			defer wg.Done()
 			if err := h.deliver(ctx, msg); err != nil {
+				var wait deferred
+				errors.As(err, &wait)
 				mu.Lock()
-				failures.Fail(ctx, msg, err)
+				failures.FailAfter(ctx, msg, err, wait.wait)
 				mu.Unlock()
 			}
 		}()
@@ -177,11 +195,17 @@ func (h *Handler) deliver(ctx context.Context, msg lambdaevents.SQSMessage) erro
 	fields := metrics.Fields{RetailerID: env.RetailerID, Generation: env.Generation}
 	res, refused := h.cfg.Policy.Refusal(ctx, hook.URL)
 	if !refused {
+		if ok, wait := h.pace.begin(env.RetailerID); !ok {
+			log.InfoContext(ctx, "receiver slow; delivery deferred", "url", hook.URL, "attempt", attempt, "wait_s", int(wait.Seconds()))
+			return deferred{retailerID: env.RetailerID, wait: wait}
+		}
 		body := []byte(msg.Body)
 		if res, err = h.cfg.Poster.Post(ctx, webhook.Delivery{URL: hook.URL, EventID: env.ID,
 			Signature: webhook.Sign(secret, body), Body: body}); err != nil {
+			h.pace.abort(env.RetailerID)
 			return fmt.Errorf("deliver %s: %w", env.ID, err)
 		}
+		h.pace.end(env.RetailerID, res.Status > 0, time.Since(start))
 	}
 	if !res.Delivered() {
 		log.WarnContext(ctx, "webhook delivery failed", "url", hook.URL, "attempt", attempt, "status", res.Status,

@@ -167,26 +167,44 @@ func oneLine(s string, n int) string {
 // is parked (of the retailer), limit have moved, or as many as were
 // parked at the start.
 func redriveOutbox(ctx context.Context, c *Call, retailerID string, limit int) error {
-	total, start := 0, -1
+	total, left, err := redriveRounds(limit, func(ask int) (ops.RedriveResponse, error) {
+		return c.API.RedriveOutbox(ctx, c.Token, retailerID, ask)
+	}, nil)
+	if err != nil {
+		return fmt.Errorf("redrive the parked change events (%d moved so far): %w", total, err)
+	}
+	fmt.Fprintf(c.Stdout, "put %d parked change events back in the outbox; the relay's sweeper publishes them within a minute; %d still parked\n",
+		total, left)
+	return nil
+}
+
+// redriveRounds calls round, asking each time for what is left of limit (0:
+// every), until nothing is left, limit have moved, or as many as there were
+// at the start (a message that fails again at once does not keep the loop
+// going); progress, when not nil, hears of each round but the last. It
+// returns how many moved and how many are left.
+func redriveRounds(limit int, round func(ask int) (ops.RedriveResponse, error), progress func(total, left int)) (total, left int, err error) {
+	start := -1
 	for {
 		ask := 0
 		if limit > 0 {
 			ask = limit - total
 		}
-		r, err := c.API.RedriveOutbox(ctx, c.Token, retailerID, ask)
+		r, err := round(ask)
 		if err != nil {
-			return fmt.Errorf("redrive the parked change events (%d moved so far): %w", total, err)
+			return total, 0, err
 		}
 		total += r.Moved
 		if start < 0 {
 			start = r.Moved + max(r.Left, 0)
 		}
-		if r.Moved > 0 && r.Left > 0 && (limit == 0 || total < limit) && total < start {
-			continue
+		done := r.Moved == 0 || r.Left <= 0 || (limit > 0 && total >= limit) || total >= start
+		if done {
+			return total, max(r.Left, 0), nil
 		}
-		fmt.Fprintf(c.Stdout, "put %d parked change events back in the outbox; the relay's sweeper publishes them within a minute; %d still parked\n",
-			total, max(r.Left, 0))
-		return nil
+		if progress != nil {
+			progress(total, r.Left)
+		}
 	}
 }
 
@@ -261,28 +279,16 @@ func describeDeadLetter(body json.RawMessage) string {
 // empty, limit messages have moved, or as many as it held at the start (a
 // message that fails again at once does not keep the loop going).
 func redrive(ctx context.Context, c *Call, queue string, limit int) error {
-	total, start := 0, -1
-	for {
-		ask := 0
-		if limit > 0 {
-			ask = limit - total
-		}
-		r, err := c.API.Redrive(ctx, c.Token, queue, ask)
-		if err != nil {
-			return fmt.Errorf("redrive %s (%d moved so far): %w", queue, total, err)
-		}
-		total += r.Moved
-		if start < 0 {
-			start = r.Moved + max(r.Left, 0)
-		}
-		done := r.Moved == 0 || r.Left == 0 || (limit > 0 && total >= limit) || total >= start
-		if !done {
-			fmt.Fprintf(c.Stderr, "redrive %s: %d moved, %d left\n", queue, total, r.Left)
-			continue
-		}
-		fmt.Fprintf(c.Stdout, "moved %d messages back to %s; %d left in its dead-letter queue\n", total, queue, max(r.Left, 0))
-		return nil
+	total, left, err := redriveRounds(limit, func(ask int) (ops.RedriveResponse, error) {
+		return c.API.Redrive(ctx, c.Token, queue, ask)
+	}, func(total, left int) {
+		fmt.Fprintf(c.Stderr, "redrive %s: %d moved, %d left\n", queue, total, left)
+	})
+	if err != nil {
+		return fmt.Errorf("redrive %s (%d moved so far): %w", queue, total, err)
 	}
+	fmt.Fprintf(c.Stdout, "moved %d messages back to %s; %d left in its dead-letter queue\n", total, queue, left)
+	return nil
 }
 
 // printValue writes v as indented JSON on stdout.

@@ -537,3 +537,28 @@ func AgeOutbox(t testing.TB, s *pgstore.Stores, d time.Duration) {
 		}
 	}
 }
+
+// OpenTransactions lists the sessions on pool's database, other than the
+// one it opens to ask, that are in a transaction: running one, or idle in
+// one (what a call out made with a transaction open leaves). Each is
+// named by its state and the start of its query.
+func OpenTransactions(t testing.TB, pool *pgxpool.Pool) []string {
+	t.Helper()
+	ctx := context.Background()
+	cfg := pool.Config().ConnConfig
+	conn, err := pgx.ConnectConfig(ctx, cfg.Copy())
+	if err != nil {
+		t.Fatalf("connect to %s: %v", cfg.Database, err)
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT state || ': ' || left(query, 80) FROM pg_stat_activity
+		WHERE datname = $1 AND pid <> pg_backend_pid() AND (xact_start IS NOT NULL OR state LIKE 'idle in transaction%')`, cfg.Database)
+	if err != nil {
+		t.Fatalf("sessions of %s: %v", cfg.Database, err)
+	}
+	open, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatalf("sessions of %s: %v", cfg.Database, err)
+	}
+	return open
+}

@@ -919,7 +919,9 @@ func (st *Stack) every(ctx context.Context, interval time.Duration, name string,
 
 // Resume re-sends the diff job of every unfinished generation. Messages do
 // not survive an emulator restart; the database does, and a diff re-run is
-// idempotent (applied chunks are skipped), so nothing is lost.
+// idempotent (applied chunks are skipped), so nothing is lost. The job
+// names the generation's own upload key, as the sweeper's does: an undo's
+// object is another generation's upload, or none (BeginDiff knows which).
 func (st *Stack) Resume(ctx context.Context) error {
 	for i, sh := range st.Stores.Shards {
 		list, err := sh.Unfinished(ctx)
@@ -927,13 +929,56 @@ func (st *Stack) Resume(ctx context.Context) error {
 			return fmt.Errorf("shard %d: %w", i, err)
 		}
 		for _, u := range list {
-			if err := st.ResendDiffJob(ctx, u.ObjectKey); err != nil {
-				return err
+			if err := st.ResendDiffJob(ctx, events.UploadKey(u.RetailerID, u.Generation)); err != nil {
+				return fmt.Errorf("resume %s/%d: %w", u.RetailerID, u.Generation, err)
 			}
 			st.Options.Logger.Info("resumed unfinished generation", "retailer_id", u.RetailerID, "generation", u.Generation)
 		}
 	}
+	st.replayRecentEvents(ctx)
 	return nil
+}
+
+// replayRecentEvents writes every retailer's change and lifecycle events
+// of the webhooks' retry window (at least an hour) back into its outbox.
+// The emulator keeps its queues in memory: the copies SNS had delivered to
+// the consumers' queues, a webhook waiting for its retry included, are
+// gone after a restart, while the outbox rows they came from were
+// settled. The consumers ignore what they have seen (by event id and by
+// version), so a replay delivers exactly what was lost. On AWS the queues
+// are durable and nothing of this is needed. A failure is logged, not
+// fatal: the stack starts, and `catalogctl replay` does the same by hand.
+func (st *Stack) replayRecentEvents(ctx context.Context) {
+	since := time.Now().Add(-max(st.Options.WebhookRetryWindow, time.Hour))
+	retailers, changes, lifecycle := 0, 0, 0
+	after := ""
+	for {
+		ids, err := st.Stores.RetailerIDs(ctx, after, 500)
+		if err != nil {
+			st.Options.Logger.Error("replaying recent events after the restart failed; run catalogctl replay", "err", err)
+			return
+		}
+		for _, id := range ids {
+			c, l, err := st.Stores.Replay(ctx, id, since)
+			if err != nil {
+				st.Options.Logger.Error("replaying recent events after the restart failed; run catalogctl replay",
+					"retailer_id", id, "since", since, "err", err)
+				continue
+			}
+			if c+l > 0 {
+				retailers++
+			}
+			changes, lifecycle = changes+c, lifecycle+l
+		}
+		if len(ids) < 500 {
+			break
+		}
+		after = ids[len(ids)-1]
+	}
+	if retailers > 0 {
+		st.Options.Logger.Info("recent change events replayed into the outboxes (the emulator's queues do not survive a restart)",
+			"since", since, "retailers", retailers, "changes", changes, "lifecycle", lifecycle)
+	}
 }
 
 // ResendDiffJob puts the diff job of an upload key (an object-created

@@ -191,3 +191,43 @@ func TestDocsCiteExistingDesignSections(t *testing.T) {
 	}
 	require.Greater(t, citations, 100, "citations of the design found in the repository")
 }
+
+// citedTest is a test named in a document: a Test or Fuzz function's name
+// in backquotes.
+var citedTest = regexp.MustCompile("`((?:Test|Fuzz)[A-Z][A-Za-z0-9_]*)`")
+
+// testFunc is the declaration of a test, fuzz test or benchmark.
+var testFunc = regexp.MustCompile(`(?m)^func ((?:Test|Fuzz|Benchmark)[A-Za-z0-9_]*)\(`)
+
+// Every test a document names (docs/*.md and README.md, in backquotes)
+// exists: the docs say how each property is proven, and a renamed or
+// deleted test must not leave them pointing at nothing.
+func TestDocsNameExistingTests(t *testing.T) {
+	t.Parallel()
+	declared := map[string]bool{}
+	var docs []string
+	for _, file := range repositoryFiles(t) {
+		switch {
+		case strings.HasSuffix(file, "_test.go"):
+			raw, err := os.ReadFile(filepath.Join(repoRoot, file))
+			require.NoError(t, err)
+			for _, m := range testFunc.FindAllSubmatch(raw, -1) {
+				declared[string(m[1])] = true
+			}
+		case file == "README.md" || (strings.HasPrefix(file, "docs/") && strings.HasSuffix(file, ".md")):
+			docs = append(docs, file)
+		}
+	}
+	cited := 0
+	for _, file := range docs {
+		eachLine(t, file, func(n int, line string) {
+			for _, m := range citedTest.FindAllStringSubmatch(line, -1) {
+				cited++
+				if !declared[m[1]] {
+					t.Errorf("%s:%d names test %s, which no _test.go declares", file, n, m[1])
+				}
+			}
+		})
+	}
+	require.Greater(t, cited, 50, "tests named in the docs")
+}
