@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/retailcatalog/catalog/functions/costs"
-	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
+	"github.com/retailcatalog/catalog/functions/serve/control"
 )
 
 // tagsOf reads a resource's Tags, given as a list of {Key, Value} or as a
@@ -145,5 +145,5 @@ func TestCostDeploymentIsTheStack(t *testing.T) {
 		equal(t, "upload retention", d.UploadRetentionDays, r.params.UploadRetentionDays)
 		equal(t, "CATALOG_COST_DEPLOYMENT", r.env(t, r.function(t, "upload"))[EnvCostDeployment], d.String())
 	}
-	equal(t, "reports prefix", prefixReports, upload.ReportPrefix)
+	equal(t, "reports prefix", prefixReports, control.ReportPrefix)
 }

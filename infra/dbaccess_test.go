@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retailcatalog/catalog/functions/rdsca"
+	"github.com/retailcatalog/catalog/functions/adapters/rdsca"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 

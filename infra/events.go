@@ -20,9 +20,9 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
-	"github.com/retailcatalog/catalog/functions/retry"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/platform/retry"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
@@ -110,14 +110,14 @@ func newEventQueues(scope constructs.Construct, stackName string, q *queues, cha
 		RawMessageDelivery: jsii.Bool(true),
 		DeadLetterQueue:    e.analyticsDLQ,
 		FilterPolicy: &map[string]awssns.SubscriptionFilter{
-			events.AttrType: awssns.SubscriptionFilter_StringFilter(&awssns.StringConditions{Allowlist: jsii.Strings(events.TypeChanges)}),
+			message.AttrType: awssns.SubscriptionFilter_StringFilter(&awssns.StringConditions{Allowlist: jsii.Strings(message.TypeChanges)}),
 		},
 	}))
 	changes.AddSubscription(awssnssubscriptions.NewSqsSubscription(e.webhooks, &awssnssubscriptions.SqsSubscriptionProps{
 		RawMessageDelivery: jsii.Bool(true),
 		DeadLetterQueue:    e.webhooksDLQ,
 		FilterPolicy: &map[string]awssns.SubscriptionFilter{
-			events.AttrType: awssns.SubscriptionFilter_StringFilter(&awssns.StringConditions{MatchPrefixes: jsii.Strings(events.SnapshotTypePrefix)}),
+			message.AttrType: awssns.SubscriptionFilter_StringFilter(&awssns.StringConditions{MatchPrefixes: jsii.Strings(message.SnapshotTypePrefix)}),
 		},
 	}))
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
 
@@ -122,7 +122,7 @@ func TestAnalyticsColumnsAreTheFiles(t *testing.T) {
 		want = append(want, [2]string{name, glueType[f.Type.String()]})
 	}
 	equal(t, "columns", AnalyticsColumns, want)
-	if events.AttrType != "type" {
-		t.Errorf("the subscriptions filter on %q", events.AttrType)
+	if message.AttrType != "type" {
+		t.Errorf("the subscriptions filter on %q", message.AttrType)
 	}
 }

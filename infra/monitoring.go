@@ -13,7 +13,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
 )
 
 // Alarm thresholds. They page before a retailer notices: an upload is

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
 )
 
 // ApplyNagChecks runs the cdk-nag AwsSolutions rules over everything under

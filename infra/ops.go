@@ -20,12 +20,12 @@ import (
 	"github.com/aws/jsii-runtime-go"
 	"github.com/cdklabs/cdk-nag-go/cdknag/v2"
 
-	"github.com/retailcatalog/catalog/functions/metrics"
-	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 
-// The operations function (DESIGN 9; functions/ops): the admin routes an
+// The operations function (DESIGN 9; functions/operate/ops): the admin routes an
 // on-call engineer uses (why, reconcile, dlq, replay), the stuck-generation
 // sweeper and the daily reconciliation, each started by EventBridge
 // Scheduler, and the reconcile-jobs queue that spreads a reconciliation
@@ -70,7 +70,7 @@ var (
 )
 
 // EnvQueueURLBase is the URL of the stack's queues without their names
-// (functions/config: the ops function's queues are the base and their names).
+// (functions/platform/config: the ops function's queues are the base and their names).
 const EnvQueueURLBase = "CATALOG_QUEUE_URL_BASE"
 
 // queueURLBase is https://sqs.<region>.<suffix>/<account>/<stack>-: every
@@ -122,7 +122,7 @@ func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *op
 		EnvShardReaders:  strings.Join(readers, ","),
 		EnvControlReader: d.dbs.control.reader,
 		// The other queues it reads or sends to, by name under one base
-		// (functions/config: deriveQueueURLs): every URL one by one would
+		// (functions/platform/config: deriveQueueURLs): every URL one by one would
 		// not fit Lambda's 4 KB of environment at the most shards.
 		EnvQueueURLBase: queueURLBase(scope),
 	}

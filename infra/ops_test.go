@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retailcatalog/catalog/functions/metrics"
-	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 

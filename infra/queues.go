@@ -101,7 +101,7 @@ func newQueues(scope constructs.Construct, stackName string, bucket awss3.Bucket
 	q.arrivals = standardQueue(scope, stackName, "ArrivalsQueue", "arrivals", q.arrivalVisibility, queueRetention,
 		&awssqs.DeadLetterQueue{Queue: q.arrivalsDLQ, MaxReceiveCount: jsii.Number(arrivalMaxReceiveCount)})
 
-	// One message group per retailer (events.DiffJobGroupID): SQS hands out
+	// One message group per retailer (message.DiffJobGroupID): SQS hands out
 	// one diff job of a retailer at a time, so one retailer never has two
 	// diffs running, and a group with a backlog does not hold up other
 	// groups: every diff worker takes the next job of a group that is free.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
 )
 
 // TestClaimChecksOutliveTheirMessages: an object a message refers to is
@@ -102,6 +102,6 @@ func TestClaimChecksOutliveTheirMessages(t *testing.T) {
 // storage for as long as the lifecycle rule keeps chunks.
 func TestCostModelKeepsChunksAsLongAsTheBucket(t *testing.T) {
 	if got := costs.DefaultFigures().V(costs.FigChunkRetentionDays); got != float64(claimCheckDays) {
-		t.Errorf("functions/costs/figures.json chunk_retention_days = %v, the bucket keeps chunks %d days", got, claimCheckDays)
+		t.Errorf("functions/finance/costs/figures.json chunk_retention_days = %v, the bucket keeps chunks %d days", got, claimCheckDays)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/retailcatalog/catalog/functions/rdsca"
+	"github.com/retailcatalog/catalog/functions/adapters/rdsca"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/assertions"
 	"github.com/aws/jsii-runtime-go"
 
-	"github.com/retailcatalog/catalog/functions/analytics"
-	"github.com/retailcatalog/catalog/functions/metrics"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
 

@@ -7,8 +7,7 @@ import (
 	"github.com/aws/aws-cdk-go/awscdk/v2/awss3"
 	"github.com/aws/constructs-go/constructs/v10"
 	"github.com/aws/jsii-runtime-go"
-
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/core/keys"
 )
 
 // S3 key prefixes of the catalog bucket (DESIGN 2 and 7).
@@ -40,8 +39,8 @@ const (
 	// applied baseline, which no diff reads again; the diff sets the tag (it
 	// holds s3:PutObjectTagging on indexes/*). Untagged indexes are kept, so
 	// a retailer's baseline can never expire under it.
-	supersededTagKey   = events.SupersededTagKey
-	supersededTagValue = events.SupersededTagValue
+	supersededTagKey   = keys.SupersededTagKey
+	supersededTagValue = keys.SupersededTagValue
 	// supersededIndexDays is how long a superseded index stays readable:
 	// as long as a redriven diff job of its generation may arrive.
 	supersededIndexDays = claimCheckDays

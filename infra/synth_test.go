@@ -56,7 +56,7 @@ type synthResult struct {
 	// json is the template as plain Go values.
 	json map[string]any
 	// messages are the cloud assembly messages of the stack (cdk-nag).
-	messages []message
+	messages []annotation
 	// nag is the cdk-nag AwsSolutions report.
 	nag     []nagRow
 	outdir  string
@@ -75,8 +75,8 @@ func templateOf(stack awscdk.Stack) (tmpl assertions.Template, err error) {
 	return assertions.Template_FromStack(stack, nil), nil
 }
 
-// message is one annotation of the cloud assembly.
-type message struct {
+// annotation is one annotation of the cloud assembly.
+type annotation struct {
 	level, path, text string
 }
 
@@ -187,7 +187,7 @@ func (r *synthResult) resources(typ string) map[string]map[string]any {
 // readMessages returns the error, warning and info annotations of one stack
 // from the cloud assembly in outdir (inline in manifest.json, or in the
 // artifact's <id>.metadata.json).
-func readMessages(t *testing.T, outdir, artifactID string) []message {
+func readMessages(t *testing.T, outdir, artifactID string) []annotation {
 	t.Helper()
 	type entry struct {
 		Type string `json:"type"`
@@ -203,7 +203,7 @@ func readMessages(t *testing.T, outdir, artifactID string) []message {
 	if path := filepath.Join(outdir, artifactID+".metadata.json"); len(metadata) == 0 && fileExists(path) {
 		readJSON(t, path, &metadata)
 	}
-	var out []message
+	var out []annotation
 	for path, entries := range metadata {
 		for _, e := range entries {
 			level := strings.TrimPrefix(e.Type, "aws:cdk:")
@@ -214,7 +214,7 @@ func readMessages(t *testing.T, outdir, artifactID string) []message {
 			if !ok {
 				text = fmt.Sprint(e.Data)
 			}
-			out = append(out, message{level: level, path: path, text: text})
+			out = append(out, annotation{level: level, path: path, text: text})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

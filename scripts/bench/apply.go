@@ -20,12 +20,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/apply"
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/inmem"
-	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/ingest/apply"
+	"github.com/retailcatalog/catalog/functions/ingest/diff"
+	"github.com/retailcatalog/catalog/functions/ports/inmem"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 )
 
@@ -121,22 +122,22 @@ func benchApply(ctx context.Context, args []string) error {
 	ah := apply.New(stores, blobs, log)
 
 	// diffGen uploads a snapshot as the next generation and diffs it (not timed).
-	diffGen := func(products []product) (int64, []events.ChunkMessage, error) {
+	diffGen := func(products []product) (int64, []message.ChunkMessage, error) {
 		gen, err := shard.ReserveGeneration(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour), 0)
 		if err != nil {
 			return 0, nil, err
 		}
-		key := events.UploadKey(benchRetailer.ID, gen)
+		key := keys.Upload(benchRetailer.ID, gen)
 		blobs.Put(ctx, key, snapshotCSV(products))
-		if err := dh.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: gen}); err != nil {
+		if err := dh.Diff(ctx, message.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: gen}); err != nil {
 			return 0, nil, err
 		}
 		msgs, err := chunkMessages(queue.TakeAll())
 		return gen, msgs, err
 	}
 	// applyAll applies the chunks with workers at once, as the event source does.
-	applyAll := func(msgs []events.ChunkMessage) (time.Duration, error) {
-		ch := make(chan events.ChunkMessage, len(msgs))
+	applyAll := func(msgs []message.ChunkMessage) (time.Duration, error) {
+		ch := make(chan message.ChunkMessage, len(msgs))
 		for _, m := range msgs {
 			ch <- m
 		}
@@ -189,7 +190,7 @@ func benchApply(ctx context.Context, args []string) error {
 	}
 	// The reference runs right before and right after each of ours, and
 	// ours is compared with their mean: both see the same machine.
-	reference := func(msgs []events.ChunkMessage, table string) (section, error) {
+	reference := func(msgs []message.ChunkMessage, table string) (section, error) {
 		return timed(func() (time.Duration, error) { return copyReference(ctx, shard, blobs, msgs, table) })
 	}
 	mean := func(a, b section) section { return section{(a.elapsed + b.elapsed) / 2, (a.wal + b.wal) / 2} }
@@ -295,20 +296,20 @@ func benchApply(ctx context.Context, args []string) error {
 }
 
 // chunkMessages decodes the chunk messages the diff sent, in order of seq.
-func chunkMessages(sent []inmem.Message) ([]events.ChunkMessage, error) {
-	out := make([]events.ChunkMessage, len(sent))
+func chunkMessages(sent []inmem.Message) ([]message.ChunkMessage, error) {
+	out := make([]message.ChunkMessage, len(sent))
 	for i, m := range sent {
 		if err := json.Unmarshal([]byte(m.Body), &out[i]); err != nil {
 			return nil, err
 		}
 	}
-	slices.SortFunc(out, func(a, b events.ChunkMessage) int { return a.Seq - b.Seq })
+	slices.SortFunc(out, func(a, b message.ChunkMessage) int { return a.Seq - b.Seq })
 	return out, nil
 }
 
 // copyReference COPYs the rows of the chunks into a fresh copy of the
 // products table and returns how long the COPY took.
-func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []events.ChunkMessage, table string) (time.Duration, error) {
+func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []message.ChunkMessage, table string) (time.Duration, error) {
 	var rows [][]any
 	now := time.Now()
 	for _, m := range msgs {
@@ -316,12 +317,12 @@ func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs
 		if err != nil {
 			return 0, err
 		}
-		ops, err := events.ReadChunk(bytes.NewReader(body))
+		ops, err := message.ReadChunk(bytes.NewReader(body))
 		if err != nil {
 			return 0, err
 		}
 		for _, op := range ops {
-			if op.Op == events.OpDelete {
+			if op.Op == message.OpDelete {
 				rows = append(rows, []any{benchRetailer.ID, op.ProductID, nil, nil, m.Generation, true, now})
 				continue
 			}

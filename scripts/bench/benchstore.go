@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 )
 

@@ -16,9 +16,10 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/inmem"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/ingest/diff"
+	"github.com/retailcatalog/catalog/functions/ports/inmem"
 )
 
 func init() {
@@ -265,7 +266,7 @@ func diffChild(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	key := events.UploadKey(benchRetailer.ID, *gen)
+	key := keys.Upload(benchRetailer.ID, *gen)
 	blobs := &inmem.Blobs{Dir: *blobsDir}
 	blobs.Link(key, *file)
 	queue := inmem.NewQueue()
@@ -291,7 +292,7 @@ func diffChild(ctx context.Context, args []string) error {
 		runtime.MemProfileRate = 4096
 	}
 	start := time.Now()
-	err = h.Diff(ctx, events.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen})
+	err = h.Diff(ctx, message.DiffJob{Key: key, RetailerID: benchRetailer.ID, Generation: *gen})
 	elapsed := time.Since(start)
 	if err != nil {
 		return err

@@ -19,11 +19,11 @@ import (
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/relay"
-	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/ports/topic"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
+	"github.com/retailcatalog/catalog/functions/publish/relay"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -121,7 +121,7 @@ type applySpans struct {
 }
 
 // observe is the apply's Observe hook: it notes when each chunk's apply ends.
-func (a *applySpans) observe(m events.ChunkMessage, start bool) {
+func (a *applySpans) observe(m message.ChunkMessage, start bool) {
 	if start {
 		return
 	}
@@ -145,7 +145,7 @@ func (a *applySpans) wrap(next eventsource.Handler) eventsource.Handler {
 		var last time.Time // the end of the invocation's last chunk apply
 		arm := -1
 		for _, r := range ev.Records {
-			var m events.ChunkMessage
+			var m message.ChunkMessage
 			if json.Unmarshal([]byte(r.Body), &m) != nil {
 				continue
 			}
@@ -208,8 +208,8 @@ func (p *recordingPublisher) Publish(ctx context.Context, msgs []topic.Message) 
 		p.msgs = append(p.msgs, msgs...)
 	}
 	for i, m := range msgs {
-		var env events.Envelope
-		if err != nil || errs[i] != nil || json.Unmarshal([]byte(m.Body), &env) != nil || env.Type != events.TypeChanges {
+		var env message.Envelope
+		if err != nil || errs[i] != nil || json.Unmarshal([]byte(m.Body), &env) != nil || env.Type != message.TypeChanges {
 			continue
 		}
 		k := fmt.Sprintf("%s/%d", env.RetailerID, env.Generation)
@@ -242,7 +242,7 @@ type hookArrivals struct {
 
 func (h *hookArrivals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	at := time.Now()
-	var env events.Envelope
+	var env message.Envelope
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&env); err == nil {
 		h.mu.Lock()
 		if _, ok := h.lags[env.ID]; !ok {
@@ -477,7 +477,7 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 			}
 			// An "after" retailer's events reach its webhook and its files
 			// before the next upload starts.
-			ids := []string{events.EventID(events.TypeSnapshotApplied, r, gen, 0)}
+			ids := []string{message.EventID(message.TypeSnapshotApplied, r, gen, 0)}
 			if err := waitFor(ctx, 10*time.Millisecond, func() (bool, error) {
 				_, ok := hooks.lag(ids[0])
 				return ok, nil

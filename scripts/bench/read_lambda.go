@@ -26,7 +26,7 @@ import (
 	"github.com/aws/aws-lambda-go/events"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	catalogsql "github.com/retailcatalog/catalog/sql"
 )
@@ -64,7 +64,7 @@ func benchReadLambda(ctx context.Context, st *stack.Stack, dir string, retailers
 	// As buildlambdas builds it, for this machine, less -trimpath and the
 	// stripped symbols: the build then shares the test builds' cache.
 	build := exec.CommandContext(ctx, "go", "build", "-tags", "lambda.norpc",
-		"-o", filepath.Join(bin, "bootstrap"), "./functions/read/lambda")
+		"-o", filepath.Join(bin, "bootstrap"), "./functions/serve/read/lambda")
 	build.Dir, build.Env = root, append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		return fmt.Errorf("build the read function: %v: %s", err, out)

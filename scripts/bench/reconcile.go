@@ -18,12 +18,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/inmem"
-	"github.com/retailcatalog/catalog/functions/ops"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/core/snapshot"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
+	"github.com/retailcatalog/catalog/functions/ports/inmem"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 )
 
 func init() { benches["reconcile"] = benchReconcile }
@@ -215,7 +215,7 @@ func loadCatalog(ctx context.Context, stores *pgstore.Stores, blobs *inmem.Blobs
 	}
 	if _, err := pool.Exec(ctx, `INSERT INTO generations (retailer_id, generation, state, format, object_key, upload_expires_at,
 		received_at, applied_at, products, index_written) VALUES ($1, 1, 'applied', 'csv', $2, now(), now(), now(), $3, true)`,
-		retailer, events.UploadKey(retailer, 1), n); err != nil {
+		retailer, keys.Upload(retailer, 1), n); err != nil {
 		return err
 	}
 	// The snapshot, parsed as the diff parses it: canonical attributes and hashes.
@@ -250,7 +250,7 @@ func loadCatalog(ctx context.Context, stores *pgstore.Stores, blobs *inmem.Blobs
 		return fmt.Errorf("load %d products: %w", n, err)
 	}
 	slices.SortFunc(index, func(a, b catalog.IndexEntry) int { return strings.Compare(a.ProductID, b.ProductID) })
-	w, err := blobs.Create(ctx, events.IndexKey(retailer, 1))
+	w, err := blobs.Create(ctx, keys.Index(retailer, 1))
 	if err != nil {
 		return err
 	}

@@ -15,8 +15,26 @@ import (
 // module is the repository's module path.
 const module = "github.com/retailcatalog/catalog"
 
-// handlerPackages are the packages of function handlers (functions/<name>
-// beside functions/<name>/lambda). A main links its own handler and those
+// handlerOf names the handler an import path is (functions/<group>/<name>
+// of handlerPackages), if it is one.
+func handlerOf(importPath string) (string, bool) {
+	rest, ok := strings.CutPrefix(importPath, module+"/functions/")
+	if !ok {
+		return "", false
+	}
+	parts := strings.Split(rest, "/")
+	if len(parts) != 2 || !slices.Contains(handlerGroups, parts[0]) || !slices.Contains(handlerPackages, parts[1]) {
+		return "", false
+	}
+	return parts[1], true
+}
+
+// handlerGroups are the groups of functions/ that hold the Lambdas, by the
+// flow; the others hold libraries, by kind.
+var handlerGroups = []string{"ingest", "serve", "publish", "operate"}
+
+// handlerPackages are the packages of function handlers
+// (functions/<group>/<name> beside functions/<group>/<name>/lambda). A main links its own handler and those
 // of handlerCalls, no other.
 var handlerPackages = []string{"analytics", "apply", "arrival", "diff", "ops", "read", "relay", "upload", "webhooks"}
 
@@ -37,7 +55,7 @@ var linkRules = []struct {
 	{"parquet-go", "github.com/parquet-go/", []string{"analytics"}},
 	// the finance code (prices, cost model, HTML/SVG report): only the
 	// upload function serves the cost routes.
-	{"costs", module + "/functions/costs", []string{"upload"}},
+	{"costs", module + "/functions/finance/costs", []string{"upload"}},
 	// webhooksend calls retailers' endpoints: no database, no AWS service.
 	{"pgx", "github.com/jackc/", databaseFunctions},
 	{"aws-services", "github.com/aws/aws-sdk-go-v2/service/", databaseFunctions},
@@ -95,8 +113,7 @@ func goList(t *testing.T, pkgs ...string) map[string]listed {
 func violations(name string, deps []string) []string {
 	found := map[string]bool{}
 	for _, d := range deps {
-		if h, ok := strings.CutPrefix(d, module+"/functions/"); ok && slices.Contains(handlerPackages, h) &&
-			h != name && !slices.Contains(handlerCalls[name], h) {
+		if h, ok := handlerOf(d); ok && h != name && !slices.Contains(handlerCalls[name], h) {
 			found["handler:"+h] = true
 		}
 		for _, r := range linkRules {
@@ -155,21 +172,21 @@ func TestLambdaDependencies(t *testing.T) {
 	}
 }
 
-// TestCoreDependencies pins the core: the domain package (functions/catalog)
+// TestCoreDependencies pins the core: the domain package (functions/core/catalog)
 // links only the standard library and imports no os, syscall or network
 // package (no adapter, no parser, no finance code, no spill files); the
 // contract suites link, of this module, only the interface they test; what
 // counts usage links the usage counters, not the finance code (costs).
 func TestCoreDependencies(t *testing.T) {
 	t.Parallel()
-	catalogPkg := module + "/functions/catalog"
+	catalogPkg := module + "/functions/core/catalog"
 	suites := map[string]string{
-		module + "/functions/blob/blobtest":   module + "/functions/blob",
-		module + "/functions/queue/queuetest": module + "/functions/queue",
-		module + "/functions/topic/topictest": module + "/functions/topic",
+		module + "/functions/ports/blob/blobtest":   module + "/functions/ports/blob",
+		module + "/functions/ports/queue/queuetest": module + "/functions/ports/queue",
+		module + "/functions/ports/topic/topictest": module + "/functions/ports/topic",
 	}
 	var meters []string
-	for _, p := range []string{"metering", "pgstore", "relay", "s3blob", "sqsqueue", "snstopic"} {
+	for _, p := range []string{"finance/metering", "stores/pgstore", "publish/relay", "adapters/s3blob", "adapters/sqsqueue", "adapters/snstopic"} {
 		meters = append(meters, module+"/functions/"+p)
 	}
 	pkgs := append([]string{catalogPkg}, meters...)
@@ -184,13 +201,13 @@ func TestCoreDependencies(t *testing.T) {
 	}
 	for _, d := range cat.Deps {
 		if first, _, _ := strings.Cut(d, "/"); strings.Contains(first, ".") {
-			t.Errorf("functions/catalog links %s: the domain core links only the standard library", d)
+			t.Errorf("functions/core/catalog links %s: the domain core links only the standard library", d)
 		}
 	}
 	for _, imp := range cat.Imports {
 		if imp == "os" || imp == "syscall" || imp == "os/exec" || imp == "database/sql" ||
 			imp == "net" || strings.HasPrefix(imp, "net/") {
-			t.Errorf("functions/catalog imports %s", imp)
+			t.Errorf("functions/core/catalog imports %s", imp)
 		}
 	}
 	for suite, iface := range suites {
@@ -201,8 +218,85 @@ func TestCoreDependencies(t *testing.T) {
 		}
 	}
 	for _, m := range meters {
-		if slices.Contains(got[m].Deps, module+"/functions/costs") {
-			t.Errorf("%s links functions/costs: usage counters are package usage", m)
+		if slices.Contains(got[m].Deps, module+"/functions/finance/costs") {
+			t.Errorf("%s links functions/finance/costs: usage counters are package usage", m)
+		}
+	}
+}
+
+// importRules are the layout's rules (docs/ARCHITECTURE.md, "Code shape"):
+// what a package of each kind may import of this module. A handler
+// (functions/<group>/<name> of a flow group) may import the libraries, not
+// an adapter, a store, the wiring or another handler; its <name>wiring and
+// lambda/ packages build it from everything. Each rule is a prefix of the
+// importer and the prefixes it may import.
+var importRules = []struct {
+	kind     string
+	importer func(rel string) bool
+	may      []string
+}{
+	{"the domain core", prefixed("functions/core/"), []string{"functions/core/"}},
+	{"the messages", prefixed("events/"), []string{"functions/core/", "events/"}},
+	{"a boundary", prefixed("functions/ports/"), []string{"functions/core/", "functions/ports/", "events/"}},
+	{"finance", prefixed("functions/finance/"), []string{"functions/core/", "functions/finance/", "functions/ports/"}},
+	{"an adapter", prefixed("functions/adapters/"), []string{"functions/core/", "functions/ports/", "functions/adapters/", "functions/finance/usage", "functions/finance/metering", "events/",
+		"functions/publish/webhook"}}, // lambdainvoke carries webhook.Delivery
+	{"the store", prefixed("functions/stores/"), []string{"functions/core/", "functions/ports/", "functions/stores/", "functions/finance/", "events/", "sql",
+		"scripts/local/testenv"}}, // pgstoretest, which only tests import
+	{"the wiring", func(rel string) bool { return rel == "functions/platform/connect" }, []string{"functions/", "events/", "sql"}},
+	{"the platform", prefixed("functions/platform/"), []string{"functions/core/", "functions/ports/", "functions/platform/", "functions/finance/", "events/",
+		"functions/publish/webhook"}},
+	{"a handler", isHandlerSide, []string{"functions/core/", "functions/ports/", "functions/finance/", "events/",
+		"functions/platform/config", "functions/platform/httpapi", "functions/platform/logging", "functions/platform/metrics", "functions/platform/retry",
+		"functions/publish/webhook"}},
+}
+
+func prefixed(p string) func(string) bool {
+	return func(rel string) bool { return strings.HasPrefix(rel, p) }
+}
+
+// isHandlerSide reports whether rel is a flow group's package other than a
+// function's lambda/ or <name>wiring/ or a test fixture (<name>test: what
+// only tests import, such as serve/servetest): the handler, or a library of
+// it, such as publish/webhook or ingest/diff/extsort.
+func isHandlerSide(rel string) bool {
+	parts := strings.Split(rel, "/")
+	if len(parts) < 3 || parts[0] != "functions" || !slices.Contains(handlerGroups, parts[1]) {
+		return false
+	}
+	last := parts[len(parts)-1]
+	return last != "lambda" && !strings.HasSuffix(last, "wiring") && !strings.HasSuffix(last, "test")
+}
+
+// TestLayoutImportRules checks what each package of functions/ and events/
+// imports (its own code, not its tests) against importRules; a handler
+// may import its own subpackages, and no handler another's.
+func TestLayoutImportRules(t *testing.T) {
+	t.Parallel()
+	pkgs := goList(t, "./functions/...", "./events/...")
+	if len(pkgs) < 40 {
+		t.Fatalf("go list listed %d packages", len(pkgs))
+	}
+	for _, p := range pkgs {
+		rel := strings.TrimPrefix(p.ImportPath, module+"/")
+		for _, r := range importRules {
+			if !r.importer(rel) {
+				continue
+			}
+			for _, imp := range p.Imports {
+				dep, ok := strings.CutPrefix(imp, module+"/")
+				if !ok || dep == rel || strings.HasPrefix(dep, rel+"/") {
+					continue
+				}
+				allowed := slices.ContainsFunc(r.may, func(p string) bool { return dep == strings.TrimSuffix(p, "/") || strings.HasPrefix(dep, p) })
+				if isHandlerSide(rel) && isHandlerSide(dep) && dep != "functions/publish/webhook" {
+					allowed = false
+				}
+				if !allowed {
+					t.Errorf("%s (%s) imports %s, which the layout does not allow (importRules)", rel, r.kind, dep)
+				}
+			}
+			break
 		}
 	}
 }

@@ -3,7 +3,7 @@
 //
 //	go run ./scripts/buildlambdas -out dist/lambda
 //
-// Each functions/<name>/lambda directory (a Go package main), and each
+// Each functions/<group>/<name>/lambda directory (a Go package main), and each
 // infra/<name>/lambda (the deploy-time custom resources, such as the schema
 // migrations), is compiled with
 // GOOS=linux GOARCH=arm64 CGO_ENABLED=0 -tags lambda.norpc -trimpath
@@ -29,7 +29,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/rdsca"
+	"github.com/retailcatalog/catalog/functions/adapters/rdsca"
 )
 
 // Options configures Build.
@@ -81,26 +81,28 @@ func main() {
 	}
 }
 
-// SourceDirs are the directories whose <name>/lambda packages are built.
-var SourceDirs = []string{"functions", "infra"}
+// SourceGlobs match the lambda/ directories of the packages built: the
+// functions, grouped by the flow (functions/ingest/diff/lambda), and the
+// deploy-time custom resources (infra/migrate/lambda).
+var SourceGlobs = []string{filepath.Join("functions", "*", "*", "lambda"), filepath.Join("infra", "*", "lambda")}
 
 // Function is one Lambda package to build.
 type Function struct {
 	// Name is the directory above lambda/, and the name of the zip.
 	Name string
 	// Package is the import path relative to the module root
-	// ("./functions/<name>/lambda").
+	// ("./functions/<group>/<name>/lambda").
 	Package string
 }
 
-// Functions lists the <dir>/<name>/lambda packages under root (for every
-// dir of SourceDirs) that hold Go files, sorted by name. Two packages with
+// Functions lists the <name>/lambda packages under root (every match of
+// SourceGlobs) that hold Go files, sorted by name. Two packages with
 // the same name are an error: their zips would collide.
 func Functions(root string) ([]Function, error) {
 	var fns []Function
 	seen := map[string]string{}
-	for _, src := range SourceDirs {
-		dirs, err := filepath.Glob(filepath.Join(root, src, "*", "lambda"))
+	for _, glob := range SourceGlobs {
+		dirs, err := filepath.Glob(filepath.Join(root, glob))
 		if err != nil {
 			return nil, err
 		}
@@ -109,8 +111,12 @@ func Functions(root string) ([]Function, error) {
 			if len(goFiles) == 0 {
 				continue
 			}
+			rel, err := filepath.Rel(root, dir)
+			if err != nil {
+				return nil, err
+			}
 			name := filepath.Base(filepath.Dir(dir))
-			pkg := "./" + src + "/" + name + "/lambda"
+			pkg := "./" + filepath.ToSlash(rel)
 			if prev, ok := seen[name]; ok {
 				return nil, fmt.Errorf("two functions named %s: %s and %s", name, prev, pkg)
 			}
@@ -148,13 +154,13 @@ func Build(ctx context.Context, opts Options) ([]Result, error) {
 		for _, n := range opts.Only {
 			f, ok := byName[strings.TrimSpace(n)]
 			if !ok {
-				return nil, fmt.Errorf("no Go package at functions/%s/lambda or infra/%s/lambda", n, n)
+				return nil, fmt.Errorf("no Go package at functions/*/%s/lambda or infra/%s/lambda", n, n)
 			}
 			fns = append(fns, f)
 		}
 	}
 	if len(fns) == 0 {
-		return nil, fmt.Errorf("no functions/*/lambda packages under %s", opts.Root)
+		return nil, fmt.Errorf("no functions/*/*/lambda packages under %s", opts.Root)
 	}
 	out, err := filepath.Abs(opts.Out)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/retailcatalog/catalog/functions/rdsca"
+	"github.com/retailcatalog/catalog/functions/adapters/rdsca"
 )
 
 // checkZip asserts that zipPath holds an executable "bootstrap" entry that
@@ -34,7 +34,7 @@ func checkZip(t *testing.T, zipPath string) {
 	if ca := zr.File[1]; ca.Mode().Perm()&0o111 != 0 || ca.Mode().Perm()&0o444 != 0o444 {
 		t.Errorf("%s: %s has mode %v, want readable, not executable", zipPath, ca.Name, ca.Mode())
 	} else if body := readZipFile(t, ca); !bytes.Equal(body, rdsca.Bundle) {
-		t.Errorf("%s: %s differs from functions/rdsca/rds-ca-bundle.pem", zipPath, ca.Name)
+		t.Errorf("%s: %s differs from functions/adapters/rdsca/rds-ca-bundle.pem", zipPath, ca.Name)
 	}
 	f := zr.File[0]
 	if f.Mode().Perm()&0o111 == 0 {
@@ -75,11 +75,11 @@ func writeModule(t *testing.T) string {
 	t.Helper()
 	root := t.TempDir()
 	files := map[string]string{
-		"go.mod":                         "module example.com/throwaway\n\ngo 1.22\n",
-		"functions/hello/lambda/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
-		"functions/other/lambda/main.go": "package main\n\nfunc main() {}\n",
-		"functions/shared/shared.go":     "package shared\n",
-		"infra/setup/lambda/main.go":     "package main\n\nfunc main() {}\n",
+		"go.mod":                               "module example.com/throwaway\n\ngo 1.22\n",
+		"functions/greet/hello/lambda/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"hello\") }\n",
+		"functions/greet/other/lambda/main.go": "package main\n\nfunc main() {}\n",
+		"functions/core/shared/shared.go":      "package shared\n",
+		"infra/setup/lambda/main.go":           "package main\n\nfunc main() {}\n",
 	}
 	for name, body := range files {
 		path := filepath.Join(root, name)
@@ -137,7 +137,7 @@ func TestBuildErrors(t *testing.T) {
 		t.Error("want an error when there is nothing to build")
 	}
 	broken := writeModule(t)
-	if err := os.WriteFile(filepath.Join(broken, "functions/hello/lambda/main.go"), []byte("package main\nfunc main() { undefined() }\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(broken, "functions/greet/hello/lambda/main.go"), []byte("package main\nfunc main() { undefined() }\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Build(context.Background(), Options{Root: broken, Out: t.TempDir()}); err == nil {
@@ -156,7 +156,7 @@ func TestBuildErrors(t *testing.T) {
 }
 
 // TestBuildRepositoryFunctions builds the real functions of this repository,
-// one zip per functions/*/lambda package.
+// one zip per functions/*/*/lambda package.
 func TestBuildRepositoryFunctions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds every function of the repository")
@@ -167,7 +167,7 @@ func TestBuildRepositoryFunctions(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(names) == 0 {
-		t.Skip("no functions/*/lambda packages in the repository yet")
+		t.Skip("no functions/*/*/lambda packages in the repository yet")
 	}
 	// The functions the CDK app deploys must be among them.
 	have := map[string]bool{}

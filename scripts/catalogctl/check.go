@@ -10,7 +10,7 @@ import (
 	"runtime"
 	"strings"
 
-	"github.com/retailcatalog/catalog/functions/snapshot"
+	"github.com/retailcatalog/catalog/functions/core/snapshot"
 )
 
 func init() {

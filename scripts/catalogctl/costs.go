@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/usage"
+	"github.com/retailcatalog/catalog/functions/finance/usage"
 )
 
 func init() {

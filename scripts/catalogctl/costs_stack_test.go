@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/usage"
+	"github.com/retailcatalog/catalog/functions/finance/usage"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 )
 

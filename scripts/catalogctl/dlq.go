@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
 )
 
 func init() {
@@ -240,9 +240,9 @@ func listDeadLetters(ctx context.Context, c *Call, queue string, limit int, asJS
 // event, a chunk message, a change event, or else its start.
 func describeDeadLetter(body json.RawMessage) string {
 	var m struct {
-		// events.Envelope
+		// message.Envelope
 		ID, Type string
-		// events.ChunkMessage (and the envelope's)
+		// message.ChunkMessage (and the envelope's)
 		RetailerID string `json:"retailer_id"`
 		Generation int64
 		Seq        *int

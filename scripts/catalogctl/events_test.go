@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 )
 
 func TestParseSince(t *testing.T) {
@@ -62,8 +62,8 @@ func TestDLQAndReplayAgainstTheStack(t *testing.T) {
 	require.Regexp(t, `(?m)^webhooks +\S+webhooks-dlq +0$`, r.stdout)
 	require.Regexp(t, `(?m)^apply-small +\S+apply-small-dlq.fifo +0$`, r.stdout)
 
-	env := events.Envelope{ID: events.EventID(events.TypeSnapshotApplied, "e1", 1, 0), Type: events.TypeSnapshotApplied,
-		Time: time.Now().UTC(), RetailerID: "e1", Generation: 1, Status: &events.SnapshotStatus{RetailerID: "e1", Generation: 1, State: "applied"}}
+	env := message.Envelope{ID: message.EventID(message.TypeSnapshotApplied, "e1", 1, 0), Type: message.TypeSnapshotApplied,
+		Time: time.Now().UTC(), RetailerID: "e1", Generation: 1, Status: &message.SnapshotStatus{RetailerID: "e1", Generation: 1, State: "applied"}}
 	body, err := json.Marshal(env)
 	require.NoError(t, err)
 	_, err = st.SQS.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &st.WebhooksQueue.DLQURL, MessageBody: aws.String(string(body))})

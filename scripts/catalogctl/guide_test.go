@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/snapshot"
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/snapshot"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
 )
@@ -197,11 +197,11 @@ func guideExamples(t *testing.T, g guide) []guideExample {
 }
 
 // guideHoldError is the "error" a hold's section of the guide shows.
-func guideHoldError(t *testing.T, g guide, code string) events.StatusError {
+func guideHoldError(t *testing.T, g guide, code string) message.StatusError {
 	t.Helper()
 	blocks := fenced(g.sections["`"+code+"`"], "json")
 	require.Len(t, blocks, 1, "%s: one ```json block with the status's error", code)
-	var e struct{ Error events.StatusError }
+	var e struct{ Error message.StatusError }
 	require.NoError(t, json.Unmarshal([]byte("{"+blocks[0]+"}"), &e), "%s: %s", code, blocks[0])
 	require.Equal(t, code, e.Error.Code)
 	return e.Error

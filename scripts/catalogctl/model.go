@@ -4,7 +4,7 @@ import (
 	"context"
 	"flag"
 
-	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
 )
 
 func init() {
@@ -21,7 +21,7 @@ against a CDN, an ALB and a small container service, the stack parameters and
 account quotas the scale needs, and every figure used with its source.
 
 Per-row figures come from the project's benchmarks (README.md 'Performance',
-docs/PERFORMANCE.md), prices from the dated table functions/costs/prices.json;
+docs/PERFORMANCE.md), prices from the dated table functions/finance/costs/prices.json;
 both are embedded and named in the output. It needs no API and no token.
 docs/SCALE.md answers the scale questions with this command's output.`,
 		Flags: func(fs *flag.FlagSet) Runner {

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/ports/topic"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"
 )
@@ -31,7 +31,7 @@ func (p refusingTopic) Publish(ctx context.Context, msgs []topic.Message) ([]err
 	var pass []topic.Message
 	var at []int
 	for i, m := range msgs {
-		if m.Attributes[events.AttrRetailerID] == p.retailer {
+		if m.Attributes[message.AttrRetailerID] == p.retailer {
 			errs[i] = fmt.Errorf("sns refused the message: InvalidParameter: injected: %w", topic.ErrRefused)
 			continue
 		}

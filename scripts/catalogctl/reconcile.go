@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
 )
 
 func init() {

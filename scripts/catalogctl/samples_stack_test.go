@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/docs/samples/webhookreceiver"
-	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 )

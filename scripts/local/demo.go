@@ -13,12 +13,12 @@ import (
 	"sync"
 	"time"
 
-	usagecounts "github.com/retailcatalog/catalog/functions/usage"
+	usagecounts "github.com/retailcatalog/catalog/functions/finance/usage"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/costs"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -371,7 +371,7 @@ func (g *applyGate) release() {
 
 // held returns the channel to wait on when msg is held back, else nil.
 func (g *applyGate) held(msg lambdaevents.SQSMessage) chan struct{} {
-	var m events.ChunkMessage
+	var m message.ChunkMessage
 	if json.Unmarshal([]byte(msg.Body), &m) != nil {
 		return nil
 	}

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
@@ -68,7 +68,7 @@ func startHookReceiverWith(l hookLimits) (*hookReceiver, error) {
 				w.WriteHeader(http.StatusRequestEntityTooLarge) // or cut off: not a delivery
 				return
 			}
-			var env events.Envelope
+			var env message.Envelope
 			_ = json.Unmarshal(body, &env)
 			d := delivery{id: r.Header.Get(webhook.HeaderEventID), gen: env.Generation,
 				signed: webhook.Verify([]byte(demoHookSecret), body, r.Header.Get(webhook.HeaderSignature))}
@@ -123,8 +123,8 @@ func (d *demoRun) changeEvents(ctx context.Context, st *stack.Stack) error {
 			return err
 		}
 		for _, s := range items {
-			if typ := events.SnapshotType(s.State); typ != "" { // a state with an outcome event
-				want[events.EventID(typ, r, s.Generation, 0)] = true
+			if typ := message.SnapshotType(s.State); typ != "" { // a state with an outcome event
+				want[message.EventID(typ, r, s.Generation, 0)] = true
 			}
 		}
 	}

@@ -27,9 +27,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/logging"
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/platform/logging"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
 

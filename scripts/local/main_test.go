@@ -21,8 +21,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/testenv"

@@ -92,7 +92,7 @@ arguments, they go to go test as given and nothing is fuzzed.`)
 			fuzzTime = "40000x"
 		}
 		for _, target := range []string{"FuzzCSV", "FuzzJSONL"} {
-			if err := run("test", "-run", "^$", "-fuzz", "^"+target+"$", "-fuzztime", fuzzTime, "./functions/snapshot/"); err != nil {
+			if err := run("test", "-run", "^$", "-fuzz", "^"+target+"$", "-fuzztime", fuzzTime, "./functions/core/snapshot/"); err != nil {
 				return err
 			}
 		}

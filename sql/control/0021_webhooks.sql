@@ -1,6 +1,6 @@
 -- Retailers' webhooks (DESIGN 5 and 8): where their lifecycle events go,
 -- and the secret that signs each delivery, sealed with AES-256-GCM under a
--- key kept outside the database (functions/webhook, SecretBox: HMAC needs
+-- key kept outside the database (functions/publish/webhook, SecretBox: HMAC needs
 -- the secret itself, so a hash could not serve; sealed, a copy of this
 -- table signs nothing). A retailer removed from the registry takes its
 -- webhook with it.

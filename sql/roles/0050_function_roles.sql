@@ -13,7 +13,7 @@
 --
 -- A migration that adds a table grants it, in the same file, to the roles
 -- that need it (numbered after 0051, so that the roles exist); the test
--- functions/pgstore/roles_test.go holds the expected privileges of every
+-- functions/stores/pgstore/roles_test.go holds the expected privileges of every
 -- table and fails on a table it does not know.
 DO $$
 DECLARE

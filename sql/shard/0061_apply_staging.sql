@@ -1,5 +1,5 @@
 -- The apply stages each chunk in a temporary table of its session
--- (functions/pgstore/chunkwrite.go: binary COPY into apply_stage, then one
+-- (functions/stores/pgstore/chunkwrite.go: binary COPY into apply_stage, then one
 -- set-based statement per kind of write). Temporary tables need TEMPORARY
 -- on the database, which 0050 revoked from PUBLIC: the apply role gets it
 -- back, on the shards only. A temporary table is private to its session,

@@ -18,8 +18,8 @@ import (
 	"github.com/aws/aws-lambda-go/cfn"
 	"github.com/aws/aws-lambda-go/lambda"
 
-	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/connect"
+	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/platform/connect"
 )
 
 // physicalID names the one schema resource of a stack.

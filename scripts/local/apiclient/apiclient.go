@@ -15,9 +15,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/ops"
-	"github.com/retailcatalog/catalog/functions/read"
-	"github.com/retailcatalog/catalog/functions/upload"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
+	"github.com/retailcatalog/catalog/functions/serve/control"
+	"github.com/retailcatalog/catalog/functions/serve/read"
+	"github.com/retailcatalog/catalog/functions/serve/upload"
 )
 
 // Client talks to one API.
@@ -170,7 +171,7 @@ func (c *Client) RecoverToken(ctx context.Context, adminToken, retailerID string
 }
 
 // Offboarding is the answer of an offboarding: the generation that removes the catalog.
-type Offboarding = upload.OffboardResponse
+type Offboarding = control.OffboardResponse
 
 // Offboard offboards a retailer with the admin token.
 func (c *Client) Offboard(ctx context.Context, adminToken, retailerID string) (Offboarding, error) {
@@ -180,7 +181,7 @@ func (c *Client) Offboard(ctx context.Context, adminToken, retailerID string) (O
 }
 
 // Settings are a retailer's hold thresholds in percent.
-type Settings = upload.Settings
+type Settings = control.Settings
 
 // PutSettings sets a retailer's hold thresholds (nil leaves one as it is).
 func (c *Client) PutSettings(ctx context.Context, token, retailerID string, deletePct, updatePct *float64) (Settings, error) {

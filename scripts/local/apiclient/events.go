@@ -7,7 +7,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/ops"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
 )
 
 // DeadLetterQueues lists every queue's dead-letter queue and its depth (GET /v1/admin/dlq).

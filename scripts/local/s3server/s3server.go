@@ -81,13 +81,13 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
-
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3afero"
-	catalogevents "github.com/retailcatalog/catalog/events"
+
+	"github.com/retailcatalog/catalog/events/message"
 )
 
 // Region is the AWS region reported in events and used by NewS3Client.
@@ -636,7 +636,7 @@ func (s *Server) event(name, bucket, key string, size int64, etag, sourceIP, req
 	if requestID == "" {
 		requestID = fmt.Sprintf("%016X", s.nextSequence())
 	}
-	ev := catalogevents.NewObjectCreatedEvent(Region, bucket, key, size, time.Now().Truncate(time.Millisecond))
+	ev := message.NewObjectCreatedEvent(Region, bucket, key, size, time.Now().Truncate(time.Millisecond))
 	rec := &ev.Records[0]
 	rec.EventName = name
 	rec.PrincipalID = events.S3UserIdentity{PrincipalID: "AWS:LOCAL"}

@@ -37,7 +37,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
-	"github.com/retailcatalog/catalog/functions/queue"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
 )
 
 // Region is the AWS region used by the emulator's clients, ARNs and URLs.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/retailcatalog/catalog/functions/analytics"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 )
 

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/retailcatalog/catalog/functions/costs"
-	"github.com/retailcatalog/catalog/functions/metering"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
+	"github.com/retailcatalog/catalog/functions/finance/metering"
 )
 
 // Meters are the usage meters of the functions the stack runs, each with

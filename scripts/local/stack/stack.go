@@ -27,45 +27,47 @@ import (
 	"sync"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/connect"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/platform/connect"
 
-	"github.com/retailcatalog/catalog/functions/analytics/analyticswiring"
-	"github.com/retailcatalog/catalog/functions/apply/applywiring"
-	"github.com/retailcatalog/catalog/functions/arrival/arrivalwiring"
-	"github.com/retailcatalog/catalog/functions/diff/diffwiring"
-	"github.com/retailcatalog/catalog/functions/ops/opswiring"
-	"github.com/retailcatalog/catalog/functions/upload/uploadwiring"
-	"github.com/retailcatalog/catalog/functions/webhooks/webhookswiring"
+	"github.com/retailcatalog/catalog/functions/ingest/apply/applywiring"
+	"github.com/retailcatalog/catalog/functions/ingest/arrival/arrivalwiring"
+	"github.com/retailcatalog/catalog/functions/ingest/diff/diffwiring"
+	"github.com/retailcatalog/catalog/functions/operate/ops/opswiring"
+	"github.com/retailcatalog/catalog/functions/publish/analytics/analyticswiring"
+	"github.com/retailcatalog/catalog/functions/publish/webhooks/webhookswiring"
+	"github.com/retailcatalog/catalog/functions/serve/upload/uploadwiring"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sns"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/analytics"
-	"github.com/retailcatalog/catalog/functions/apply"
-	"github.com/retailcatalog/catalog/functions/arrival"
-	"github.com/retailcatalog/catalog/functions/config"
-	"github.com/retailcatalog/catalog/functions/costs"
-	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/httpapi"
-	"github.com/retailcatalog/catalog/functions/logging"
-	"github.com/retailcatalog/catalog/functions/metering"
-	"github.com/retailcatalog/catalog/functions/metrics"
-	"github.com/retailcatalog/catalog/functions/ops"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/queue"
-	"github.com/retailcatalog/catalog/functions/read"
-	"github.com/retailcatalog/catalog/functions/relay"
-	"github.com/retailcatalog/catalog/functions/retry"
-	"github.com/retailcatalog/catalog/functions/s3blob"
-	"github.com/retailcatalog/catalog/functions/snstopic"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
-	"github.com/retailcatalog/catalog/functions/topic"
-	"github.com/retailcatalog/catalog/functions/upload"
-	"github.com/retailcatalog/catalog/functions/webhook"
-	"github.com/retailcatalog/catalog/functions/webhooks"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/adapters/s3blob"
+	"github.com/retailcatalog/catalog/functions/adapters/snstopic"
+	"github.com/retailcatalog/catalog/functions/adapters/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
+	"github.com/retailcatalog/catalog/functions/finance/metering"
+	"github.com/retailcatalog/catalog/functions/ingest/apply"
+	"github.com/retailcatalog/catalog/functions/ingest/arrival"
+	"github.com/retailcatalog/catalog/functions/ingest/diff"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
+	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/platform/httpapi"
+	"github.com/retailcatalog/catalog/functions/platform/logging"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
+	"github.com/retailcatalog/catalog/functions/platform/retry"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
+	"github.com/retailcatalog/catalog/functions/ports/topic"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
+	"github.com/retailcatalog/catalog/functions/publish/relay"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
+	"github.com/retailcatalog/catalog/functions/publish/webhooks"
+	"github.com/retailcatalog/catalog/functions/serve/control"
+	"github.com/retailcatalog/catalog/functions/serve/read"
+	"github.com/retailcatalog/catalog/functions/serve/upload"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
 	"github.com/retailcatalog/catalog/scripts/local/s3server"
@@ -196,7 +198,7 @@ type Options struct {
 	WrapDiffQueue func(queue.Sender) queue.Sender
 	WrapApply     func(eventsource.Handler) eventsource.Handler
 	WrapDiff      func(eventsource.Handler) eventsource.Handler
-	ApplyObserve  func(msg events.ChunkMessage, start bool)
+	ApplyObserve  func(msg message.ChunkMessage, start bool)
 	WrapPublisher func(topic.Publisher) topic.Publisher
 	// NoPollers starts no event-source pollers (tests drive handlers by hand).
 	NoPollers bool
@@ -267,11 +269,11 @@ func (o *Options) defaults() {
 
 // AnalyticsFilter is the analytics queue's subscription filter: change
 // events only (infra sets the same).
-var AnalyticsFilter = map[string]any{events.AttrType: []string{events.TypeChanges}}
+var AnalyticsFilter = map[string]any{message.AttrType: []string{message.TypeChanges}}
 
 // WebhooksFilter is the webhooks queue's subscription filter: lifecycle
 // events only (infra sets the same).
-var WebhooksFilter = map[string]any{events.AttrType: []any{map[string]string{"prefix": events.SnapshotTypePrefix}}}
+var WebhooksFilter = map[string]any{message.AttrType: []any{map[string]string{"prefix": message.SnapshotTypePrefix}}}
 
 // AnalyticsBatch is the analytics consumer's batch size (events; its event
 // source on AWS takes the same).
@@ -318,6 +320,7 @@ type Stack struct {
 	Diff           *diff.Handler
 	Apply          *apply.Handler
 	Upload         *upload.Handler
+	Control        *control.Handler // the control plane's routes, served with Upload by the upload function
 	Read           *read.Handler
 	Relay          *relay.Relay
 	Analytics      *analytics.Handler
@@ -626,10 +629,11 @@ func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsq
 	st.Meters = newMeters(st.Stores, o.Logger)
 	deployment := costs.DefaultDeployment()
 	deployment.Clusters = o.Shards + 1
-	uploadConfig := uploadwiring.Config(&st.Config)
-	uploadConfig.Costs = &upload.CostsConfig{Usage: st.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment,
+	st.Upload = upload.New(uploadwiring.Config(&st.Config), st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
+	controlConfig := uploadwiring.ControlConfig(&st.Config)
+	controlConfig.Costs = &control.CostsConfig{Usage: st.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment,
 		ReadsNote: metering.ReadsNote(), Reports: st.Blobs}
-	st.Upload = upload.New(uploadConfig, st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
+	st.Control = control.New(controlConfig, st.Stores, st.Blobs, o.Logger.With("function", "upload"))
 	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.Stores.ReadPing) // as on Lambda
 	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
 	if o.WrapPublisher != nil {
@@ -654,7 +658,7 @@ func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsq
 	if err != nil {
 		return err
 	}
-	st.Upload.EnableWebhooks(upload.Webhooks{Store: st.Stores, Policy: st.Config.WebhookPolicy(), Secrets: box})
+	st.Control.EnableWebhooks(control.Webhooks{Store: st.Stores, Policy: st.Config.WebhookPolicy(), Secrets: box})
 	webhooksConfig := webhookswiring.Config(&st.Config, box)
 	webhooksConfig.Timeout = o.WebhookTimeout
 	st.Webhooks = webhooks.New(webhooksConfig, st.Stores, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "webhooks"))
@@ -822,8 +826,8 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 // Handler is the HTTP API: every route of the upload and read functions on one mux.
 func (st *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
-	uploads := metering.HTTP(st.Meters.Upload, st.Upload)
-	for _, route := range st.Upload.Routes() {
+	uploads := metering.HTTP(st.Meters.Upload, uploadwiring.Routes(st.Upload, st.Control))
+	for _, route := range append(st.Upload.Routes(), st.Control.Routes()...) {
 		mux.Handle(route, uploads)
 	}
 	// The storefront's routes, each request metered like a Lambda invocation.
@@ -929,7 +933,7 @@ func (st *Stack) Resume(ctx context.Context) error {
 			return fmt.Errorf("shard %d: %w", i, err)
 		}
 		for _, u := range list {
-			if err := st.ResendDiffJob(ctx, events.UploadKey(u.RetailerID, u.Generation)); err != nil {
+			if err := st.ResendDiffJob(ctx, keys.Upload(u.RetailerID, u.Generation)); err != nil {
 				return fmt.Errorf("resume %s/%d: %w", u.RetailerID, u.Generation, err)
 			}
 			st.Options.Logger.Info("resumed unfinished generation", "retailer_id", u.RetailerID, "generation", u.Generation)
@@ -985,12 +989,12 @@ func (st *Stack) replayRecentEvents(ctx context.Context) {
 // notification) on diff-jobs.fifo, in its retailer's group, as the
 // arrival function and a confirmation do.
 func (st *Stack) ResendDiffJob(ctx context.Context, key string) error {
-	retailerID, _, err := events.ParseUploadKey(key)
+	retailerID, _, err := keys.ParseUpload(key)
 	if err != nil {
 		return err
 	}
-	body := events.ObjectCreatedMessage(Region, st.Bucket, key, time.Now())
-	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, body, events.DiffJobGroupID(retailerID), events.DiffJobDedupID(body))
+	body := message.ObjectCreatedMessage(Region, st.Bucket, key, time.Now())
+	return sqsqueue.NewSender(st.SQS).Send(ctx, st.DiffQueue.URL, body, message.DiffJobGroupID(retailerID), message.DiffJobDedupID(body))
 }
 
 // SendS3Event delivers an S3 event notification where the bucket's

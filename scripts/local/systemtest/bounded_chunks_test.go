@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -155,11 +155,11 @@ func TestAttributeBombDoesNotStopOthers(t *testing.T) {
 // fails) and retailer b's, b's are applied by that same invocation.
 func TestFailingMessageFailsOnlyItsGroup(t *testing.T) {
 	t.Parallel()
-	gate := &systemtest.HeldQueue{Hold: func(events.ChunkMessage) bool { return true }}
+	gate := &systemtest.HeldQueue{Hold: func(message.ChunkMessage) bool { return true }}
 	var mu sync.Mutex
 	type invocation struct {
 		ids    []string // message ids of the batch, in order
-		bodies map[string]events.ChunkMessage
+		bodies map[string]message.ChunkMessage
 		failed map[string]bool
 	}
 	var invocations []invocation
@@ -169,10 +169,10 @@ func TestFailingMessageFailsOnlyItsGroup(t *testing.T) {
 		WrapDiffQueue: gate.Wrap,
 		WrapApply: func(next eventsource.Handler) eventsource.Handler {
 			return func(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
-				inv := invocation{bodies: map[string]events.ChunkMessage{}, failed: map[string]bool{}}
+				inv := invocation{bodies: map[string]message.ChunkMessage{}, failed: map[string]bool{}}
 				blocked := false
 				for _, r := range ev.Records {
-					var m events.ChunkMessage
+					var m message.ChunkMessage
 					require.NoError(t, jsonParse(r.Body, &m))
 					inv.ids = append(inv.ids, r.MessageId)
 					inv.bodies[r.MessageId] = m

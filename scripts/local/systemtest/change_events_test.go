@@ -10,8 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/ports/topic"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -30,20 +31,20 @@ func TestEventsPublishedRightAfterCommit(t *testing.T) {
 	s2 := e.Upload("r1", []byte("product_id,title\nsame,1\nsame,2\n"))
 	require.Equal(t, "rejected", s2.State)
 
-	got := p.WaitFor(30*time.Second, "3 chunks, applied and rejected", func(envs []events.Envelope) bool { return len(systemtest.ByID(envs)) == 5 })
+	got := p.WaitFor(30*time.Second, "3 chunks, applied and rejected", func(envs []message.Envelope) bool { return len(systemtest.ByID(envs)) == 5 })
 	ids := systemtest.ByID(got)
-	applied := ids[events.EventID(events.TypeSnapshotApplied, "r1", s1.Generation, 0)]
+	applied := ids[message.EventID(message.TypeSnapshotApplied, "r1", s1.Generation, 0)]
 	require.Len(t, applied, 1)
 	require.Equal(t, "applied", applied[0].Status.State)
-	require.Equal(t, events.Chunks{Total: 3, Applied: 3}, applied[0].Status.Chunks)
-	rejected := ids[events.EventID(events.TypeSnapshotRejected, "r1", s2.Generation, 0)]
+	require.Equal(t, message.Chunks{Total: 3, Applied: 3}, applied[0].Status.Chunks)
+	rejected := ids[message.EventID(message.TypeSnapshotRejected, "r1", s2.Generation, 0)]
 	require.Len(t, rejected, 1)
 	require.Equal(t, "duplicate_product_id", rejected[0].Status.Error.Code)
 	count := 0
 	for seq := range 3 {
-		ch := ids[events.EventID(events.TypeChanges, "r1", s1.Generation, seq)]
+		ch := ids[message.EventID(message.TypeChanges, "r1", s1.Generation, seq)]
 		require.Len(t, ch, 1, "chunk %d", seq)
-		require.Equal(t, events.ChunkKey("r1", s1.Generation, seq), ch[0].Object)
+		require.Equal(t, keys.Chunk("r1", s1.Generation, seq), ch[0].Object)
 		count += ch[0].Count
 	}
 	require.Equal(t, 25, count)
@@ -95,12 +96,12 @@ func TestRelayCrashesLoseNothing(t *testing.T) {
 		delete(c, fmt.Sprintf("p-%05d", i))
 		s := e.Upload("r1", c.CSV(nil))
 		require.Equal(t, "applied", s.State)
-		want[events.EventID(events.TypeSnapshotApplied, "r1", s.Generation, 0)] = true
+		want[message.EventID(message.TypeSnapshotApplied, "r1", s.Generation, 0)] = true
 		for seq := range s.Chunks.Total {
-			want[events.EventID(events.TypeChanges, "r1", s.Generation, seq)] = true
+			want[message.EventID(message.TypeChanges, "r1", s.Generation, seq)] = true
 		}
 	}
-	p.WaitFor(30*time.Second, "every event", func(envs []events.Envelope) bool { return len(systemtest.ByID(envs)) == len(want) })
+	p.WaitFor(30*time.Second, "every event", func(envs []message.Envelope) bool { return len(systemtest.ByID(envs)) == len(want) })
 	e.WaitOutboxEmpty(10 * time.Second)
 	got := p.Receive()
 	for id := range systemtest.ByID(got) {

@@ -11,8 +11,8 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/queue"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -28,7 +28,7 @@ type flakyQueue struct {
 }
 
 func (q *flakyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	var m events.ChunkMessage
+	var m message.ChunkMessage
 	if jsonParse(body, &m) == nil && m.Seq == q.failSeq && q.failed.CompareAndSwap(false, true) {
 		return errors.New("crash after writing the chunk object")
 	}
@@ -81,7 +81,7 @@ func TestI1ChunkDeliveredTwice(t *testing.T) {
 	q := &systemtest.HeldQueue{}
 	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: q.Wrap})
 	e.Onboard("r1")
-	q.Hold = func(events.ChunkMessage) bool { return true }
+	q.Hold = func(message.ChunkMessage) bool { return true }
 	want := fixtures.Generate("p", 30)
 	gen, err := e.API.Upload(context.Background(), e.Token("r1"), "r1", "", want.CSV(nil))
 	require.NoError(t, err)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 )
 
 // mermaidBlocks returns the Mermaid diagrams of a document (from the
@@ -81,7 +81,7 @@ func TestDiagramsFollowTheCode(t *testing.T) {
 	}
 	for edge := range edges {
 		if edge[0] != "[*]" && edge[1] != "[*]" {
-			require.Contains(t, moves, edge, "the state diagram's arrow %s --> %s: no query of functions/pgstore/queries.sql makes that move", edge[0], edge[1])
+			require.Contains(t, moves, edge, "the state diagram's arrow %s --> %s: no query of functions/stores/pgstore/queries.sql makes that move", edge[0], edge[1])
 		}
 	}
 	for _, s := range catalog.States {
@@ -99,7 +99,7 @@ func TestDiagramsFollowTheCode(t *testing.T) {
 		}
 		require.Equal(t, flow, blocks[0], "%s shows another flow diagram than README.md", doc)
 	}
-	mains, err := filepath.Glob(filepath.Join(repoRoot, "functions", "*", "lambda", "main.go"))
+	mains, err := filepath.Glob(filepath.Join(repoRoot, "functions", "*", "*", "lambda", "main.go"))
 	require.NoError(t, err)
 	require.NotEmpty(t, mains)
 	for _, main := range mains {
@@ -109,13 +109,13 @@ func TestDiagramsFollowTheCode(t *testing.T) {
 }
 
 // stateMoves reads the generation state changes of the store's SQL
-// (functions/pgstore/queries.sql): for each "UPDATE generations SET state =
+// (functions/stores/pgstore/queries.sql): for each "UPDATE generations SET state =
 // ..." statement, every state its SET can write, from every state its WHERE
 // allows ("state = 'x'", "state IN (...)", "state NOT IN (...)"). The answer
 // maps each move (from, to) to a query that makes it.
 func stateMoves(t *testing.T) map[[2]string]string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(repoRoot, "functions", "pgstore", "queries.sql"))
+	raw, err := os.ReadFile(filepath.Join(repoRoot, "functions", "stores", "pgstore", "queries.sql"))
 	require.NoError(t, err)
 	known := map[string]bool{}
 	for _, s := range catalog.States {
@@ -183,7 +183,15 @@ func TestReadmeLayoutNamesEveryFolder(t *testing.T) {
 		layout = m[1]
 	}
 	require.NotEmpty(t, layout, "README.md: no code block starting with functions/")
-	for _, parent := range []string{"functions", "scripts"} {
+	groups, err := os.ReadDir(filepath.Join(repoRoot, "functions"))
+	require.NoError(t, err)
+	parents := []string{"functions", "scripts"}
+	for _, g := range groups {
+		if g.IsDir() {
+			parents = append(parents, filepath.Join("functions", g.Name()))
+		}
+	}
+	for _, parent := range parents {
 		entries, err := os.ReadDir(filepath.Join(repoRoot, parent))
 		require.NoError(t, err)
 		for _, e := range entries {

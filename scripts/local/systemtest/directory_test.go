@@ -11,8 +11,8 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -36,13 +36,13 @@ func (e *env) waitDirectory(productID string, want []string) {
 }
 
 // chunkOps reads the ops of a held chunk message.
-func (e *env) chunkOps(msg lambdaevents.SQSMessage) (events.ChunkMessage, []events.ChunkOp) {
+func (e *env) chunkOps(msg lambdaevents.SQSMessage) (message.ChunkMessage, []message.ChunkOp) {
 	e.T.Helper()
-	var m events.ChunkMessage
+	var m message.ChunkMessage
 	require.NoError(e.T, jsonParse(msg.Body, &m))
 	body, err := e.Stack.Blobs.Get(context.Background(), m.Key)
 	require.NoError(e.T, err)
-	ops, err := events.ReadChunk(bytes.NewReader(body))
+	ops, err := message.ReadChunk(bytes.NewReader(body))
 	require.NoError(e.T, err)
 	return m, ops
 }
@@ -111,7 +111,7 @@ func TestDirectoryAfterCrashBeforeUpdate(t *testing.T) {
 	q := &systemtest.HeldQueue{}
 	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: q.Wrap})
 	e.Onboard("r1")
-	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == 1 }
+	q.Hold = func(m message.ChunkMessage) bool { return m.Generation == 1 }
 	c1 := fixtures.Generate("p", 25)
 	gen1, err := e.API.Upload(context.Background(), e.Token("r1"), "r1", "", c1.CSV(nil))
 	require.NoError(t, err)
@@ -173,7 +173,7 @@ func TestDirectoryZombieAfterDelete(t *testing.T) {
 	e.waitDirectory("p-00003", []string{"r1"})
 
 	// Generation 2: changes p-00003 and inserts 15 products: two chunks, held.
-	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == 2 }
+	q.Hold = func(m message.ChunkMessage) bool { return m.Generation == 2 }
 	c2 := c1.Clone()
 	c2["p-00003"] = fixtures.Row("changed by generation 2")
 	for i := range 15 {

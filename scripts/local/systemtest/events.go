@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/sqsemulator"
 )
@@ -26,7 +26,7 @@ type Probe struct {
 	sqs *sqs.Client
 	url string
 	mu  sync.Mutex
-	got []events.Envelope
+	got []message.Envelope
 }
 
 // Subscribe subscribes a new probe queue, named name, to the stack's topic.
@@ -44,7 +44,7 @@ func (e *Env) Subscribe(name string) *Probe {
 // Receive takes what has arrived (deleting it from the queue; each message
 // must be a valid envelope with its type attribute) and returns everything
 // received so far.
-func (p *Probe) Receive() []events.Envelope {
+func (p *Probe) Receive() []message.Envelope {
 	p.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -55,10 +55,10 @@ func (p *Probe) Receive() []events.Envelope {
 			break
 		}
 		for _, m := range out.Messages {
-			var env events.Envelope
+			var env message.Envelope
 			require.NoError(p.t, json.Unmarshal([]byte(aws.ToString(m.Body)), &env))
 			require.NoError(p.t, env.Validate())
-			require.Equal(p.t, env.Type, aws.ToString(m.MessageAttributes[events.AttrType].StringValue))
+			require.Equal(p.t, env.Type, aws.ToString(m.MessageAttributes[message.AttrType].StringValue))
 			p.mu.Lock()
 			p.got = append(p.got, env)
 			p.mu.Unlock()
@@ -72,7 +72,7 @@ func (p *Probe) Receive() []events.Envelope {
 }
 
 // WaitFor receives until ok holds of everything received, or fails after d.
-func (p *Probe) WaitFor(d time.Duration, what string, ok func([]events.Envelope) bool) []events.Envelope {
+func (p *Probe) WaitFor(d time.Duration, what string, ok func([]message.Envelope) bool) []message.Envelope {
 	p.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
@@ -88,8 +88,8 @@ func (p *Probe) WaitFor(d time.Duration, what string, ok func([]events.Envelope)
 }
 
 // ByID groups events by id (an event published twice is there twice).
-func ByID(envs []events.Envelope) map[string][]events.Envelope {
-	out := map[string][]events.Envelope{}
+func ByID(envs []message.Envelope) map[string][]message.Envelope {
+	out := map[string][]message.Envelope{}
 	for _, e := range envs {
 		out[e.ID] = append(out[e.ID], e)
 	}

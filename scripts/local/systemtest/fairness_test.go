@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -27,13 +27,13 @@ func TestI9Fairness(t *testing.T) {
 	const bigChunks, smalls, smallBound = 200, 50, time.Minute
 	var mu sync.Mutex
 	inflight, maxInflight := map[string]int{}, map[string]int{}
-	gate := &systemtest.HeldQueue{Hold: func(events.ChunkMessage) bool { return true }}
+	gate := &systemtest.HeldQueue{Hold: func(message.ChunkMessage) bool { return true }}
 	e := newEnv(t, stack.Options{
 		// Everything on apply-small; more workers than a retailer's 20 FIFO groups.
 		ChunkRows: 1000, LargeThreshold: 1 << 30, ApplyConcurrency: 32, DiffConcurrency: 4,
 		HandlerTimeout: 60 * time.Second, VisibilityTimeout: 70 * time.Second,
 		WrapDiffQueue: gate.Wrap,
-		ApplyObserve: func(m events.ChunkMessage, start bool) {
+		ApplyObserve: func(m message.ChunkMessage, start bool) {
 			mu.Lock()
 			defer mu.Unlock()
 			if start {

@@ -10,7 +10,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -35,7 +35,7 @@ func TestI2ZombieApplyRefused(t *testing.T) {
 		zombie[fmt.Sprintf("z-%d", i)] = fixtures.Row("zombie")
 	}
 	var zombieGen atomic.Int64
-	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == zombieGen.Load() }
+	q.Hold = func(m message.ChunkMessage) bool { return m.Generation == zombieGen.Load() }
 	slot, err := e.API.Reserve(context.Background(), e.Token("r1"), "r1", "")
 	require.NoError(t, err)
 	zombieGen.Store(slot.Generation)

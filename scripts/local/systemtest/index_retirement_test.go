@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/functions/core/keys"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
@@ -27,12 +27,12 @@ func TestOldIndexesRetired(t *testing.T) {
 	}
 	ctx := context.Background()
 	for i, gen := range gens {
-		tags, err := e.Stack.Blobs.Tags(ctx, events.IndexKey("r1", gen))
+		tags, err := e.Stack.Blobs.Tags(ctx, keys.Index("r1", gen))
 		require.NoError(t, err, "generation %d", gen)
 		// The last diff (gens[3]) merged with gens[2]: everything before is retired.
 		if i < 2 {
-			require.Equal(t, events.SupersededTagValue, tags[events.SupersededTagKey], "index of generation %d", gen)
-			body, err := e.Stack.Blobs.Get(ctx, events.IndexKey("r1", gen))
+			require.Equal(t, keys.SupersededTagValue, tags[keys.SupersededTagKey], "index of generation %d", gen)
+			body, err := e.Stack.Blobs.Get(ctx, keys.Index("r1", gen))
 			require.NoError(t, err)
 			require.NotContains(t, string(body), "Tagging", "tagging leaves the object as it was")
 		} else {
@@ -56,9 +56,9 @@ func TestUploadsRetiredButTheBaselines(t *testing.T) {
 	ctx := context.Background()
 	tagged := func(gen int64) bool {
 		t.Helper()
-		tags, err := e.Stack.Blobs.Tags(ctx, events.UploadKey("r1", gen))
+		tags, err := e.Stack.Blobs.Tags(ctx, keys.Upload("r1", gen))
 		require.NoError(t, err, "upload of generation %d", gen)
-		return tags[events.SupersededTagKey] == events.SupersededTagValue
+		return tags[keys.SupersededTagKey] == keys.SupersededTagValue
 	}
 	c := fixtures.Generate("p", 30)
 	g1 := e.Upload("r1", c.CSV(nil)).Generation

@@ -13,9 +13,9 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/blob"
-	"github.com/retailcatalog/catalog/functions/diff"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/ingest/diff"
+	"github.com/retailcatalog/catalog/functions/ports/blob"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -129,7 +129,7 @@ func (o *diffObserver) wrap(next eventsource.Handler) eventsource.Handler {
 		for _, m := range ev.Records {
 			var s3ev lambdaevents.S3Event
 			if json.Unmarshal([]byte(m.Body), &s3ev) == nil && len(s3ev.Records) > 0 {
-				retailer, _, _ = events.ParseUploadKey(s3ev.Records[0].S3.Object.Key)
+				retailer, _, _ = keys.ParseUpload(s3ev.Records[0].S3.Object.Key)
 			}
 		}
 		o.mu.Lock()
@@ -207,7 +207,7 @@ func TestDiffFairnessAcrossRetailers(t *testing.T) {
 	for _, g := range gens[:len(gens)-1] {
 		s := e.Wait("ra", g)
 		require.Equal(t, "superseded", s.State, "generation %d", g)
-		require.Zero(t, o.opened[events.UploadKey("ra", g)], "generation %d was read", g)
+		require.Zero(t, o.opened[keys.Upload("ra", g)], "generation %d was read", g)
 	}
 	e.RequireCatalog("ra", last)
 	o.mu.Lock()

@@ -9,13 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/usage"
+	"github.com/retailcatalog/catalog/functions/finance/usage"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/costs"
-	"github.com/retailcatalog/catalog/functions/queue"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/finance/costs"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -36,11 +36,11 @@ type recordingQueue struct {
 
 type sentChunk struct {
 	queueURL, body, group string
-	msg                   events.ChunkMessage
+	msg                   message.ChunkMessage
 }
 
 func (q *recordingQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	var m events.ChunkMessage
+	var m message.ChunkMessage
 	if err := jsonParse(body, &m); err == nil && m.Key != "" {
 		q.mu.Lock()
 		q.sent = append(q.sent, sentChunk{queueURL, body, groupID, m})
@@ -65,7 +65,7 @@ func TestMeteredCountersEqualWhatHappened(t *testing.T) {
 	e := newEnv(t, stack.Options{
 		ChunkRows:     40,
 		WrapDiffQueue: func(next queue.Sender) queue.Sender { rec.next = next; return rec },
-		ApplyObserve: func(m events.ChunkMessage, start bool) {
+		ApplyObserve: func(m message.ChunkMessage, start bool) {
 			if !start {
 				k := fmt.Sprintf("%s/%d/%d", m.RetailerID, m.Generation, m.Seq)
 				n, _ := applies.LoadOrStore(k, new(int))

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/logging"
-	"github.com/retailcatalog/catalog/functions/metrics"
-	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/platform/logging"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
+	"github.com/retailcatalog/catalog/functions/platform/metrics/metricstest"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -39,11 +39,11 @@ func TestI6OnlyChangesWritten(t *testing.T) {
 	}
 	// changes are the change events of gen, once its applied event is in.
 	changes := func(gen int64) (n, rows int) {
-		applied := events.EventID(events.TypeSnapshotApplied, "r1", gen, 0)
-		for _, env := range p.WaitFor(30*time.Second, "the applied event", func(envs []events.Envelope) bool {
+		applied := message.EventID(message.TypeSnapshotApplied, "r1", gen, 0)
+		for _, env := range p.WaitFor(30*time.Second, "the applied event", func(envs []message.Envelope) bool {
 			return len(systemtest.ByID(envs)[applied]) > 0
 		}) {
-			if env.Type == events.TypeChanges && env.Generation == gen {
+			if env.Type == message.TypeChanges && env.Generation == gen {
 				n, rows = n+1, rows+env.Count
 			}
 		}

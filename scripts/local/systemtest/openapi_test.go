@@ -18,7 +18,7 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -96,7 +96,7 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 
 	e := newReplicaEnv(t, stack.Options{ReservationsPerHour: 5})
 	registered := map[string]bool{}
-	for _, route := range append(append(e.Stack.Upload.Routes(), e.Stack.Read.Routes()...), e.Stack.Ops.Routes()...) {
+	for _, route := range append(append(append(e.Stack.Upload.Routes(), e.Stack.Control.Routes()...), e.Stack.Read.Routes()...), e.Stack.Ops.Routes()...) {
 		registered[route] = true
 	}
 	documented := map[string]bool{}

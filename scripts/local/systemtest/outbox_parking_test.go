@@ -9,11 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/logging"
-	"github.com/retailcatalog/catalog/functions/metrics"
-	"github.com/retailcatalog/catalog/functions/metrics/metricstest"
-	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/platform/logging"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
+	"github.com/retailcatalog/catalog/functions/platform/metrics/metricstest"
+	"github.com/retailcatalog/catalog/functions/ports/topic"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -33,7 +33,7 @@ func (p refusingPublisher) Publish(ctx context.Context, msgs []topic.Message) ([
 	var pass []topic.Message
 	var at []int
 	for i, m := range msgs {
-		if p.refusing.Load() && m.Attributes[events.AttrRetailerID] == p.retailer {
+		if p.refusing.Load() && m.Attributes[message.AttrRetailerID] == p.retailer {
 			errs[i] = fmt.Errorf("sns refused the message: InvalidParameter: injected for %s: %w", p.retailer, topic.ErrRefused)
 			continue
 		}
@@ -56,15 +56,15 @@ func (p refusingPublisher) Publish(ctx context.Context, msgs []topic.Message) ([
 // eventIDs are the ids of a generation's events: its chunks' and its outcome's.
 func eventIDs(retailer string, s interface{ Chunked() (int64, int) }) map[string]bool {
 	gen, chunks := s.Chunked()
-	ids := map[string]bool{events.EventID(events.TypeSnapshotApplied, retailer, gen, 0): true}
+	ids := map[string]bool{message.EventID(message.TypeSnapshotApplied, retailer, gen, 0): true}
 	for seq := range chunks {
-		ids[events.EventID(events.TypeChanges, retailer, gen, seq)] = true
+		ids[message.EventID(message.TypeChanges, retailer, gen, seq)] = true
 	}
 	return ids
 }
 
 // countOf counts the envelopes whose id is in ids, once each.
-func countOf(envs []events.Envelope, ids map[string]bool) int {
+func countOf(envs []message.Envelope, ids map[string]bool) int {
 	n := 0
 	for id := range systemtest.ByID(envs) {
 		if ids[id] {
@@ -109,7 +109,7 @@ func TestOutboxPoisonDoesNotStallTheShard(t *testing.T) {
 	applied := time.Now()
 
 	got := p.WaitFor(10*sweepEvery, "the good retailer's events, past the refused ones",
-		func(envs []events.Envelope) bool { return countOf(envs, goodIDs) == len(goodIDs) })
+		func(envs []message.Envelope) bool { return countOf(envs, goodIDs) == len(goodIDs) })
 	t.Logf("the good retailer's %d events arrived %s after its upload was applied", len(goodIDs), time.Since(applied))
 	require.Zero(t, countOf(got, poisonIDs), "SNS refused every poison event")
 
@@ -147,7 +147,7 @@ func TestOutboxPoisonDoesNotStallTheShard(t *testing.T) {
 	require.Zero(t, moved.Left)
 	e.WaitOutboxEmpty(30 * time.Second)
 	p.WaitFor(30*time.Second, "every poison event, redriven",
-		func(envs []events.Envelope) bool { return countOf(envs, poisonIDs) == len(poisonIDs) })
+		func(envs []message.Envelope) bool { return countOf(envs, poisonIDs) == len(poisonIDs) })
 	list, err = e.API.ParkedOutbox(ctx, e.Stack.AdminToken, "", 100)
 	require.NoError(t, err)
 	require.Zero(t, list.Parked)

@@ -21,9 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/diff"
-	"github.com/retailcatalog/catalog/functions/queue"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/ingest/diff"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -85,7 +85,7 @@ func (s *schedules) of(retailerID string) *schedule {
 
 // chunkRetailer is the retailer of a chunk message body ("" when not one).
 func chunkRetailer(body string) string {
-	var m events.ChunkMessage
+	var m message.ChunkMessage
 	if json.Unmarshal([]byte(body), &m) != nil {
 		return ""
 	}

@@ -10,7 +10,7 @@ import (
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -28,7 +28,7 @@ func TestI5StoppedGenerationsRepaired(t *testing.T) {
 
 	var stalled atomic.Int64
 	// Hold every chunk but the first of the stalled generation.
-	q.Hold = func(m events.ChunkMessage) bool { return m.Generation == stalled.Load() && m.Seq > 0 }
+	q.Hold = func(m message.ChunkMessage) bool { return m.Generation == stalled.Load() && m.Seq > 0 }
 	halfApply := func(c fixtures.Catalog) int64 {
 		slot, err := e.API.Reserve(context.Background(), e.Token("r1"), "r1", "")
 		require.NoError(t, err)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/topic"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/ports/topic"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -35,7 +35,7 @@ func (p *holdingPublisher) Publish(ctx context.Context, msgs []topic.Message) ([
 	var at []int
 	p.mu.Lock()
 	for i, m := range msgs {
-		if p.holding && m.Attributes[events.AttrRetailerID] == p.retailer {
+		if p.holding && m.Attributes[message.AttrRetailerID] == p.retailer {
 			p.held = append(p.held, m)
 			continue
 		}
@@ -63,7 +63,7 @@ func (p *holdingPublisher) release(ctx context.Context) (int, error) {
 	p.holding, p.held = false, nil
 	p.mu.Unlock()
 	gen := func(m topic.Message) int64 {
-		var env events.Envelope
+		var env message.Envelope
 		_ = json.Unmarshal([]byte(m.Body), &env)
 		return env.Generation
 	}
@@ -129,7 +129,7 @@ func TestOutOfOrderAndReplayedEvents(t *testing.T) {
 		require.Equal(t, n-3, r.Changes, "every chunk with changes")
 		e.WaitOutboxEmpty(30 * time.Second)
 	}
-	got := p.WaitFor(30*time.Second, "every event three times", func(envs []events.Envelope) bool { return len(envs) >= 3*n })
+	got := p.WaitFor(30*time.Second, "every event three times", func(envs []message.Envelope) bool { return len(envs) >= 3*n })
 	e.WaitDrained(e.Stack.AnalyticsQueue)
 	e.WaitDrained(e.Stack.WebhooksQueue)
 	e.RequireAnalytics("r1", e.Catalog("r1"), 30*time.Second)
@@ -153,6 +153,6 @@ func TestOutOfOrderAndReplayedEvents(t *testing.T) {
 		require.True(t, gens[gen])
 		require.Empty(t, perGeneration[gen], "generation %d's outcome under two ids", gen)
 		perGeneration[gen] = id
-		require.Equal(t, events.EventID(events.TypeSnapshotApplied, "r1", gen, 0), id)
+		require.Equal(t, message.EventID(message.TypeSnapshotApplied, "r1", gen, 0), id)
 	}
 }

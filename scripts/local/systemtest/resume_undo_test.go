@@ -8,9 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 
-	"github.com/retailcatalog/catalog/functions/catalog"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -94,7 +94,7 @@ func TestResumeReplaysEventsTheQueuesLost(t *testing.T) {
 	e.setWebhook("r1", rc.srv.URL+"/hooks/catalog")
 	s1 := e.Upload("r1", fixtures.Generate("p", 20).CSV(nil))
 	require.Equal(t, "applied", s1.State)
-	id := events.EventID(events.TypeSnapshotApplied, "r1", s1.Generation, 0)
+	id := message.EventID(message.TypeSnapshotApplied, "r1", s1.Generation, 0)
 	require.Eventually(t, func() bool { got, _ := rc.snapshot(); return len(got[id]) >= 1 },
 		30*time.Second, 20*time.Millisecond, "the first delivery, which fails")
 

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -74,7 +74,7 @@ func TestOffboarding(t *testing.T) {
 	next["only-gone"] = fixtures.Row("x")
 	slot, err := e.API.Reserve(ctx, token, "gone", "")
 	require.NoError(t, err)
-	held.Hold = func(m events.ChunkMessage) bool { return m.Generation == slot.Generation && m.Seq > 0 }
+	held.Hold = func(m message.ChunkMessage) bool { return m.Generation == slot.Generation && m.Seq > 0 }
 	require.NoError(t, e.API.Put(ctx, slot, next.CSV(nil)))
 	e.WaitFor("gone", slot.Generation, "one chunk applied", func(s apiclient.Status) bool { return s.State == "applying" && s.Chunks.Applied == 1 })
 	unused, err := e.API.Reserve(ctx, token, "gone", "")

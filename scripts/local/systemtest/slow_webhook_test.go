@@ -11,8 +11,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
@@ -93,7 +93,7 @@ func TestSlowWebhookHoldsNoConnection(t *testing.T) {
 	want := map[string]bool{}
 	for _, gen := range gens {
 		s := e.Wait("r1", gen)
-		want[events.EventID(events.SnapshotType(s.State), "r1", gen, 0)] = true
+		want[message.EventID(message.SnapshotType(s.State), "r1", gen, 0)] = true
 	}
 	require.Len(t, want, events20)
 	e.WaitOutboxEmpty(30 * time.Second)

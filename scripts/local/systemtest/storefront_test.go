@@ -19,8 +19,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/pgstore"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/pgserver"
@@ -272,7 +272,7 @@ func TestStorefrontOnReplica(t *testing.T) {
 	// a client revalidating generation 3 (served by a fresher replica, say)
 	// is answered by the writer, so it does not go back in time; 4 is still
 	// made up.
-	gate.Hold = func(m events.ChunkMessage) bool { return m.RetailerID == "r1" }
+	gate.Hold = func(m message.ChunkMessage) bool { return m.RetailerID == "r1" }
 	c1c := c1b.Clone()
 	c1c["p-00001"] = fixtures.Row("changed by 3")
 	gen3, err := e.API.Upload(systemtest.Context(t, time.Minute), e.Token("r1"), "r1", "", c1c.CSV(nil))

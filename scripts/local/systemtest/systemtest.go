@@ -22,9 +22,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/pgstore"
-	"github.com/retailcatalog/catalog/functions/queue"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
@@ -192,7 +193,7 @@ func (e *Env) RequireCatalog(retailer string, want fixtures.Catalog) {
 // diff-jobs, as S3 would (again).
 func (e *Env) ResendS3Event(retailer string, gen int64) {
 	e.T.Helper()
-	require.NoError(e.T, e.Stack.ResendDiffJob(context.Background(), events.UploadKey(retailer, gen)))
+	require.NoError(e.T, e.Stack.ResendDiffJob(context.Background(), keys.Upload(retailer, gen)))
 }
 
 // ShardOf is the index of a retailer's shard.
@@ -232,7 +233,7 @@ func (e *Env) WaitDrained(q stack.Queue) {
 // stalled, and sends the rest to Next. Release sends what it holds.
 type HeldQueue struct {
 	Next queue.Sender
-	Hold func(events.ChunkMessage) bool
+	Hold func(message.ChunkMessage) bool
 
 	mu   sync.Mutex
 	held []HeldMessage
@@ -241,7 +242,7 @@ type HeldQueue struct {
 // HeldMessage is a message a HeldQueue holds.
 type HeldMessage struct {
 	QueueURL, Body, GroupID, DedupID string
-	Chunk                            events.ChunkMessage
+	Chunk                            message.ChunkMessage
 }
 
 // Wrap is the stack.Options.WrapDiffQueue that puts q in front of the queue.
@@ -252,7 +253,7 @@ func (q *HeldQueue) Wrap(next queue.Sender) queue.Sender {
 
 // Send holds or sends a message.
 func (q *HeldQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	var m events.ChunkMessage
+	var m message.ChunkMessage
 	if err := json.Unmarshal([]byte(body), &m); err == nil && q.Hold != nil && q.Hold(m) {
 		q.mu.Lock()
 		q.held = append(q.held, HeldMessage{queueURL, body, groupID, dedupID, m})

@@ -13,7 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/keys"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/s3server"
@@ -57,7 +58,7 @@ func (e *env) livePrices(retailer string) map[string]int {
 // cannot: the object-created event announces the new version.
 func (e *env) replaceUpload(retailer string, gen int64, data []byte) {
 	e.T.Helper()
-	require.NoError(e.T, e.Stack.Blobs.Put(context.Background(), events.UploadKey(retailer, gen), data))
+	require.NoError(e.T, e.Stack.Blobs.Put(context.Background(), keys.Upload(retailer, gen), data))
 }
 
 func requireHTTPStatus(t *testing.T, err error, status int) {
@@ -89,7 +90,7 @@ func TestRePutWhileApplyingRefused(t *testing.T) {
 
 	requireHTTPStatus(t, e.API.Put(ctx, slot, b), http.StatusPreconditionFailed)
 	// As if another version had been written anyway: its event is refused.
-	ev := events.NewObjectCreatedEvent(stack.Region, e.Stack.Bucket, events.UploadKey("r1", slot.Generation), int64(len(b)), time.Now())
+	ev := message.NewObjectCreatedEvent(stack.Region, e.Stack.Bucket, keys.Upload("r1", slot.Generation), int64(len(b)), time.Now())
 	ev.Records[0].S3.Object.ETag = "0123456789abcdef0123456789abcdef"
 	require.NoError(t, e.Stack.SendS3Event(ctx, ev))
 
@@ -99,7 +100,7 @@ func TestRePutWhileApplyingRefused(t *testing.T) {
 	require.EqualValues(t, rows, s.Changes.Inserted)
 	require.Equal(t, s.Chunks.Total, s.Chunks.Applied)
 	require.Equal(t, map[string]int{"A": rows}, e.livePrices("r1"))
-	size, err := e.Stack.Blobs.Size(ctx, events.UploadKey("r1", slot.Generation))
+	size, err := e.Stack.Blobs.Size(ctx, keys.Upload("r1", slot.Generation))
 	require.NoError(t, err)
 	require.EqualValues(t, len(a), size, "the upload is still A")
 }
@@ -148,7 +149,7 @@ func TestConfirmedUploadGone(t *testing.T) {
 	client, err := s3server.NewS3Client(ctx, e.Stack.S3Endpoint)
 	require.NoError(t, err)
 	_, err = client.DeleteObject(ctx, &s3.DeleteObjectInput{
-		Bucket: aws.String(e.Stack.Bucket), Key: aws.String(events.UploadKey("r1", held.Generation))})
+		Bucket: aws.String(e.Stack.Bucket), Key: aws.String(keys.Upload("r1", held.Generation))})
 	require.NoError(t, err)
 	_, err = e.API.Confirm(ctx, e.Token("r1"), "r1", held.Generation)
 	require.NoError(t, err)

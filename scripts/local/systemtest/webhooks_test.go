@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retailcatalog/catalog/functions/connect"
+	"github.com/retailcatalog/catalog/functions/platform/connect"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/catalog"
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 )
@@ -34,16 +34,16 @@ type hookReceiver struct {
 	hang      bool
 	mu        sync.Mutex
 	byID      map[string][]bool // event id -> each delivery: signature valid
-	envs      map[string]events.Envelope
+	envs      map[string]message.Envelope
 	release   chan struct{}
 }
 
 func newHookReceiver(t *testing.T, failFirst int, hang bool) *hookReceiver {
-	rc := &hookReceiver{failFirst: failFirst, hang: hang, byID: map[string][]bool{}, envs: map[string]events.Envelope{}, release: make(chan struct{})}
+	rc := &hookReceiver{failFirst: failFirst, hang: hang, byID: map[string][]bool{}, envs: map[string]message.Envelope{}, release: make(chan struct{})}
 	rc.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		id := r.Header.Get(webhook.HeaderEventID)
-		var env events.Envelope
+		var env message.Envelope
 		valid := webhook.Verify([]byte(hookSecret), body, r.Header.Get(webhook.HeaderSignature)) &&
 			r.Header.Get("Content-Type") == "application/json" && json.Unmarshal(body, &env) == nil && env.ID == id
 		rc.mu.Lock()
@@ -75,14 +75,14 @@ func (rc *hookReceiver) answer() {
 	rc.mu.Unlock()
 }
 
-func (rc *hookReceiver) snapshot() (map[string][]bool, map[string]events.Envelope) {
+func (rc *hookReceiver) snapshot() (map[string][]bool, map[string]message.Envelope) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	byID := map[string][]bool{}
 	for k, v := range rc.byID {
 		byID[k] = append([]bool(nil), v...)
 	}
-	envs := map[string]events.Envelope{}
+	envs := map[string]message.Envelope{}
 	for k, v := range rc.envs {
 		envs[k] = v
 	}
@@ -117,13 +117,13 @@ func TestWebhookDeliveries(t *testing.T) {
 	held := e.Upload("r1", []byte("product_id,title\n"))
 	require.Equal(t, "held", held.State)
 	want := map[string]string{
-		events.EventID(events.TypeSnapshotApplied, "r1", applied.Generation, 0):   "applied",
-		events.EventID(events.TypeSnapshotRejected, "r1", rejected.Generation, 0): "rejected",
-		events.EventID(events.TypeSnapshotHeld, "r1", held.Generation, 0):         "held",
+		message.EventID(message.TypeSnapshotApplied, "r1", applied.Generation, 0):   "applied",
+		message.EventID(message.TypeSnapshotRejected, "r1", rejected.Generation, 0): "rejected",
+		message.EventID(message.TypeSnapshotHeld, "r1", held.Generation, 0):         "held",
 	}
 	start := time.Now()
 	var byID map[string][]bool
-	var envs map[string]events.Envelope
+	var envs map[string]message.Envelope
 	require.Eventually(t, func() bool {
 		byID, envs = rc.snapshot()
 		for id := range want {
@@ -171,7 +171,7 @@ func TestWebhookNeverAnsweringEndsInDLQ(t *testing.T) {
 	e.setWebhook("r1", rc.srv.URL+"/")
 	s := e.Upload("r1", fixtures.Generate("p", 5).CSV(nil))
 	require.Equal(t, "applied", s.State)
-	id := events.EventID(events.TypeSnapshotApplied, "r1", s.Generation, 0)
+	id := message.EventID(message.TypeSnapshotApplied, "r1", s.Generation, 0)
 
 	ctx := context.Background()
 	admin := e.Stack.AdminToken
@@ -181,7 +181,7 @@ func TestWebhookNeverAnsweringEndsInDLQ(t *testing.T) {
 		require.NoError(t, err)
 		parked = parked[:0]
 		for _, m := range dl.Messages {
-			var env events.Envelope
+			var env message.Envelope
 			require.NoError(t, json.Unmarshal(m.Body, &env))
 			parked = append(parked, env.ID)
 		}

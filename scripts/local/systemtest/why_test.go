@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/events"
-	"github.com/retailcatalog/catalog/functions/ops"
-	"github.com/retailcatalog/catalog/functions/sqsqueue"
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/adapters/sqsqueue"
+	"github.com/retailcatalog/catalog/functions/operate/ops"
 	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/eventsource"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
@@ -61,7 +61,7 @@ func (e *env) startUpload(retailer string, data []byte) int64 {
 // on the local stack: each a retailer in the state the verdict names.
 func TestWhyVerdicts(t *testing.T) {
 	t.Parallel()
-	held := &systemtest.HeldQueue{Hold: func(m events.ChunkMessage) bool { return m.RetailerID == "busy" && m.Generation == 2 }}
+	held := &systemtest.HeldQueue{Hold: func(m message.ChunkMessage) bool { return m.RetailerID == "busy" && m.Generation == 2 }}
 	e := newEnv(t, stack.Options{ChunkRows: 10, WrapDiffQueue: held.Wrap})
 	ctx := context.Background()
 	cat := fixtures.Generate("p", 30)
@@ -144,7 +144,7 @@ func TestWhyStuck(t *testing.T) {
 			return next(ctx, ev)
 		}
 	}
-	held := &systemtest.HeldQueue{Hold: func(m events.ChunkMessage) bool { return m.RetailerID == "slow" }}
+	held := &systemtest.HeldQueue{Hold: func(m message.ChunkMessage) bool { return m.RetailerID == "slow" }}
 	e := newEnv(t, stack.Options{
 		MaxReceives: 1, StallAfter: 2 * time.Second, HandlerTimeout: time.Second, VisibilityTimeout: 2 * time.Second,
 		WrapDiff:      func(next eventsource.Handler) eventsource.Handler { return failFor(`snapshots/dj/`, next) },

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/retailcatalog/catalog/functions/webhook"
+	"github.com/retailcatalog/catalog/functions/publish/webhook"
 )
 
 // A delivery signed with the secret prints the line docs/RETAILERS.md

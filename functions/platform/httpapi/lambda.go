@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+
+	"github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/platform/logging"
+)
+
+// LambdaHandler serves h behind API Gateway's HTTP API (payload format 2.0):
+// the request is rebuilt as an *http.Request (raw, still percent-encoded path,
+// so a product_id holding "/" stays one segment) and the recorded response is
+// returned as the proxy response. API Gateway's request id goes into the
+// request's context, for every log line (package logging), and into every
+// answer's X-Request-Id header (WithRequestID).
+func LambdaHandler(h http.Handler) func(context.Context, events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+	h = WithRequestID(h)
+	return func(ctx context.Context, req events.APIGatewayV2HTTPRequest) (events.APIGatewayV2HTTPResponse, error) {
+		ctx = logging.WithAPIRequestID(ctx, req.RequestContext.RequestID)
+		httpReq, err := RequestFromAPIGateway(ctx, req)
+		if err != nil {
+			// An event no HTTP request can be rebuilt from: answered in the
+			// contract's error shape like any other 400.
+			rec := httptest.NewRecorder()
+			WithRequestID(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				WriteJSON(w, http.StatusBadRequest, ErrorBody{ErrorDetail{Code: "bad_request", Message: err.Error()}})
+			})).ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, "/", nil))
+			return proxyResponse(rec), nil
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httpReq)
+		return proxyResponse(rec), nil
+	}
+}
+
+// proxyResponse is the API Gateway answer of a recorded response.
+func proxyResponse(rec *httptest.ResponseRecorder) events.APIGatewayV2HTTPResponse {
+	resp := events.APIGatewayV2HTTPResponse{StatusCode: rec.Code, Headers: map[string]string{}}
+	for k, v := range rec.Header() {
+		resp.Headers[k] = strings.Join(v, ",")
+	}
+	resp.Body = rec.Body.String()
+	return resp
+}
+
+// RequestFromAPIGateway rebuilds the HTTP request API Gateway received.
+func RequestFromAPIGateway(ctx context.Context, req events.APIGatewayV2HTTPRequest) (*http.Request, error) {
+	path := req.RawPath
+	if path == "" {
+		path = "/"
+	}
+	u, err := url.Parse(path)
+	if err != nil {
+		return nil, fmt.Errorf("bad path %q: %w", path, err)
+	}
+	u.RawQuery = req.RawQueryString
+	body := req.Body
+	if req.IsBase64Encoded {
+		b, err := base64.StdEncoding.DecodeString(body)
+		if err != nil {
+			return nil, fmt.Errorf("bad base64 body: %w", err)
+		}
+		body = string(b)
+	}
+	method := req.RequestContext.HTTP.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	r, err := http.NewRequestWithContext(ctx, method, u.String(), strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range req.Headers {
+		r.Header.Set(k, v)
+	}
+	if len(req.Cookies) > 0 {
+		r.Header.Set("Cookie", strings.Join(req.Cookies, "; "))
+	}
+	r.RemoteAddr = req.RequestContext.HTTP.SourceIP
+	return r, nil
+}

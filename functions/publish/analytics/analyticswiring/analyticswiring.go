@@ -1,0 +1,41 @@
+// Package analyticswiring builds the analytics consumer from its
+// configuration: the one constructor the Lambda entry point calls.
+package analyticswiring
+
+import (
+	"context"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/finance/metering"
+	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/platform/connect"
+	"github.com/retailcatalog/catalog/functions/publish/analytics"
+)
+
+// Config is the analytics consumer's configuration.
+func Config(c *config.Config) analytics.Config {
+	return analytics.Config{QueueURL: c.AnalyticsQueueURL, Retry: c.Retry()}
+}
+
+// New builds the analytics Lambda's handler of change events: the stores,
+// the bucket and the SQS visibility it uses, and its usage meter.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error), error) {
+	a := connect.New(c)
+	stores, err := a.OpenStores(ctx)
+	if err != nil {
+		return nil, err
+	}
+	blobs, err := a.Blobs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	vis, err := a.Visibility(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := analytics.New(Config(c), stores, blobs, vis, c.Logger())
+	// The analytics and webhooks consumers meter as "consumers" (DESIGN 10).
+	meter := config.Meter(c, stores, "consumers", 512, 0, c.Logger())
+	return metering.Lambda(meter, h.HandleSQS), nil
+}

@@ -1,0 +1,40 @@
+// Package readwiring builds the storefront read function from its
+// configuration: the one constructor the Lambda entry point calls.
+package readwiring
+
+import (
+	"context"
+
+	lambdaevents "github.com/aws/aws-lambda-go/events"
+
+	"github.com/retailcatalog/catalog/functions/finance/metering"
+	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/platform/connect"
+	"github.com/retailcatalog/catalog/functions/platform/httpapi"
+	"github.com/retailcatalog/catalog/functions/serve/read"
+)
+
+// New builds the read Lambda's handler of API Gateway requests: the stores
+// with their read replicas, and its usage meter. Each invocation flushes the handler's metrics at its end.
+func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error), error) {
+	a := connect.New(c)
+	log := c.Logger().With("function", "read")
+	// Reads go to CATALOG_SHARD_READERS (and CATALOG_CONTROL_READER), with
+	// the writers as fallback; pools connect on first use.
+	stores, err := a.OpenReadStores(ctx, log)
+	if err != nil {
+		return nil, err
+	}
+	// GET /healthz: every database reachable through its readers, checked
+	// at most every read.DefaultHealthTTL per environment.
+	h := read.New(stores, log, stores.ReadPing)
+	h.Metrics = c.Metrics("read")
+	// Reads are counted in memory and written every few seconds (DESIGN 10).
+	meter := config.Meter(c, stores, "read", 1024, metering.StorefrontFlushEvery, log)
+	serve := httpapi.LambdaHandler(metering.HTTP(meter, h))
+	return func(ctx context.Context, req lambdaevents.APIGatewayV2HTTPRequest) (lambdaevents.APIGatewayV2HTTPResponse, error) {
+		resp, err := serve(ctx, req)
+		h.FlushMetrics(ctx) // at most once a minute: an environment runs nothing between invocations
+		return resp, err
+	}, nil
+}

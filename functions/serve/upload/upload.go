@@ -1,0 +1,322 @@
+// Package upload serves the retailers' upload routes of the HTTP API:
+// reserving generations with a presigned PUT, upload statuses and their
+// list, and confirming held snapshots. The control plane's routes
+// (onboarding, tokens, settings, webhooks, offboarding, costs) are package
+// control's; the upload function serves both.
+package upload
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/retailcatalog/catalog/events/message"
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/core/snapshot"
+	"github.com/retailcatalog/catalog/functions/finance/metering"
+	"github.com/retailcatalog/catalog/functions/platform/httpapi"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
+	"github.com/retailcatalog/catalog/functions/ports/blob"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
+)
+
+// Presigner presigns uploads. s3blob.Store and inmem.Blobs implement it.
+type Presigner interface {
+	// PresignPut returns a request that PUTs key without credentials until
+	// ttl passes, once: its Headers (sent with the PUT) make S3 refuse a
+	// second PUT to a key that exists (If-None-Match: *).
+	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
+	// Bucket names the bucket the uploads go to (in the S3 events of a confirmation).
+	Bucket() string
+}
+
+// Store is what the upload routes need of the databases: the retailer
+// registry and, keyed by retailer, its generations. pgstore.Stores
+// implements it.
+type Store interface {
+	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
+	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
+	// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
+	RetailerByTokenHash(ctx context.Context, hash []byte) (string, error)
+	// ReserveGeneration reserves the retailer's next generation, awaiting
+	// its upload until expires, and supersedes the retailer's older slots
+	// still awaiting theirs. With perHour > 0, a reservation over perHour in
+	// the rolling hour is catalog.ErrRateLimited with its RetryAfter; one
+	// of an offboarded retailer is catalog.ErrConflict
+	// (retailer_offboarded). Both are decided in the reservation's own
+	// transaction, whatever runs at the same time.
+	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
+	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
+	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
+	// GenerationsBefore lists at most limit of a retailer's generations
+	// older than before (0: from the newest), newest first.
+	GenerationsBefore(ctx context.Context, retailerID string, before int64, limit int) ([]catalog.GenerationStatus, error)
+	// Confirm marks a held generation confirmed; catalog.ErrConflict when it
+	// is not held or no longer the latest, or the retailer is offboarded
+	// (decided in the confirmation's transaction: a hold confirmed before
+	// an offboarding is superseded by it, never applied).
+	Confirm(ctx context.Context, retailerID string, gen int64) error
+}
+
+// Config is what the upload function is told at start.
+type Config struct {
+	AdminToken   string        // bearer token of the admin routes
+	UploadTTL    time.Duration // how long a presigned PUT stays valid
+	DiffQueueURL string        // diff-jobs.fifo, where a confirmation re-sends the diff job
+	Region       string
+	// ReservationsPerHour is how many generations a retailer may reserve
+	// per rolling hour [DefaultReservationsPerHour].
+	ReservationsPerHour int
+}
+
+// DefaultReservationsPerHour is the contract's per-retailer reservation limit.
+const DefaultReservationsPerHour = 30
+
+// Handler serves the upload routes.
+type Handler struct {
+	cfg    Config
+	store  Store
+	blobs  Presigner
+	queue  queue.Sender
+	log    *slog.Logger
+	mux    *http.ServeMux
+	routes []string
+	// Metrics records the generations reserved (nil: none).
+	Metrics *metrics.Recorder
+}
+
+// New builds the handler.
+func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog.Logger) *Handler {
+	if cfg.UploadTTL <= 0 {
+		cfg.UploadTTL = DefaultUploadTTL
+	}
+	if cfg.ReservationsPerHour <= 0 {
+		cfg.ReservationsPerHour = DefaultReservationsPerHour
+	}
+	h := &Handler{cfg: cfg, store: store, blobs: blobs, queue: queue, log: log, mux: http.NewServeMux()}
+	for _, r := range []struct {
+		pattern string
+		handle  http.HandlerFunc
+	}{
+		{"POST /v1/retailers/{retailer_id}/snapshots", h.reserve},
+		{"GET /v1/retailers/{retailer_id}/snapshots", h.list},
+		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
+		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
+	} {
+		h.mux.HandleFunc(r.pattern, r.handle)
+		h.routes = append(h.routes, r.pattern)
+	}
+	return h
+}
+
+// DefaultUploadTTL is how long a presigned PUT stays valid unless configured.
+const DefaultUploadTTL = 15 * time.Minute
+
+// Routes lists the method and pattern of every route served.
+func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }
+
+// ServeHTTP routes a request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// authRetailer checks the path's retailer_id and that the token is that
+// retailer's (or the admin's), and returns the retailer (httpapi.AuthRetailer).
+func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
+	id, err := httpapi.AuthRetailer(r, h.cfg.AdminToken, h.store.RetailerByTokenHash)
+	if err != nil {
+		return catalog.Retailer{}, err
+	}
+	ret, err := h.store.Retailer(r.Context(), id)
+	if err == nil {
+		metering.For(r.Context(), id) // an API request of the retailer (DESIGN 10)
+	}
+	return ret, err
+}
+
+type reserveRequest struct {
+	Format string `json:"format"`
+}
+
+// UploadSlot is the presigned request a retailer makes to upload.
+type UploadSlot struct {
+	Method    string            `json:"method"`
+	URL       string            `json:"url"`
+	Headers   map[string]string `json:"headers"`
+	ExpiresAt time.Time         `json:"expires_at"`
+}
+
+type reserveResponse struct {
+	RetailerID string     `json:"retailer_id"`
+	Generation int64      `json:"generation"`
+	Upload     UploadSlot `json:"upload"`
+}
+
+func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err == nil && retailer.OffboardedAt != nil {
+		err = catalog.Offboarded(retailer.ID)
+	}
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	var req reserveRequest
+	if err := httpapi.DecodeJSON(r, 1<<16, &req); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	format, err := snapshot.ParseFormat(req.Format)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_format", `format must be "csv" or "jsonl", got %q`, req.Format))
+		return
+	}
+	expires := time.Now().Add(h.cfg.UploadTTL)
+	gen, err := h.store.ReserveGeneration(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	signed, err := h.blobs.PresignPut(r.Context(), keys.Upload(retailer.ID, gen), h.cfg.UploadTTL)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format)
+	h.Metrics.Emit(r.Context(), metrics.Fields{RetailerID: retailer.ID, Generation: gen}, metrics.Count(metrics.UploadsReserved, 1))
+	httpapi.WriteJSON(w, http.StatusCreated, reserveResponse{
+		RetailerID: retailer.ID, Generation: gen,
+		Upload: UploadSlot{Method: signed.Method, URL: signed.URL, Headers: signed.Headers, ExpiresAt: signed.Expires},
+	})
+}
+
+func parseGeneration(r *http.Request) (int64, error) {
+	v := r.PathValue("generation")
+	g, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || g <= 0 || strconv.FormatInt(g, 10) != v { // one spelling per generation: no "+1", no "01"
+		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_generation", "generation %q must be a positive integer", r.PathValue("generation"))
+	}
+	return g, nil
+}
+
+func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err == nil {
+		var gen int64
+		if gen, err = parseGeneration(r); err == nil {
+			var st catalog.GenerationStatus
+			if st, err = h.store.Generation(r.Context(), retailer.ID, gen); err == nil {
+				httpapi.WriteJSON(w, http.StatusOK, StatusJSON(st))
+				return
+			}
+		}
+	}
+	httpapi.WriteError(w, r, h.log, err)
+}
+
+type listResponse struct {
+	Items []Status `json:"items"`
+	// NextBefore is the before of the next page: the oldest generation of
+	// this one, or null on the last page.
+	NextBefore *int64 `json:"next_before"`
+}
+
+// DefaultListLimit is how many uploads a page of the list holds unless asked.
+const DefaultListLimit = 20
+
+// MaxListBytes bounds a page of the list (I12): a page ends before the
+// upload that would take it past this, and next_before goes on from there,
+// so that 1,000 rejected uploads with 100 long problems each (up to 64 KiB
+// a status) never make an answer of tens of megabytes (Lambda's limit is
+// 6 MB). A page holds at least one upload.
+const MaxListBytes = 1 << 20
+
+// list answers GET .../snapshots?limit=N&before=G: at most N uploads older
+// than generation G (all when absent), newest first, and the before of the
+// next page.
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	query := r.URL.Query()
+	limit := DefaultListLimit
+	if v := query.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v))
+			return
+		}
+		limit = n
+	}
+	var before int64
+	if v := query.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_before",
+				"before %q must be a generation, a positive integer (the next_before of the previous page)", v))
+			return
+		}
+		before = n
+	}
+	// One more than the page: whether a next page exists, exactly.
+	gens, err := h.store.GenerationsBefore(r.Context(), retailer.ID, before, limit+1)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	out := listResponse{Items: make([]Status, 0, min(len(gens), limit))}
+	size := 0
+	for _, g := range gens[:min(len(gens), limit)] {
+		st := StatusJSON(g)
+		b, err := json.Marshal(st)
+		if err != nil {
+			httpapi.WriteError(w, r, h.log, fmt.Errorf("list uploads of %s: %w", retailer.ID, err))
+			return
+		}
+		if len(out.Items) > 0 && size+len(b)+1 > MaxListBytes {
+			break
+		}
+		size += len(b) + 1
+		out.Items = append(out.Items, st)
+	}
+	if n := len(out.Items); n < len(gens) {
+		next := out.Items[n-1].Generation
+		out.NextBefore = &next
+	}
+	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	gen, err := parseGeneration(r)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	if err := h.store.Confirm(r.Context(), retailer.ID, gen); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	// Ask the diff to look at the upload again; it now proceeds past the hold.
+	body := message.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), keys.Upload(retailer.ID, gen), time.Now())
+	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, message.DiffJobGroupID(retailer.ID), message.DiffJobDedupID(body)); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "held generation confirmed", "retailer_id", retailer.ID, "generation", gen)
+	st, err := h.store.Generation(r.Context(), retailer.ID, gen)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	httpapi.WriteJSON(w, http.StatusOK, StatusJSON(st))
+}
