@@ -96,14 +96,6 @@ func TestNewObjectCreatedEventEscapesLikeS3(t *testing.T) {
 	require.EqualValues(t, 12, jobs[0].Generation)
 }
 
-func TestParseUploadKeyRejects(t *testing.T) {
-	t.Parallel()
-	for _, k := range []string{"snapshots/a/0/upload", "snapshots/a/x/upload", "snapshots//1/upload", "snapshots/a/1/other", "chunks/a/1/2"} {
-		_, _, err := keys.ParseUpload(k)
-		require.Error(t, err, k)
-	}
-}
-
 func TestMessageIDs(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "acme#3", MessageGroupID("acme", 23, 20))
