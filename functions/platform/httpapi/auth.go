@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/finance/metering"
 )
 
 // Bearer is the request's bearer token ("" when none).
@@ -79,4 +80,26 @@ func AuthRetailer(r *http.Request, adminToken string, owner TokenOwner) (string,
 		return "", catalog.Errorf(catalog.ErrForbidden, "forbidden", "this token belongs to another retailer")
 	}
 	return id, nil
+}
+
+// RetailerStore finds retailers: by token hash, and by id.
+type RetailerStore interface {
+	// RetailerByTokenHash returns the retailer whose token has this hash, or "" when none.
+	RetailerByTokenHash(ctx context.Context, hash []byte) (string, error)
+	// Retailer returns a registered retailer; catalog.ErrNotFound when unknown.
+	Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error)
+}
+
+// Retailer is AuthRetailer, then the retailer it names, counted as an API
+// request of that retailer (metering, DESIGN 10).
+func Retailer(r *http.Request, adminToken string, store RetailerStore) (catalog.Retailer, error) {
+	id, err := AuthRetailer(r, adminToken, store.RetailerByTokenHash)
+	if err != nil {
+		return catalog.Retailer{}, err
+	}
+	ret, err := store.Retailer(r.Context(), id)
+	if err == nil {
+		metering.For(r.Context(), id)
+	}
+	return ret, err
 }

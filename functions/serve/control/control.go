@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
-	"github.com/retailcatalog/catalog/functions/finance/metering"
 	"github.com/retailcatalog/catalog/functions/platform/httpapi"
 )
 
@@ -71,8 +70,7 @@ type Handler struct {
 	store  Store
 	blobs  Blobs
 	log    *slog.Logger
-	mux    *http.ServeMux
-	routes []string
+	routes httpapi.Routes
 	// webhooks serves the webhook routes (EnableWebhooks).
 	webhooks Webhooks
 }
@@ -82,7 +80,7 @@ func New(cfg Config, store Store, blobs Blobs, log *slog.Logger) *Handler {
 	if cfg.UploadTTL <= 0 {
 		cfg.UploadTTL = DefaultUploadTTL
 	}
-	h := &Handler{cfg: cfg, store: store, blobs: blobs, log: log, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, store: store, blobs: blobs, log: log}
 	for _, r := range []struct {
 		pattern string
 		handle  http.HandlerFunc
@@ -95,17 +93,16 @@ func New(cfg Config, store Store, blobs Blobs, log *slog.Logger) *Handler {
 		{"DELETE /v1/admin/retailers/{retailer_id}", h.offboard},
 		{"GET /v1/admin/costs", h.costsReport},
 	} {
-		h.mux.HandleFunc(r.pattern, r.handle)
-		h.routes = append(h.routes, r.pattern)
+		h.routes.Handle(r.pattern, r.handle)
 	}
 	return h
 }
 
 // Routes lists the method and pattern of every route served.
-func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }
+func (h *Handler) Routes() []string { return h.routes.Patterns() }
 
 // ServeHTTP routes a request.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.routes.ServeHTTP(w, r) }
 
 // newToken makes a retailer token: 32 random bytes.
 func newToken() string {
@@ -125,17 +122,9 @@ func (h *Handler) authAdmin(r *http.Request) error {
 }
 
 // authRetailer checks the path's retailer_id and that the token is that
-// retailer's (or the admin's), and returns the retailer (httpapi.AuthRetailer).
+// retailer's (or the admin's), and returns the retailer (httpapi.Retailer).
 func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
-	id, err := httpapi.AuthRetailer(r, h.cfg.AdminToken, h.store.RetailerByTokenHash)
-	if err != nil {
-		return catalog.Retailer{}, err
-	}
-	ret, err := h.store.Retailer(r.Context(), id)
-	if err == nil {
-		metering.For(r.Context(), id) // an API request of the retailer (DESIGN 10)
-	}
-	return ret, err
+	return httpapi.Retailer(r, h.cfg.AdminToken, h.store)
 }
 
 type createRetailerRequest struct {

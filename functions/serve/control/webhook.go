@@ -37,8 +37,7 @@ func (h *Handler) EnableWebhooks(wh Webhooks) {
 		"GET /v1/retailers/{retailer_id}/webhook":    h.getWebhook,
 		"DELETE /v1/retailers/{retailer_id}/webhook": h.deleteWebhook,
 	} {
-		h.mux.HandleFunc(pattern, handle)
-		h.routes = append(h.routes, pattern)
+		h.routes.Handle(pattern, handle)
 	}
 }
 

@@ -18,7 +18,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/keys"
 	"github.com/retailcatalog/catalog/functions/core/snapshot"
-	"github.com/retailcatalog/catalog/functions/finance/metering"
 	"github.com/retailcatalog/catalog/functions/platform/httpapi"
 	"github.com/retailcatalog/catalog/functions/platform/metrics"
 	"github.com/retailcatalog/catalog/functions/ports/blob"
@@ -84,8 +83,7 @@ type Handler struct {
 	blobs  Presigner
 	queue  queue.Sender
 	log    *slog.Logger
-	mux    *http.ServeMux
-	routes []string
+	routes httpapi.Routes
 	// Metrics records the generations reserved (nil: none).
 	Metrics *metrics.Recorder
 }
@@ -98,7 +96,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 	if cfg.ReservationsPerHour <= 0 {
 		cfg.ReservationsPerHour = DefaultReservationsPerHour
 	}
-	h := &Handler{cfg: cfg, store: store, blobs: blobs, queue: queue, log: log, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, store: store, blobs: blobs, queue: queue, log: log}
 	for _, r := range []struct {
 		pattern string
 		handle  http.HandlerFunc
@@ -108,8 +106,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
 		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
 	} {
-		h.mux.HandleFunc(r.pattern, r.handle)
-		h.routes = append(h.routes, r.pattern)
+		h.routes.Handle(r.pattern, r.handle)
 	}
 	return h
 }
@@ -118,23 +115,15 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 const DefaultUploadTTL = 15 * time.Minute
 
 // Routes lists the method and pattern of every route served.
-func (h *Handler) Routes() []string { return append([]string(nil), h.routes...) }
+func (h *Handler) Routes() []string { return h.routes.Patterns() }
 
 // ServeHTTP routes a request.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.routes.ServeHTTP(w, r) }
 
 // authRetailer checks the path's retailer_id and that the token is that
-// retailer's (or the admin's), and returns the retailer (httpapi.AuthRetailer).
+// retailer's (or the admin's), and returns the retailer (httpapi.Retailer).
 func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
-	id, err := httpapi.AuthRetailer(r, h.cfg.AdminToken, h.store.RetailerByTokenHash)
-	if err != nil {
-		return catalog.Retailer{}, err
-	}
-	ret, err := h.store.Retailer(r.Context(), id)
-	if err == nil {
-		metering.For(r.Context(), id) // an API request of the retailer (DESIGN 10)
-	}
-	return ret, err
+	return httpapi.Retailer(r, h.cfg.AdminToken, h.store)
 }
 
 type reserveRequest struct {
