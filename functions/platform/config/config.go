@@ -99,6 +99,15 @@ type Limits struct {
 	SortMemoryBytes     int64  // CATALOG_SORT_MEMORY_MB: the diff's memory for sorted runs before they spill (default 256)
 	DiffAttempts        int    // CATALOG_DIFF_ATTEMPTS: diff runs of a generation before it ends diff_failed (default 3)
 	ApplyAttempts       int    // CATALOG_APPLY_ATTEMPTS: tries of a chunk the database refuses before its generation ends apply_failed (default 3)
+	// MaxRowBytes is the longest row the diff reads [the snapshot package's
+	// 1 MiB]; set by tests, not by the environment.
+	MaxRowBytes int
+	// DiffRetryBackoff is the first wait before a failed diff job comes back
+	// [the diff's default]; set by the local stack, not by the environment.
+	DiffRetryBackoff time.Duration
+	// RelaySweepAge is the age from which the relay's sweeper takes an event
+	// [the relay's 30s]; set by the local stack, not by the environment.
+	RelaySweepAge time.Duration
 }
 
 // Webhooks is how retailers' webhooks are sealed, called and retried.
@@ -107,6 +116,7 @@ type Webhooks struct {
 	WebhookKeys         string        // CATALOG_WEBHOOK_KEYS: keys sealing webhook secrets (base64, or passphrases of 40+ characters), comma-separated, the first sealing; or secret:<arn>
 	WebhookRetryWindow  time.Duration // CATALOG_WEBHOOK_RETRY_WINDOW: how long a failing webhook delivery is retried (default 24h)
 	WebhookLoopbackHTTP bool          // CATALOG_WEBHOOK_ALLOW_LOOPBACK: "true" also accepts http://127.0.0.1:<port> webhooks (the local stack only)
+	WebhookTimeout      time.Duration // how long a receiver has to answer [webhook.Timeout, 10 s]; set by the local stack, not by the environment
 }
 
 // Admin is the operators' token, given or named as a secret.

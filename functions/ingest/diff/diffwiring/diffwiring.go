@@ -1,10 +1,11 @@
-// Package diffwiring builds the diff function from its configuration: the
-// one constructor the Lambda entry point calls (the local stack builds the
-// handler from Config too).
+// Package diffwiring builds the diff function from its configuration: New,
+// the one constructor the Lambda entry point calls, opens the adapters and
+// hands them to Build, which the local stack calls with its own.
 package diffwiring
 
 import (
 	"context"
+	"log/slog"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
@@ -12,15 +13,41 @@ import (
 	"github.com/retailcatalog/catalog/functions/ingest/diff"
 	"github.com/retailcatalog/catalog/functions/platform/config"
 	"github.com/retailcatalog/catalog/functions/platform/connect"
-	"github.com/retailcatalog/catalog/functions/publish/relay"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
+	"github.com/retailcatalog/catalog/functions/ports/queue"
+	"github.com/retailcatalog/catalog/functions/publish/relay/relaywiring"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 )
 
 // Config is the diff handler's configuration.
 func Config(c *config.Config) diff.Config {
 	return diff.Config{ChunkRows: c.ChunkRows, ChunkBytes: c.ChunkBytes, InflightCap: c.InflightCap, LargeThreshold: c.LargeThresholdRows,
 		SmallQueueURL: c.ApplySmallQueueURL, LargeQueueURL: c.ApplyLargeQueueURL, MaxUploadBytes: c.MaxUploadBytes,
-		MaxInflatedBytes: c.MaxInflatedBytes, MaxProducts: c.MaxProducts,
-		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL, MaxAttempts: c.DiffAttempts}
+		MaxRowBytes: c.MaxRowBytes, MaxInflatedBytes: c.MaxInflatedBytes, MaxProducts: c.MaxProducts,
+		SortMemoryBytes: c.SortMemoryBytes, SpillDir: c.SpillDir, JobQueueURL: c.DiffQueueURL, MaxAttempts: c.DiffAttempts,
+		RetryBackoff: c.DiffRetryBackoff}
+}
+
+// Deps are the adapters the diff handler uses.
+type Deps struct {
+	Stores *pgstore.Stores
+	Blobs  diff.Blobs
+	Sender queue.Sender // the chunk messages (and the diff job's back-off)
+	Jobs   queue.Sender // an undo's diff job (I10); on Lambda the same sender
+	// Events is the fast path of lifecycle events (relaywiring.FastPath);
+	// nil leaves them to the relay's sweeper.
+	Events  diff.Flusher
+	Logger  *slog.Logger
+	Metrics *metrics.Recorder // nil: none
+}
+
+// Build builds the diff handler from its configuration and adapters.
+func Build(c *config.Config, d Deps) *diff.Handler {
+	h := diff.New(Config(c), d.Stores, d.Blobs, d.Sender, d.Logger)
+	h.Events = d.Events
+	h.Metrics = d.Metrics
+	h.Jobs = c.DiffJobs(d.Jobs)
+	return h
 }
 
 // New builds the diff Lambda's handler of diff-jobs messages: the stores,
@@ -45,10 +72,10 @@ func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaeve
 		return nil, err
 	}
 	log := c.Logger()
-	h := diff.New(Config(c), stores, blobs, sender, log)
-	h.Events = relay.New(relay.Config{}, stores, blobs, pub, log) // the fast path of lifecycle events
-	h.Metrics = c.Metrics("diff")
-	h.Jobs = c.DiffJobs(sender) // an undo's diff job (I10)
+	h := Build(c, Deps{Stores: stores, Blobs: blobs, Sender: sender, Jobs: sender,
+		Events:  relaywiring.FastPath(c, relaywiring.Deps{Stores: stores, Blobs: blobs, Publisher: pub, Logger: log}),
+		Logger:  log,
+		Metrics: c.Metrics("diff")})
 	meter := config.Meter(c, stores, "diff", 3008, 0, log)
 	return metering.Lambda(meter, h.HandleSQS), nil
 }

@@ -1,9 +1,12 @@
 // Package readwiring builds the storefront read function from its
-// configuration: the one constructor the Lambda entry point calls.
+// configuration: New, the one constructor the Lambda entry point calls,
+// opens the adapters and hands them to Build, which the local stack calls
+// with its own.
 package readwiring
 
 import (
 	"context"
+	"log/slog"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
 
@@ -11,8 +14,26 @@ import (
 	"github.com/retailcatalog/catalog/functions/platform/config"
 	"github.com/retailcatalog/catalog/functions/platform/connect"
 	"github.com/retailcatalog/catalog/functions/platform/httpapi"
+	"github.com/retailcatalog/catalog/functions/platform/metrics"
 	"github.com/retailcatalog/catalog/functions/serve/read"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore"
 )
+
+// Deps are the adapters the read handler uses.
+type Deps struct {
+	Stores  *pgstore.Stores // with their read replicas attached
+	Logger  *slog.Logger
+	Metrics *metrics.Recorder // nil: none
+}
+
+// Build builds the storefront's handler from its adapters; GET /healthz
+// checks every database reachable through its readers, at most every
+// read.DefaultHealthTTL per environment.
+func Build(_ *config.Config, d Deps) *read.Handler {
+	h := read.New(d.Stores, d.Logger, d.Stores.ReadPing)
+	h.Metrics = d.Metrics
+	return h
+}
 
 // New builds the read Lambda's handler of API Gateway requests: the stores
 // with their read replicas, and its usage meter. Each invocation flushes the handler's metrics at its end.
@@ -25,10 +46,7 @@ func New(ctx context.Context, c *config.Config) (func(context.Context, lambdaeve
 	if err != nil {
 		return nil, err
 	}
-	// GET /healthz: every database reachable through its readers, checked
-	// at most every read.DefaultHealthTTL per environment.
-	h := read.New(stores, log, stores.ReadPing)
-	h.Metrics = c.Metrics("read")
+	h := Build(c, Deps{Stores: stores, Logger: log, Metrics: c.Metrics("read")})
 	// Reads are counted in memory and written every few seconds (DESIGN 10).
 	meter := config.Meter(c, stores, "read", 1024, metering.StorefrontFlushEvery, log)
 	serve := httpapi.LambdaHandler(metering.HTTP(meter, h))
