@@ -35,7 +35,9 @@ import (
 	"github.com/retailcatalog/catalog/functions/ingest/diff/diffwiring"
 	"github.com/retailcatalog/catalog/functions/operate/ops/opswiring"
 	"github.com/retailcatalog/catalog/functions/publish/analytics/analyticswiring"
+	"github.com/retailcatalog/catalog/functions/publish/relay/relaywiring"
 	"github.com/retailcatalog/catalog/functions/publish/webhooks/webhookswiring"
+	"github.com/retailcatalog/catalog/functions/serve/read/readwiring"
 	"github.com/retailcatalog/catalog/functions/serve/upload/uploadwiring"
 
 	lambdaevents "github.com/aws/aws-lambda-go/events"
@@ -47,7 +49,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/adapters/s3blob"
 	"github.com/retailcatalog/catalog/functions/adapters/snstopic"
 	"github.com/retailcatalog/catalog/functions/adapters/sqsqueue"
-	"github.com/retailcatalog/catalog/functions/finance/costs"
 	"github.com/retailcatalog/catalog/functions/finance/metering"
 	"github.com/retailcatalog/catalog/functions/ingest/apply"
 	"github.com/retailcatalog/catalog/functions/ingest/arrival"
@@ -590,11 +591,13 @@ func (st *Stack) startS3(ctx context.Context, dataDir string, sender *sqsqueue.S
 	return nil
 }
 
-// buildHandlers builds every function's handler from Config, as behind
-// Lambda, with the Options' test seams (wrapped blobs, queues, publisher).
+// buildHandlers builds every function's handler through its wiring
+// package's Build, the constructor the Lambda's New calls, with the stack's
+// adapters wrapped by the Options' test seams (blobs, queues, publisher);
+// the stack's knobs reach the handlers through Config.
 func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsqueue.Sender) error {
 	o := st.Options
-	// Handlers: the same as behind Lambda.
+	log := func(function string) *slog.Logger { return o.Logger.With("function", function) }
 	var diffBlobs diff.Blobs = st.Blobs
 	if o.WrapDiffBlobs != nil {
 		diffBlobs = o.WrapDiffBlobs(diffBlobs)
@@ -602,6 +605,14 @@ func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsq
 	var diffQueue queue.Sender = sender
 	if o.WrapDiffQueue != nil {
 		diffQueue = o.WrapDiffQueue(diffQueue)
+	}
+	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
+	if o.WrapPublisher != nil {
+		publisher = o.WrapPublisher(publisher)
+	}
+	box, err := st.adapters.WebhookSecrets(ctx)
+	if err != nil {
+		return err
 	}
 	// The diff's sorted runs spill here (as on Lambda to /tmp); the files
 	// are unlinked at creation, so nothing is left behind.
@@ -613,57 +624,40 @@ func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsq
 		return err
 	}
 	st.Config.SpillDir, st.Config.SortMemoryBytes = spillDir, o.SortMemoryBytes
-	diffConfig := diffwiring.Config(&st.Config)
-	diffConfig.RetryBackoff = time.Second
-	if o.MaxRowBytes > 0 {
-		diffConfig.MaxRowBytes = o.MaxRowBytes
-	}
-	diffConfig.MaxInflatedBytes, diffConfig.MaxProducts = o.MaxInflatedBytes, o.MaxProducts
-	st.Diff = diff.New(diffConfig, st.Stores, diffBlobs, diffQueue, o.Logger.With("function", "diff"))
-	st.Arrival = arrival.New(arrivalwiring.Config(&st.Config), st.Stores, sender, o.Logger.With("function", "arrival"))
-	st.Apply = apply.New(st.Stores, st.Blobs, o.Logger.With("function", "apply"))
-	st.Apply.Observe = o.ApplyObserve
-	st.Apply.MaxAttempts = st.Config.ApplyAttempts
-	st.Apply.Refused = applywiring.RefusedRetry(&st.Config, sqsqueue.NewVisibility(st.SQS))
-	st.Diff.Jobs, st.Apply.Jobs = st.Config.DiffJobs(sender), st.Config.DiffJobs(sender) // an undo's diff job (I10)
-	st.Meters = newMeters(st.Stores, o.Logger)
-	deployment := costs.DefaultDeployment()
-	deployment.Clusters = o.Shards + 1
-	st.Upload = upload.New(uploadwiring.Config(&st.Config), st.Stores, st.Blobs, sender, o.Logger.With("function", "upload"))
-	controlConfig := uploadwiring.ControlConfig(&st.Config)
-	controlConfig.Costs = &control.CostsConfig{Usage: st.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment,
-		ReadsNote: metering.ReadsNote(), Reports: st.Blobs}
-	st.Control = control.New(controlConfig, st.Stores, st.Blobs, o.Logger.With("function", "upload"))
-	st.Read = read.New(st.Stores, o.Logger.With("function", "read"), st.Stores.ReadPing) // as on Lambda
-	var publisher topic.Publisher = snstopic.New(st.SNS, st.TopicARN)
-	if o.WrapPublisher != nil {
-		publisher = o.WrapPublisher(publisher)
-	}
-	st.Relay = relay.New(relay.Config{SweepAge: o.SweepAge}, st.Stores, st.Blobs, publisher, o.Logger.With("function", "relay"))
-	st.Relay.Metrics = st.metrics("relay")
+	st.Config.MaxRowBytes, st.Config.MaxInflatedBytes, st.Config.MaxProducts = o.MaxRowBytes, o.MaxInflatedBytes, o.MaxProducts
+	st.Config.DiffRetryBackoff = time.Second
+	st.Config.RelaySweepAge = o.SweepAge
+	st.Config.WebhookTimeout = o.WebhookTimeout
+	// The cost report's fixed costs: one cluster per shard and the control's.
+	st.Config.Metering.CostDeployment = fmt.Sprintf("clusters=%d", o.Shards+1)
+	c := &st.Config
+
+	// One relay: the sweeper's, and the fast path of the diff and the apply
+	// (unless Options.NoFastPath).
+	st.Relay = relaywiring.Build(c, relaywiring.Deps{Stores: st.Stores, Blobs: st.Blobs, Publisher: publisher,
+		Logger: log("relay"), Metrics: st.metrics("relay")})
+	var diffEvents diff.Flusher
+	var applyEvents apply.Flusher
 	if !o.NoFastPath {
-		st.Diff.Events, st.Apply.Events = st.Relay, st.Relay
+		diffEvents, applyEvents = st.Relay, st.Relay
 	}
-	st.Diff.Metrics, st.Apply.Metrics, st.Arrival.Metrics = st.metrics("diff"), st.metrics("apply"), st.metrics("arrival")
-	st.Upload.Metrics, st.Read.Metrics = st.metrics("upload"), st.metrics("read")
-	st.Analytics = analytics.New(analyticswiring.Config(&st.Config), st.Stores, st.Blobs, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "analytics"))
-	opsQueue := struct {
-		*sqsqueue.Sender
-		*sqsqueue.Inspector
-	}{sender, sqsqueue.NewInspector(st.SQS)}
-	st.Ops = ops.New(opswiring.Config(&st.Config), st.Stores, st.Blobs, opsQueue, o.Logger.With("function", "ops"))
-	st.Ops.Metrics = st.metrics("ops")
-	st.Ops.Redriver = sqsqueue.NewRedriver(st.SQS)
-	box, err := st.adapters.WebhookSecrets(ctx)
-	if err != nil {
+	st.Diff = diffwiring.Build(c, diffwiring.Deps{Stores: st.Stores, Blobs: diffBlobs, Sender: diffQueue, Jobs: sender,
+		Events: diffEvents, Logger: log("diff"), Metrics: st.metrics("diff")})
+	st.Arrival = arrivalwiring.Build(c, arrivalwiring.Deps{Stores: st.Stores, Sender: sender, Logger: log("arrival"), Metrics: st.metrics("arrival")})
+	st.Apply = applywiring.Build(c, applywiring.Deps{Stores: st.Stores, Blobs: st.Blobs, Jobs: sender, Visibility: sqsqueue.NewVisibility(st.SQS),
+		Events: applyEvents, Logger: log("apply"), Metrics: st.metrics("apply")})
+	st.Apply.Observe = o.ApplyObserve
+	st.Meters = newMeters(st.Stores, o.Logger)
+	if st.Upload, st.Control, err = uploadwiring.Build(c, uploadwiring.Deps{Stores: st.Stores, Blobs: st.Blobs, Sender: sender, Secrets: box,
+		AdminToken: st.AdminToken, Logger: log("upload"), Metrics: st.metrics("upload")}); err != nil {
 		return err
 	}
-	st.Control.EnableWebhooks(control.Webhooks{Store: st.Stores, Policy: st.Config.WebhookPolicy(), Secrets: box})
-	webhooksConfig := webhookswiring.Config(&st.Config, box)
-	webhooksConfig.Timeout = o.WebhookTimeout
-	st.Webhooks = webhooks.New(webhooksConfig, st.Stores, sqsqueue.NewVisibility(st.SQS), o.Logger.With("function", "webhooks"))
-	st.Webhooks.Metrics = st.metrics("webhooks")
-
+	st.Read = readwiring.Build(c, readwiring.Deps{Stores: st.Stores, Logger: log("read"), Metrics: st.metrics("read")})
+	st.Analytics = analyticswiring.Build(c, analyticswiring.Deps{Stores: st.Stores, Blobs: st.Blobs, Visibility: sqsqueue.NewVisibility(st.SQS), Logger: log("analytics")})
+	st.Ops = opswiring.Build(c, opswiring.Deps{Stores: st.Stores, Blobs: st.Blobs, SQS: st.SQS, AdminToken: st.AdminToken,
+		Logger: log("ops"), Metrics: st.metrics("ops")})
+	st.Webhooks = webhookswiring.Build(c, webhookswiring.Deps{Stores: st.Stores, Secrets: box, Visibility: sqsqueue.NewVisibility(st.SQS),
+		Logger: log("webhooks"), Metrics: st.metrics("webhooks")})
 	return nil
 }
 
