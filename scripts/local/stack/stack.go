@@ -3,9 +3,9 @@
 // queue, the diff-jobs and apply FIFO queues and the change-events topic (its
 // SNS), the S3 stand-in with object-created notifications (to arrivals), one
 // poller per queue playing the Lambda event source, the relay's sweeper on a
-// ticker, and the HTTP API — all running the same handlers as Lambda. The
-// local command, the demo and the
-// integration tests start it.
+// ticker, and the HTTP API — all running the same handlers as Lambda, built
+// by the same constructors (each function's <name>wiring.Build). The local
+// command, the demo and the integration tests start it.
 package stack
 
 import (
