@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/finance/costs"
@@ -10,6 +11,8 @@ import (
 	"github.com/retailcatalog/catalog/functions/ingest/diff/diffwiring"
 	"github.com/retailcatalog/catalog/functions/operate/ops/opswiring"
 	"github.com/retailcatalog/catalog/functions/platform/config"
+	"github.com/retailcatalog/catalog/functions/publish/relay/relaywiring"
+	"github.com/retailcatalog/catalog/functions/publish/webhooks/webhookswiring"
 	"github.com/retailcatalog/catalog/functions/serve/upload"
 	"github.com/retailcatalog/catalog/functions/serve/upload/uploadwiring"
 
@@ -74,4 +77,26 @@ func TestQueueURLBase(t *testing.T) {
 	c, err = config.FromEnv(func(k string) string { return env[k] })
 	require.NoError(t, err)
 	require.Empty(t, opswiring.Config(&c).Queues.Arrivals, "no base: only the URLs given")
+}
+
+// The knobs only the local stack sets reach the handlers' settings through
+// the same Config functions the Lambdas use; the environment leaves them
+// zero, so the Lambdas keep the handlers' defaults.
+func TestStackKnobsReachHandlers(t *testing.T) {
+	t.Parallel()
+	var c config.Config
+	c.MaxRowBytes, c.DiffRetryBackoff, c.RelaySweepAge, c.WebhookTimeout = 4096, time.Second, 2*time.Second, 3*time.Second
+	d := diffwiring.Config(&c)
+	require.Equal(t, 4096, d.MaxRowBytes)
+	require.Equal(t, time.Second, d.RetryBackoff)
+	require.Equal(t, 2*time.Second, relaywiring.Config(&c).SweepAge)
+	require.Equal(t, 3*time.Second, webhookswiring.Config(&c, nil).Timeout)
+
+	env := map[string]string{"CATALOG_CONTROL_DB": "postgres://c/x", "CATALOG_SHARD_DBS": "postgres://s/0"}
+	fromEnv, err := config.FromEnv(func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.Zero(t, fromEnv.MaxRowBytes)
+	require.Zero(t, fromEnv.DiffRetryBackoff)
+	require.Zero(t, fromEnv.RelaySweepAge)
+	require.Zero(t, fromEnv.WebhookTimeout)
 }
