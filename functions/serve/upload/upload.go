@@ -8,6 +8,7 @@ package upload
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -32,6 +33,9 @@ type Presigner interface {
 	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
 	// Bucket names the bucket the uploads go to (in the S3 events of a confirmation).
 	Bucket() string
+	// Size returns an object's size; blob.ErrNotFound when there is none
+	// (a rollback's source upload that is no longer retained).
+	Size(ctx context.Context, key string) (int64, error)
 }
 
 // Store is what the upload routes need of the databases: the retailer
@@ -50,6 +54,11 @@ type Store interface {
 	// (retailer_offboarded). Both are decided in the reservation's own
 	// transaction, whatever runs at the same time.
 	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
+	// Rollback reserves the retailer's next generation as a rollback to
+	// applied generation source, received at once (its diff job is the
+	// caller's to send); catalog.ErrNotFound generation_not_applied when
+	// source was never applied, catalog.ErrConflict retailer_offboarded.
+	Rollback(ctx context.Context, retailerID string, source int64) (int64, error)
 	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
 	// GenerationsBefore lists at most limit of a retailer's generations
@@ -105,6 +114,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"GET /v1/retailers/{retailer_id}/snapshots", h.list},
 		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
 		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
+		{"POST /v1/retailers/{retailer_id}/rollback", h.rollback},
 	} {
 		h.routes.Handle(r.pattern, r.handle)
 	}
@@ -278,6 +288,66 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		out.NextBefore = &next
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
+}
+
+// rollback answers POST .../rollback {"to_generation": G}: a new
+// generation whose content is generation G's catalog (mode rollback,
+// source_generation G), through the normal diff, holds, chunks and events
+// (DESIGN 13). G must have been applied (404 generation_not_applied) and
+// its snapshot still be retained (409 snapshot_expired).
+func (h *Handler) rollback(w http.ResponseWriter, r *http.Request) {
+	retailer, err := h.authRetailer(r)
+	if err == nil && retailer.OffboardedAt != nil {
+		err = catalog.Offboarded(retailer.ID)
+	}
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	var req struct {
+		ToGeneration json.RawMessage `json:"to_generation"`
+	}
+	if err := httpapi.DecodeJSON(r, 1<<10, &req); err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	to, err := strconv.ParseInt(string(req.ToGeneration), 10, 64)
+	if err != nil || to < 1 {
+		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_generation",
+			`"to_generation" must be a positive integer, the generation to roll back to`))
+		return
+	}
+	src, err := h.store.Generation(r.Context(), retailer.ID, to)
+	if errors.Is(err, catalog.ErrNotFound) || (err == nil && src.State != catalog.StateApplied) {
+		err = catalog.Errorf(catalog.ErrNotFound, "generation_not_applied",
+			"generation %d of %s was never applied: only an applied generation can be rolled back to", to, retailer.ID)
+	}
+	if err == nil && src.ObjectKey != "" { // none: the empty catalog, always there
+		if _, serr := h.blobs.Size(r.Context(), src.ObjectKey); errors.Is(serr, blob.ErrNotFound) {
+			err = catalog.Errorf(catalog.ErrConflict, "snapshot_expired",
+				"generation %d's snapshot is no longer retained: roll back to a newer generation, or upload the catalog again", to)
+		} else if serr != nil {
+			err = fmt.Errorf("rollback of %s to %d: %w", retailer.ID, to, serr)
+		}
+	}
+	var gen int64
+	if err == nil {
+		gen, err = h.store.Rollback(r.Context(), retailer.ID, to)
+	}
+	if err == nil {
+		body := message.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), keys.Upload(retailer.ID, gen), time.Now())
+		err = h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, message.DiffJobGroupID(retailer.ID), message.DiffJobDedupID(body))
+	}
+	var st catalog.GenerationStatus
+	if err == nil {
+		st, err = h.store.Generation(r.Context(), retailer.ID, gen)
+	}
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
+	h.log.InfoContext(r.Context(), "rollback reserved", "retailer_id", retailer.ID, "generation", gen, "source_generation", to)
+	httpapi.WriteJSON(w, http.StatusCreated, StatusJSON(st))
 }
 
 func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {

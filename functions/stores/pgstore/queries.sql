@@ -275,6 +275,27 @@ SELECT $1, r.reserved_generation, coalesce(src.format, 'csv'), coalesce(src.obje
 FROM r LEFT JOIN src ON true
 RETURNING generation, source_generation;
 
+-- name: rollback_source
+-- The content of applied generation $2 that a rollback to it reads: its
+-- format, object and pinned version (no row: never applied).
+SELECT format, object_key, object_etag
+FROM generations WHERE retailer_id = $1 AND generation = $2 AND state = 'applied';
+
+-- name: reserve_rollback
+-- A retailer's rollback to applied generation $2: its next generation,
+-- whose content is $2's (format $3, object $4 at version $5), received now;
+-- its diff goes through the holds like any upload's.
+WITH r AS (
+    UPDATE retailer_state SET reserved_generation = reserved_generation + 1
+    WHERE retailer_id = $1
+    RETURNING reserved_generation
+)
+INSERT INTO generations (retailer_id, generation, format, object_key, object_etag, upload_expires_at,
+                         state, received_at, confirmed, mode, source_generation)
+SELECT $1, r.reserved_generation, $3, $4, $5, now(), 'received', now(), false, 'rollback', $2
+FROM r
+RETURNING generation;
+
 -- name: hold_generation
 -- A held snapshot's diff runs count again from its confirmation (I10).
 UPDATE generations SET state = 'held', error_code = $3, error_message = $4, error_line = NULL,

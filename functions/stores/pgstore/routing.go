@@ -170,6 +170,15 @@ func (s *Stores) TakeOver(ctx context.Context, retailerID string, gen int64) (ca
 	return sh.TakeOver(ctx, retailerID, gen)
 }
 
+// Rollback is Shard.Rollback on the retailer's shard.
+func (s *Stores) Rollback(ctx context.Context, retailerID string, source int64) (int64, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	return sh.Rollback(ctx, retailerID, source)
+}
+
 // Reject is Shard.Reject on the retailer's shard.
 func (s *Stores) Reject(ctx context.Context, retailerID string, gen int64, rej catalog.Rejection) (catalog.Undo, error) {
 	sh, err := s.shardOf(ctx, retailerID)

@@ -82,6 +82,52 @@ func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string
 	return gen, nil
 }
 
+// Rollback reserves the retailer's next generation as a rollback to
+// source (DESIGN 13): mode rollback, its content source's upload at the
+// version source read (none: the empty catalog), received now, so that its
+// diff job can be sent at once; older slots still awaiting their upload
+// are superseded by it, as by any reservation. Decided in one transaction
+// under the fence row: source not applied is catalog.ErrNotFound
+// generation_not_applied, an offboarded retailer retailer_offboarded.
+func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64) (int64, error) {
+	var gen int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
+			return err
+		}
+		var reserved, offboarding int64
+		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&reserved, &offboarding); err != nil {
+			return err
+		}
+		if offboarding > 0 {
+			return catalog.Offboarded(retailerID)
+		}
+		var format, key string
+		var etag *string
+		err := tx.QueryRow(ctx, q("rollback_source"), retailerID, source).Scan(&format, &key, &etag)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return catalog.Errorf(catalog.ErrNotFound, "generation_not_applied",
+				"generation %d of %s was never applied: only an applied generation can be rolled back to", source, retailerID)
+		}
+		if err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q("reserve_rollback"), retailerID, source, format, key, etag).Scan(&gen); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen)
+		return err
+	})
+	var de *catalog.Error
+	if errors.As(err, &de) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("roll %s back to generation %d: %w", retailerID, source, err)
+	}
+	return gen, nil
+}
+
 // MarkArrived records that gen's upload arrived at (the S3 event's time):
 // a slot awaiting it becomes received, unless the upload came more than
 // grace after the slot's expiry (then the slot ends expired). Once the

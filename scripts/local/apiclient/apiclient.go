@@ -295,6 +295,15 @@ func (c *Client) Confirm(ctx context.Context, token, retailerID string, gen int6
 	return s, err
 }
 
+// Rollback reserves a rollback of the retailer to applied generation to
+// and returns its generation's status.
+func (c *Client) Rollback(ctx context.Context, token, retailerID string, to int64) (Status, error) {
+	var s Status
+	err := c.Do(ctx, http.MethodPost, fmt.Sprintf("/v1/retailers/%s/rollback", url.PathEscape(retailerID)), token,
+		map[string]any{"to_generation": to}, &s)
+	return s, err
+}
+
 // Settled reports whether a state is final or waiting for a person.
 func Settled(state string) bool {
 	switch state {

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 	"github.com/retailcatalog/catalog/scripts/local/stack"
 	"github.com/retailcatalog/catalog/scripts/local/systemtest"
@@ -161,7 +162,13 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	require.Equal(t, "held", held.State)
 	_, err = api.Confirm(ctx, e.Token("r3"), "r3", held.Generation)
 	require.NoError(t, err)
-	e.Wait("r3", held.Generation)
+	e.WaitFor("r3", held.Generation, "applied", func(s apiclient.Status) bool { return s.State == "applied" })
+	back, err := api.Rollback(ctx, e.Token("r3"), "r3", held.Generation)
+	require.NoError(t, err)
+	e.Wait("r3", back.Generation)
+	_, err = api.Rollback(ctx, e.Token("r3"), "r3", 99)
+	requireStatus(t, err, 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/retailers/r3/rollback", e.Token("r3"), map[string]any{"to_generation": "x"}, nil), 400)
 
 	// settings, tokens, limits, offboarding
 	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/settings", tok1, nil, nil))
