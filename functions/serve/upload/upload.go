@@ -58,7 +58,8 @@ type Store interface {
 	// applied generation source, received at once (its diff job is the
 	// caller's to send); catalog.ErrNotFound generation_not_applied when
 	// source was never applied, catalog.ErrConflict retailer_offboarded.
-	Rollback(ctx context.Context, retailerID string, source int64) (int64, error)
+	// It counts against perHour as ReserveGeneration does.
+	Rollback(ctx context.Context, retailerID string, source int64, perHour int) (int64, error)
 	// Generation returns one generation's status; catalog.ErrNotFound when never reserved.
 	Generation(ctx context.Context, retailerID string, gen int64) (catalog.GenerationStatus, error)
 	// GenerationsBefore lists at most limit of a retailer's generations
@@ -332,7 +333,7 @@ func (h *Handler) rollback(w http.ResponseWriter, r *http.Request) {
 	}
 	var gen int64
 	if err == nil {
-		gen, err = h.store.Rollback(r.Context(), retailer.ID, to)
+		gen, err = h.store.Rollback(r.Context(), retailer.ID, to, h.cfg.ReservationsPerHour)
 	}
 	if err == nil {
 		body := message.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), keys.Upload(retailer.ID, gen), time.Now())

@@ -171,12 +171,12 @@ func (s *Stores) TakeOver(ctx context.Context, retailerID string, gen int64) (ca
 }
 
 // Rollback is Shard.Rollback on the retailer's shard.
-func (s *Stores) Rollback(ctx context.Context, retailerID string, source int64) (int64, error) {
+func (s *Stores) Rollback(ctx context.Context, retailerID string, source int64, perHour int) (int64, error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return 0, err
 	}
-	return sh.Rollback(ctx, retailerID, source)
+	return sh.Rollback(ctx, retailerID, source, perHour)
 }
 
 // Reject is Shard.Reject on the retailer's shard.

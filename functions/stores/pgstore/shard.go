@@ -86,10 +86,12 @@ func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string
 // source (DESIGN 13): mode rollback, its content source's upload at the
 // version source read (none: the empty catalog), received now, so that its
 // diff job can be sent at once; older slots still awaiting their upload
-// are superseded by it, as by any reservation. Decided in one transaction
-// under the fence row: source not applied is catalog.ErrNotFound
-// generation_not_applied, an offboarded retailer retailer_offboarded.
-func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64) (int64, error) {
+// are superseded by it, as by any reservation. It is a reservation of the
+// retailer's: with perHour > 0, one over perHour in the rolling hour is
+// catalog.ErrRateLimited. Decided in one transaction under the fence row:
+// source not applied is catalog.ErrNotFound generation_not_applied, an
+// offboarded retailer retailer_offboarded.
+func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64, perHour int) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
@@ -101,6 +103,16 @@ func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64) (
 		}
 		if offboarding > 0 {
 			return catalog.Offboarded(retailerID)
+		}
+		if perHour > 0 {
+			var wait float64
+			err := tx.QueryRow(ctx, q("reservation_window_full"), retailerID, perHour).Scan(&wait)
+			if err == nil {
+				return catalog.TooManyReservations(retailerID, perHour, time.Duration(wait*float64(time.Second)))
+			}
+			if !errors.Is(err, pgx.ErrNoRows) {
+				return err
+			}
 		}
 		var format, key string
 		var etag *string

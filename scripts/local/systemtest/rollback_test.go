@@ -35,7 +35,7 @@ func requireCode(t *testing.T, err error, status int, code string) {
 // snapshot_expired, and anything but a positive integer 400.
 func TestRollbackToAnAppliedGeneration(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, stack.Options{ChunkRows: 10})
+	e := newEnv(t, stack.Options{ChunkRows: 10, ReservationsPerHour: 6})
 	e.Onboard("r1")
 	ctx := systemtest.Context(t, 2*time.Minute)
 	tok := e.Token("r1")
@@ -72,6 +72,14 @@ func TestRollbackToAnAppliedGeneration(t *testing.T) {
 	require.Equal(t, "applied", s.State)
 	require.Zero(t, s.Changes.Inserted+s.Changes.Updated+s.Changes.Deleted, "a rollback to the current generation changes nothing")
 	e.RequireCatalog("r1", day1)
+
+	// A rollback is a reservation of the retailer's: the sixth of the hour
+	// is taken, the seventh refused.
+	sixth, err := e.API.Rollback(ctx, tok, "r1", g1.Generation)
+	require.NoError(t, err)
+	_, err = e.API.Rollback(ctx, tok, "r1", g1.Generation)
+	requireCode(t, err, 429, "too_many_reservations")
+	require.Equal(t, "applied", e.Wait("r1", sixth.Generation).State)
 
 	_, err = e.API.Rollback(ctx, tok, "r1", bad.Generation)
 	requireCode(t, err, 404, "generation_not_applied")
