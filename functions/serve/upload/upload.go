@@ -336,8 +336,7 @@ func (h *Handler) rollback(w http.ResponseWriter, r *http.Request) {
 		gen, err = h.store.Rollback(r.Context(), retailer.ID, to, h.cfg.ReservationsPerHour)
 	}
 	if err == nil {
-		body := message.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), keys.Upload(retailer.ID, gen), time.Now())
-		err = h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, message.DiffJobGroupID(retailer.ID), message.DiffJobDedupID(body))
+		err = h.sendDiffJob(r.Context(), retailer.ID, gen)
 	}
 	var st catalog.GenerationStatus
 	if err == nil {
@@ -349,6 +348,14 @@ func (h *Handler) rollback(w http.ResponseWriter, r *http.Request) {
 	}
 	h.log.InfoContext(r.Context(), "rollback reserved", "retailer_id", retailer.ID, "generation", gen, "source_generation", to)
 	httpapi.WriteJSON(w, http.StatusCreated, StatusJSON(st))
+}
+
+// sendDiffJob puts gen's diff job on diff-jobs.fifo, in its retailer's
+// group, as the S3 event of its upload key would: a confirmation's, a
+// rollback's.
+func (h *Handler) sendDiffJob(ctx context.Context, retailerID string, gen int64) error {
+	body := message.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), keys.Upload(retailerID, gen), time.Now())
+	return h.queue.Send(ctx, h.cfg.DiffQueueURL, body, message.DiffJobGroupID(retailerID), message.DiffJobDedupID(body))
 }
 
 func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
@@ -367,8 +374,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// Ask the diff to look at the upload again; it now proceeds past the hold.
-	body := message.ObjectCreatedMessage(h.cfg.Region, h.blobs.Bucket(), keys.Upload(retailer.ID, gen), time.Now())
-	if err := h.queue.Send(r.Context(), h.cfg.DiffQueueURL, body, message.DiffJobGroupID(retailer.ID), message.DiffJobDedupID(body)); err != nil {
+	if err := h.sendDiffJob(r.Context(), retailer.ID, gen); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}

@@ -43,25 +43,8 @@ func (s *Shard) Pool() *pgxpool.Pool { return s.pool }
 func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
+		if err := lockForReservation(ctx, tx, retailerID, perHour); err != nil {
 			return err
-		}
-		var offboarding int64
-		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&gen, &offboarding); err != nil {
-			return err
-		}
-		if offboarding > 0 {
-			return catalog.Offboarded(retailerID)
-		}
-		if perHour > 0 {
-			var wait float64
-			err := tx.QueryRow(ctx, q("reservation_window_full"), retailerID, perHour).Scan(&wait)
-			if err == nil {
-				return catalog.TooManyReservations(retailerID, perHour, time.Duration(wait*float64(time.Second)))
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
 		}
 		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
 			return err
@@ -94,25 +77,8 @@ func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string
 func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64, perHour int) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
+		if err := lockForReservation(ctx, tx, retailerID, perHour); err != nil {
 			return err
-		}
-		var reserved, offboarding int64
-		if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&reserved, &offboarding); err != nil {
-			return err
-		}
-		if offboarding > 0 {
-			return catalog.Offboarded(retailerID)
-		}
-		if perHour > 0 {
-			var wait float64
-			err := tx.QueryRow(ctx, q("reservation_window_full"), retailerID, perHour).Scan(&wait)
-			if err == nil {
-				return catalog.TooManyReservations(retailerID, perHour, time.Duration(wait*float64(time.Second)))
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
 		}
 		var format, key string
 		var etag *string
@@ -138,6 +104,35 @@ func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64, p
 		return 0, fmt.Errorf("roll %s back to generation %d: %w", retailerID, source, err)
 	}
 	return gen, nil
+}
+
+// lockForReservation takes the retailer's fence row for a reservation in
+// tx (lock_reservations) and refuses it there: an offboarded retailer
+// (retailer_offboarded), or, with perHour > 0, a rolling hour that holds
+// perHour reservations already (catalog.ErrRateLimited).
+func lockForReservation(ctx context.Context, tx pgx.Tx, retailerID string, perHour int) error {
+	if _, err := tx.Exec(ctx, q("ensure_retailer_state"), retailerID); err != nil {
+		return err
+	}
+	var reserved, offboarding int64
+	if err := tx.QueryRow(ctx, q("lock_reservations"), retailerID).Scan(&reserved, &offboarding); err != nil {
+		return err
+	}
+	if offboarding > 0 {
+		return catalog.Offboarded(retailerID)
+	}
+	if perHour <= 0 {
+		return nil
+	}
+	var wait float64
+	err := tx.QueryRow(ctx, q("reservation_window_full"), retailerID, perHour).Scan(&wait)
+	if err == nil {
+		return catalog.TooManyReservations(retailerID, perHour, time.Duration(wait*float64(time.Second)))
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	return err
 }
 
 // MarkArrived records that gen's upload arrived at (the S3 event's time):
