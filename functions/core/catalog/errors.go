@@ -91,3 +91,10 @@ func TooManyReservations(retailerID string, perHour int, retryAfter time.Duratio
 func Offboarded(retailerID string) *Error {
 	return Errorf(ErrConflict, "retailer_offboarded", "retailer %q is offboarded", retailerID)
 }
+
+// NotApplied is the refusal of a rollback to a generation that was never
+// applied (DESIGN 13).
+func NotApplied(retailerID string, gen int64) *Error {
+	return Errorf(ErrNotFound, "generation_not_applied",
+		"generation %d of %s was never applied: only an applied generation can be rolled back to", gen, retailerID)
+}

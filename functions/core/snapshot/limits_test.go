@@ -156,7 +156,7 @@ func TestTooManyProductsStopsReading(t *testing.T) {
 		require.Less(t, src.read, int64(8<<20), "%s: read %d bytes of a file without end", name, src.read)
 		t.Logf("%s: %d bytes read to find product 1001", name, src.read)
 	}
-	require.EqualValues(t, DefaultMaxProducts, Limits{}.withDefaults().MaxProducts)
+	require.EqualValues(t, DefaultMaxProducts, Limits{}.WithDefaults().MaxProducts)
 	require.EqualValues(t, 50_000_000, DefaultMaxProducts)
 }
 
@@ -211,7 +211,7 @@ func TestInflateLimit(t *testing.T) {
 		require.Equal(t, (limit-len("product_id\n"))/2, rows, name)
 		require.Less(t, src.n, int64(bomb.Len())/4, "%s: read %d of %d compressed bytes", name, src.n, bomb.Len())
 	}
-	require.EqualValues(t, int64(50)<<30, Limits{}.withDefaults().MaxFileBytes)
+	require.EqualValues(t, int64(50)<<30, Limits{}.WithDefaults().MaxFileBytes)
 }
 
 // requireBounded checks every message of e: at most MaxMessageBytes, also

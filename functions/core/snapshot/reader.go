@@ -169,7 +169,7 @@ func newReader(rd io.Reader, format Format, limits Limits, steady int) (*Reader,
 		return nil, err
 	}
 	r := &Reader{format: format, line: 1, steady: steady}
-	r.lim = limits.withDefaults()
+	r.lim = limits.WithDefaults()
 	r.maxBuf = max(r.lim.MaxRowBytes+2, steady) // a row plus CRLF always fits
 	r.src = &sourceReader{r: rd}
 	var head [2]byte

@@ -91,7 +91,9 @@ type Limits struct {
 	MaxProducts int64
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults is l with every unset limit at its default (and a negative
+// MaxFileBytes or MaxProducts unlimited): the limits a Reader applies.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxRowBytes <= 0 {
 		l.MaxRowBytes = DefaultMaxRowBytes
 	}

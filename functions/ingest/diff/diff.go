@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -766,14 +765,7 @@ func duplicateProblems(entries *extsort.Sorter) []snapshot.Problem {
 // names are stored in every product, so a small file of long names and
 // empty cells would otherwise store thousands of times its size.
 func (r *run) maxStoredBytes() int64 {
-	switch lim := r.h.cfg.MaxInflatedBytes; {
-	case lim == 0:
-		return snapshot.DefaultMaxFileBytes
-	case lim < 0:
-		return math.MaxInt64
-	default:
-		return lim
-	}
+	return snapshot.Limits{MaxFileBytes: r.h.cfg.MaxInflatedBytes}.WithDefaults().MaxFileBytes
 }
 
 // newReader opens a snapshot stream. The decompressed size and the

@@ -218,7 +218,9 @@ func (h *Handler) status(w http.ResponseWriter, r *http.Request) {
 }
 
 type listResponse struct {
-	Items []Status `json:"items"`
+	// Items are the uploads' statuses (Status), each marshaled once, when
+	// the page's bytes are counted.
+	Items []json.RawMessage `json:"items"`
 	// NextBefore is the before of the next page: the oldest generation of
 	// this one, or null on the last page.
 	NextBefore *int64 `json:"next_before"`
@@ -269,11 +271,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	out := listResponse{Items: make([]Status, 0, min(len(gens), limit))}
+	out := listResponse{Items: make([]json.RawMessage, 0, min(len(gens), limit))}
 	size := 0
 	for _, g := range gens[:min(len(gens), limit)] {
-		st := StatusJSON(g)
-		b, err := json.Marshal(st)
+		b, err := json.Marshal(StatusJSON(g))
 		if err != nil {
 			httpapi.WriteError(w, r, h.log, fmt.Errorf("list uploads of %s: %w", retailer.ID, err))
 			return
@@ -282,10 +283,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 		size += len(b) + 1
-		out.Items = append(out.Items, st)
+		out.Items = append(out.Items, b)
 	}
 	if n := len(out.Items); n < len(gens) {
-		next := out.Items[n-1].Generation
+		next := gens[n-1].Generation
 		out.NextBefore = &next
 	}
 	httpapi.WriteJSON(w, http.StatusOK, out)
@@ -320,8 +321,7 @@ func (h *Handler) rollback(w http.ResponseWriter, r *http.Request) {
 	}
 	src, err := h.store.Generation(r.Context(), retailer.ID, to)
 	if errors.Is(err, catalog.ErrNotFound) || (err == nil && src.State != catalog.StateApplied) {
-		err = catalog.Errorf(catalog.ErrNotFound, "generation_not_applied",
-			"generation %d of %s was never applied: only an applied generation can be rolled back to", to, retailer.ID)
+		err = catalog.NotApplied(retailer.ID, to)
 	}
 	if err == nil && src.ObjectKey != "" { // none: the empty catalog, always there
 		if _, serr := h.blobs.Size(r.Context(), src.ObjectKey); errors.Is(serr, blob.ErrNotFound) {

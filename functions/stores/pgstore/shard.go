@@ -84,8 +84,7 @@ func (s *Shard) Rollback(ctx context.Context, retailerID string, source int64, p
 		var etag *string
 		err := tx.QueryRow(ctx, q("rollback_source"), retailerID, source).Scan(&format, &key, &etag)
 		if errors.Is(err, pgx.ErrNoRows) {
-			return catalog.Errorf(catalog.ErrNotFound, "generation_not_applied",
-				"generation %d of %s was never applied: only an applied generation can be rolled back to", source, retailerID)
+			return catalog.NotApplied(retailerID, source)
 		}
 		if err != nil {
 			return err
