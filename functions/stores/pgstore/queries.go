@@ -1,22 +1,43 @@
 package pgstore
 
 import (
-	_ "embed"
+	"embed"
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
-//go:embed queries.sql
-var queriesFile string
-
-// opsQueriesFile holds the queries of the ops function (why, the sweeper,
-// reconciliation), kept apart from the pipeline's.
+// queryFiles holds every queries*.sql file: queries.sql (the pipeline's),
+// queries_ops.sql (the ops function's: why, the sweeper, reconciliation)
+// and one file per later feature, each "-- name: x" block one query.
 //
-//go:embed queries_ops.sql
-var opsQueriesFile string
+//go:embed queries*.sql
+var queryFiles embed.FS
 
-// queries maps each "-- name: x" block of queries.sql and queries_ops.sql to its SQL.
-var queries = parseQueries(queriesFile + "\n" + opsQueriesFile)
+// queries maps each "-- name: x" block of the queries*.sql files to its SQL;
+// a name defined twice is a programming error.
+var queries = loadQueries()
+
+func loadQueries() map[string]string {
+	files, err := fs.Glob(queryFiles, "queries*.sql")
+	if err != nil {
+		panic(err)
+	}
+	out := map[string]string{}
+	for _, f := range files {
+		b, err := queryFiles.ReadFile(f)
+		if err != nil {
+			panic(err)
+		}
+		for name, sql := range parseQueries(string(b)) {
+			if _, dup := out[name]; dup {
+				panic(fmt.Sprintf("pgstore: query %q defined twice (again in %s)", name, f))
+			}
+			out[name] = sql
+		}
+	}
+	return out
+}
 
 func parseQueries(file string) map[string]string {
 	out := map[string]string{}
@@ -45,7 +66,7 @@ func parseQueries(file string) map[string]string {
 func q(name string) string {
 	s, ok := queries[name]
 	if !ok {
-		panic(fmt.Sprintf("pgstore: no query %q in queries.sql", name))
+		panic(fmt.Sprintf("pgstore: no query %q in the queries*.sql files", name))
 	}
 	return s
 }
