@@ -46,6 +46,7 @@ var Routes = []Route{
 	{Method: "GET", Path: "/v1/retailers/{retailer_id}/products/{product_id+}", Function: "read"},
 	{Method: "GET", Path: "/v1/retailers/{retailer_id}/products", Function: "read"},
 	{Method: "GET", Path: "/v1/products/{product_id+}", Function: "read"},
+	{Method: "POST", Path: "/v1/retailers/{retailer_id}/products/batch-get", Function: "read"},
 	{Method: "GET", Path: "/healthz", Function: "read"},
 	{Method: "GET", Path: "/v1/admin/costs", Function: "upload", RateLimit: 5, BurstLimit: 10},
 	// Operations (DESIGN 9 and 8), served by the ops function.

@@ -236,6 +236,7 @@ type invocation struct {
 	order   []string
 	usage   usage.Usage
 	stored  int64 // bytes written to S3
+	reads   int64 // storefront reads the request served (0: one)
 }
 
 type ctxKey struct{}
@@ -259,6 +260,20 @@ func For(ctx context.Context, retailerID string) {
 		inv.order = append(inv.order, retailerID)
 	}
 	inv.weights[retailerID]++
+}
+
+// Reads says how many storefront reads the running request served: a
+// batch-get is one read per product id it answered (DESIGN 5); a request
+// that does not call it is one read. Outside a metered invocation it does
+// nothing.
+func Reads(ctx context.Context, n int) {
+	inv := invocationOf(ctx)
+	if inv == nil || n < 0 {
+		return
+	}
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	inv.reads = int64(n)
 }
 
 // Count adds usage to the running invocation (S3, SQS, SNS requests), to be
@@ -445,7 +460,10 @@ func HTTP(m *Meter, h http.Handler) http.Handler {
 		h.ServeHTTP(cw, r.WithContext(ctx))
 		extra := usage.Usage{APIRequests: 1}
 		if storefront {
-			extra = usage.Usage{Reads: 1, ReadBytes: cw.n}
+			inv.mu.Lock()
+			reads := inv.reads
+			inv.mu.Unlock()
+			extra = usage.Usage{Reads: max(reads, 1), ReadBytes: cw.n}
 		}
 		m.end(ctx, inv, m.o.Now().Sub(start), extra)
 	})

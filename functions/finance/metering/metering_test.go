@@ -230,3 +230,22 @@ func TestNilMeterAndNoInvocation(t *testing.T) {
 		t.Error("a nil meter must pass calls through")
 	}
 }
+
+// A storefront request that says it served n reads (a batch-get of n ids)
+// is metered as n reads, one invocation; the others as one read each.
+func TestHTTPCountsTheReadsARequestServed(t *testing.T) {
+	t.Parallel()
+	m, st, _ := newMeter("read", 0)
+	h := HTTP(m, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		For(r.Context(), "x")
+		if r.URL.Path == "/batch" {
+			Reads(r.Context(), 20)
+		}
+	}))
+	for _, target := range []string{"/batch", "/one"} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", target, nil))
+	}
+	if x := st.get("x"); x.Reads != 21 || x.Functions["read"].Invocations != 2 {
+		t.Errorf("metered %d reads in %d invocations, want 21 in 2", x.Reads, x.Functions["read"].Invocations)
+	}
+}

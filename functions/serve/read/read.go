@@ -1,5 +1,5 @@
 // Package read serves the storefront routes: one product, a retailer's
-// products page by page, a product by its bare id through the product
+// products page by page, up to 100 products by id in one request, a product by its bare id through the product
 // directory, and the health check. Reads go to the shards' read replicas,
 // falling back to the writers (pgstore.Stores implements Store so).
 package read
@@ -51,6 +51,11 @@ type Store interface {
 	// in byte order, stopping after the product that brings the total size
 	// of their attributes to maxBytes (<= 0: no bound); fresh as for Product.
 	Products(ctx context.Context, retailerID, after string, limit, maxBytes int, fresh bool) ([]catalog.Product, error)
+	// ProductsByID returns the retailer's live products among productIDs
+	// (distinct ids), in their order, absent and deleted ones left out, in
+	// one query on the retailer's shard; catalog.ErrNotFound when the
+	// retailer is unknown; fresh as for Product.
+	ProductsByID(ctx context.Context, retailerID string, productIDs []string, fresh bool) ([]catalog.Product, error)
 	// Replicated reports whether the retailer's reads may come from a
 	// replica, that is whether a fresh read may see more.
 	Replicated(ctx context.Context, retailerID string) (bool, error)
@@ -102,6 +107,7 @@ var routes = []string{
 	"GET /v1/retailers/{retailer_id}/products",
 	"GET /v1/products/{product_id}",
 	"GET /healthz",
+	"POST /v1/retailers/{retailer_id}/products/batch-get",
 }
 
 // New builds the handler; ready reports whether the storefront can read its
@@ -146,7 +152,7 @@ func (h *Handler) Routes() []string { return append([]string(nil), routes...) }
 // Register adds every route of Routes to mux, served directly (without
 // going through the handler's own mux again).
 func (h *Handler) Register(mux *http.ServeMux) {
-	handlers := []http.HandlerFunc{h.product, h.products, h.productByID, h.healthz}
+	handlers := []http.HandlerFunc{h.product, h.products, h.productByID, h.healthz, h.batchGet}
 	for i, route := range routes {
 		mux.HandleFunc(route, handlers[i])
 	}

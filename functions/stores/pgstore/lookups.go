@@ -207,9 +207,10 @@ func getProduct(ctx context.Context, db *pgxpool.Pool, retailerID, productID str
 // pgx's type mapping: text parameters, and results read from the wire as
 // they come (ids and attributes as text, the rest binary).
 var lookupResultFormats = map[string][]int16{
-	"storefront_product":       {pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
-	"storefront_product_batch": {pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
-	"storefront_page":          {pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+	"storefront_product":        {pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+	"storefront_product_batch":  {pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+	"storefront_page":           {pgx.TextFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
+	"storefront_products_by_id": {pgx.BinaryFormatCode, pgx.TextFormatCode, pgx.BinaryFormatCode, pgx.BinaryFormatCode},
 }
 
 // execLookup runs the named storefront query (prepared once per connection;
