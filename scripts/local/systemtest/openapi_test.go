@@ -288,6 +288,9 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	require.Equal(t, 300, e.get("/v1/products/shared").status)
 	require.Equal(t, 404, e.get("/v1/products/nope").status)
 	require.Equal(t, 400, e.get("/v1/products/%FF").status)
+	require.Equal(t, 200, e.post("/v1/retailers/r1/products/batch-get", `{"product_ids": ["p-00001", "nope", "p-00002"]}`).status)
+	require.Equal(t, 400, e.post("/v1/retailers/r1/products/batch-get", `{"product_ids": []}`).status)
+	require.Equal(t, 413, e.post("/v1/retailers/r1/products/batch-get", `{"product_ids": ["`+strings.Repeat("x", 130<<10)+`"]}`).status)
 	require.Equal(t, 200, e.get("/healthz").status)
 	require.Equal(t, 404, e.get("/v1/nothing").status)
 
