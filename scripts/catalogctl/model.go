@@ -12,11 +12,12 @@ func init() {
 		Name: "model", Token: NoToken,
 		Summary: "capacity and monthly cost of the whole system at a given scale",
 		Help: `Prints, for the scale given (DESIGN 1's by default: 100,000 retailers x 20,000
-products, 3% changed a day, 22,000 storefront reads/s): the daily write load,
+products, 3% changed a day, 22,000 storefront product reads/s, 20 a request by
+batch-get): the daily write load,
 shards and what one PostgreSQL leader would hit first, Lambda concurrency per
 function, the time to drain the overnight peak against each limit (diff
 concurrency, SQS FIFO throughput, apply concurrency, rows/s per shard), queue
-limits, the largest retailer, $ per month by service, the storefront read path
+limits, the largest retailer, $ per month by service, the cost per million product reads (with and without batch-get), the storefront read path
 against a CDN, an ALB and a small container service, the stack parameters and
 account quotas the scale needs, and every figure used with its source.
 
@@ -29,7 +30,9 @@ docs/SCALE.md answers the scale questions with this command's output.`,
 			fs.IntVar(&in.Retailers, "retailers", in.Retailers, "retailers")
 			fs.IntVar(&in.Products, "products", in.Products, "products per retailer, on average")
 			fs.Float64Var(&in.ChangePct, "change-pct", in.ChangePct, "percent of a snapshot's rows that change a day")
-			fs.Float64Var(&in.ReadQPS, "read-qps", in.ReadQPS, "storefront requests per second, sustained")
+			fs.Float64Var(&in.ReadQPS, "read-qps", in.ReadQPS, "storefront product reads per second, sustained")
+			fs.Float64Var(&in.ProductsPerRequest, "products-per-request", in.ProductsPerRequest, "products a storefront request reads (1-100: a batch-get of a page; 1: one GET per product)")
+			fs.Float64Var(&in.ReadLogSample, "read-log-sample", in.ReadLogSample, "share of the read function's fast successful requests that write an access log line (errors and slow ones always do)")
 			fs.Float64Var(&in.PeakShare, "peak-share", in.PeakShare, "share of the day's uploads arriving in the overnight window")
 			fs.Float64Var(&in.PeakHours, "peak-hours", in.PeakHours, "length of the overnight window, hours")
 			fs.Float64Var(&in.RowBytes, "row-bytes", in.RowBytes, "bytes of a product in a snapshot")

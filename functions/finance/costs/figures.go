@@ -56,6 +56,13 @@ const (
 	FigALBRuleEvalsPerLCU     = "alb_rule_evals_per_lcu"
 	FigRequestsPerConnection  = "requests_per_connection"
 	FigContainerCPUTarget     = "container_cpu_target"
+
+	FigReadMsPerExtraProduct       = "read_ms_per_extra_product"
+	FigReadDBCPUusPerExtraProduct  = "read_db_cpu_us_per_extra_product"
+	FigReadAPICPUusPerExtraProduct = "read_api_cpu_us_per_extra_product"
+	FigResponseHeaderBytes         = "response_header_bytes"
+	FigLogBytesPerReadAccess       = "log_bytes_per_read_access"
+	FigReadAlwaysLoggedShare       = "read_always_logged_share"
 )
 
 var requiredFigureKeys = []string{
@@ -69,6 +76,8 @@ var requiredFigureKeys = []string{
 	FigAPIAccountRPSQuota, FigAuroraMaxACU, FigALBNewConnsPerLCU, FigALBActiveConnsPerLCU,
 	FigALBGBHourPerLCULambda, FigALBGBHourPerLCU, FigALBRuleEvalsPerLCU,
 	FigRequestsPerConnection, FigContainerCPUTarget,
+	FigReadMsPerExtraProduct, FigReadDBCPUusPerExtraProduct, FigReadAPICPUusPerExtraProduct,
+	FigResponseHeaderBytes, FigLogBytesPerReadAccess, FigReadAlwaysLoggedShare,
 }
 
 // Figures are the measured and assumed figures of figures.json.

@@ -18,8 +18,15 @@ type ModelInput struct {
 	Products  int `json:"products"`
 	// ChangePct is the share of a snapshot's rows that change, in percent.
 	ChangePct float64 `json:"change_pct"`
-	// ReadQPS is the storefront's request rate, taken as sustained.
-	ReadQPS float64 `json:"read_qps"`
+	// ReadQPS is the storefront's product reads per second, taken as
+	// sustained; ProductsPerRequest of them go in one request (a
+	// batch-get, DESIGN 5; 1: one GET per product).
+	ReadQPS            float64 `json:"read_qps"`
+	ProductsPerRequest float64 `json:"products_per_request"`
+	// ReadLogSample is the share of the read function's successful, fast
+	// requests that write an access log line (config's read access-log
+	// sampling); errors and slow requests always do.
+	ReadLogSample float64 `json:"read_log_sample"`
 	// PeakShare of the day's uploads arrive within PeakHours overnight.
 	PeakShare float64 `json:"peak_share"`
 	PeakHours float64 `json:"peak_hours"`
@@ -59,10 +66,15 @@ type ModelInput struct {
 	AZs                int `json:"azs"`
 }
 
-// DefaultModelInput is DESIGN 1's scale with cdk.json's sizes.
+// DefaultReadLogSample is the read function's default access-log sampling
+// rate (functions/platform/config's CATALOG_READ_ACCESS_LOG_SAMPLE).
+const DefaultReadLogSample = 0.01
+
+// DefaultModelInput is DESIGN 1's scale with cdk.json's sizes, the
+// storefront reading 20 products a request (a page, by batch-get).
 func DefaultModelInput() ModelInput {
 	return ModelInput{
-		Retailers: 100000, Products: 20000, ChangePct: 3, ReadQPS: 22000,
+		Retailers: 100000, Products: 20000, ChangePct: 3, ReadQPS: 22000, ProductsPerRequest: 20, ReadLogSample: DefaultReadLogSample,
 		PeakShare: 0.8, PeakHours: 6, RowBytes: 2000, LargestRetailer: 5000000, CDNHitRatio: 0.9,
 		ShardMaxGB: 1000, MinACU: 0.5, MaxACU: 16,
 		ApplySmallConcurrency: 20, ApplyLargeConcurrency: 20, DiffConcurrency: 10, InflightCap: 20,
@@ -83,6 +95,8 @@ func (in ModelInput) Validate() error {
 	check(in.Products >= 1, "products must be at least 1, got %d", in.Products)
 	check(in.ChangePct > 0 && in.ChangePct <= 100, "change-pct must be in (0, 100], got %v", in.ChangePct)
 	check(in.ReadQPS >= 0, "read-qps must not be negative, got %v", in.ReadQPS)
+	check(in.ProductsPerRequest >= 1 && in.ProductsPerRequest <= 100, "products-per-request must be from 1 to 100 (a batch-get's most), got %v", in.ProductsPerRequest)
+	check(in.ReadLogSample >= 0 && in.ReadLogSample <= 1, "read-log-sample must be in [0, 1], got %v", in.ReadLogSample)
 	check(in.PeakShare > 0 && in.PeakShare <= 1, "peak-share must be in (0, 1], got %v", in.PeakShare)
 	check(in.PeakHours > 0 && in.PeakHours <= 24, "peak-hours must be in (0, 24], got %v", in.PeakHours)
 	check(in.RowBytes > 0, "row-bytes must be positive, got %v", in.RowBytes)
@@ -134,7 +148,10 @@ type ModelLoad struct {
 	PeakChangedPerS   float64 `json:"peak_changed_rows_per_s"`
 	PeakUploadsPerS   float64 `json:"peak_uploads_per_s"`
 	PeakChunksPerS    float64 `json:"peak_chunks_per_s"`
-	ReadsPerMonth     float64 `json:"reads_per_month"`
+	ReadsPerMonth     float64 `json:"reads_per_month"` // product reads
+	// ReadRequestsPerMonth are the storefront's requests: ReadsPerMonth /
+	// products per request.
+	ReadRequestsPerMonth float64 `json:"read_requests_per_month"`
 	ChangedPerMonth   float64 `json:"changed_rows_per_month"`
 	UploadsPerMonth   float64 `json:"uploads_per_month"`
 	ChunksPerMonth    float64 `json:"chunks_per_month"`
@@ -234,9 +251,12 @@ type ModelSummary struct {
 	StorefrontUSD float64 `json:"storefront_usd"`
 	SharedUSD     float64 `json:"shared_usd"`
 	// USDPerMillionChanged is (ingestion + shared) per million changed
-	// rows; USDPerMillionReads storefront per million reads.
-	USDPerMillionChanged float64 `json:"usd_per_million_changed_rows"`
-	USDPerMillionReads   float64 `json:"usd_per_million_reads"`
+	// rows; USDPerMillionReads storefront per million product reads, and
+	// USDPerMillionReadsOnePerRequest the same at one product a request
+	// (the storefront without batch-get), from the same prices.
+	USDPerMillionChanged            float64 `json:"usd_per_million_changed_rows"`
+	USDPerMillionReads              float64 `json:"usd_per_million_reads"`
+	USDPerMillionReadsOnePerRequest float64 `json:"usd_per_million_reads_one_per_request"`
 	// FullRewriteExtraUSD is what writing every received row would add a
 	// month (the report's full_rewrite rule), SavingRatio the report's ratio.
 	FullRewriteExtraUSD float64 `json:"full_rewrite_extra_usd"`
@@ -304,6 +324,8 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	L.PeakUploadsPerS = L.UploadsPerDay * in.PeakShare / window
 	L.PeakChunksPerS = L.ChunksPerDay * in.PeakShare / window
 	L.ReadsPerMonth = in.ReadQPS * monthS
+	L.ReadRequestsPerMonth = L.ReadsPerMonth / in.ProductsPerRequest
+	sf := storefrontOf(in, f)
 	L.ChangedPerMonth = L.ChangedPerDay * daysPerMonth
 	L.UploadsPerMonth = L.UploadsPerDay * daysPerMonth
 	L.ChunksPerMonth = L.ChunksPerDay * daysPerMonth
@@ -337,7 +359,7 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	D.PeakWriteACU = L.PeakChangedPerS / S / D.RowsPerSPerACU
 	D.WriterPeakUse = D.PeakWriteACU / in.MaxACU
 	D.WriterAvgACU = math.Max(in.MinACU, L.ChangedPerDay/S/D.RowsPerSPerACU/secondsPerDay/f.V(FigDBCPUTarget))
-	D.ReadACU = in.ReadQPS * f.V(FigReadDBCPUus) / 1e6 * f.V(FigACUPerVCPU) / f.V(FigDBCPUTarget)
+	D.ReadACU = sf.requestQPS * sf.dbCPUus / 1e6 * f.V(FigACUPerVCPU) / f.V(FigDBCPUTarget)
 	D.ReadersPerShard = max(1, int(math.Ceil(D.ReadACU/S/in.MaxACU)))
 	D.ReaderACU = math.Max(in.MinACU, D.ReadACU/S/float64(D.ReadersPerShard))
 	D.OneLeaderMemGB = f.V(FigAuroraMaxACU) * 2
@@ -346,7 +368,7 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	D.OneLeader = oneLeader(m, in)
 
 	// Functions.
-	readS := f.V(FigReadBilledMs) / 1000
+	readS := sf.billedMs / 1000
 	uploadS := f.V(FigUploadRouteMs) / 1000
 	apiPerS := L.PeakUploadsPerS * f.V(FigAPIRequestsPerUpload)
 	smallChunks, largeChunks := L.ChunksPerMonth, 0.0
@@ -359,8 +381,8 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	}
 	largeNote := "the largest retailers' generations (>= large-threshold changed rows), at most inflight-cap chunks each"
 	m.Functions = []ModelFunction{
-		fn("read", in.ReadMemoryMB, L.ReadsPerMonth, readS, in.ReadQPS*f.V(FigReadP99ms)/1000, 0,
-			fmt.Sprintf("read QPS x p99 duration (%g ms)", f.V(FigReadP99ms))),
+		fn("read", in.ReadMemoryMB, L.ReadRequestsPerMonth, readS, sf.requestQPS*sf.p99ms/1000, 0,
+			fmt.Sprintf("read requests/s (%g products each) x p99 duration (%.3g ms)", in.ProductsPerRequest, sf.p99ms)),
 		fn("upload", in.UploadMemoryMB, L.APIRequestsPerMon, uploadS, math.Max(1, apiPerS*uploadS), 0,
 			fmt.Sprintf("%g API requests per upload", f.V(FigAPIRequestsPerUpload))),
 		fn("diff", in.DiffMemoryMB, L.UploadsPerMonth, diffS(P), L.PeakUploadsPerS*diffS(P), in.DiffConcurrency,
@@ -489,9 +511,9 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 		add(ServiceLambda, fmt.Sprintf("volume tiers on %.3g GB-s", gbs), tiered-gbs*t.Unit(PriceLambdaGBSecond))
 	}
 	// HTTP API tiers apply to the month's total: each side pays its share.
-	apiReqs := L.ReadsPerMonth + L.APIRequestsPerMon
+	apiReqs := L.ReadRequestsPerMonth + L.APIRequestsPerMon
 	apiUSD := t.Monthly(PriceAPIRequest, apiReqs)
-	add(ServiceAPIGateway, fmt.Sprintf("%.3g storefront requests (HTTP API, tiered)", L.ReadsPerMonth), apiUSD*L.ReadsPerMonth/apiReqs)
+	add(ServiceAPIGateway, fmt.Sprintf("%.3g storefront requests (HTTP API, tiered; %g products a request)", L.ReadRequestsPerMonth, in.ProductsPerRequest), apiUSD*L.ReadRequestsPerMonth/apiReqs)
 	side = SideIngestion
 	add(ServiceAPIGateway, fmt.Sprintf("%.3g upload-route requests", L.APIRequestsPerMon), apiUSD*L.APIRequestsPerMon/apiReqs)
 
@@ -527,7 +549,7 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	side = SideIngestion
 	add(ServiceAuroraIO, fmt.Sprintf("%.3g write I/Os (%g a changed row)", ioW, f.V(FigIOPerRowWritten)), ioW*t.Unit(PriceAuroraIO))
 	side = SideStorefront
-	add(ServiceAuroraIO, fmt.Sprintf("%.3g read I/Os (%g a read)", ioR, f.V(FigIOPerRead)), ioR*t.Unit(PriceAuroraIO))
+	add(ServiceAuroraIO, fmt.Sprintf("%.3g read I/Os (%g a product read)", ioR, f.V(FigIOPerRead)), ioR*t.Unit(PriceAuroraIO))
 	side = SideShared
 	if in.RDSProxy {
 		shardACU := math.Max(t.Unit(PriceRDSProxyMinACU), D.WriterAvgACU+float64(D.ReadersPerShard)*D.ReaderACU)
@@ -535,10 +557,10 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 		add(ServiceRDSProxy, fmt.Sprintf("%d proxies (shards + control), at least %g ACU each", int(clusters), t.Unit(PriceRDSProxyMinACU)), (S*shardACU+controlProxyACU)*t.MonthHours*t.Unit(PriceRDSProxyACUHour))
 	}
 	add(ServiceEndpoints, fmt.Sprintf("%d interface endpoints x %d AZs", in.InterfaceEndpoints, in.AZs), float64(in.InterfaceEndpoints*in.AZs)*t.MonthHours*t.Unit(PriceEndpointAZHour))
-	readLogGB := L.ReadsPerMonth * (f.V(FigLogBytesPerRead) + f.V(FigLogBytesPerAPIAccess)) / bytesPerGB
-	otherLogGB := (calls-L.ReadsPerMonth)*f.V(FigLogBytesPerInvocation)/bytesPerGB + L.APIRequestsPerMon*f.V(FigLogBytesPerAPIAccess)/bytesPerGB
+	readLogGB := L.ReadRequestsPerMonth * sf.logBytes / bytesPerGB
+	otherLogGB := (calls-L.ReadRequestsPerMonth)*f.V(FigLogBytesPerInvocation)/bytesPerGB + L.APIRequestsPerMon*f.V(FigLogBytesPerAPIAccess)/bytesPerGB
 	side = SideStorefront
-	add(ServiceLogs, fmt.Sprintf("storefront: %.0f GB (Lambda report lines + access log lines)", readLogGB), readLogGB*t.Unit(PriceLogsIngestGB))
+	add(ServiceLogs, fmt.Sprintf("storefront: %.0f GB (a request's Lambda report lines and API access log line; the read function's own access line for %.1f%% of requests)", readLogGB, 100*sf.loggedShare), readLogGB*t.Unit(PriceLogsIngestGB))
 	side = SideIngestion
 	add(ServiceLogs, fmt.Sprintf("ingestion: %.0f GB", otherLogGB), otherLogGB*t.Unit(PriceLogsIngestGB))
 	side = SideShared
@@ -546,7 +568,7 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	add(ServiceMonitoring, fmt.Sprintf("%d alarms, a dashboard, %d EMF metrics", fixed.Alarms, fixed.CustomMetrics),
 		float64(fixed.Alarms)*t.Unit(PriceAlarmMonth)+t.Unit(PriceDashboardMonth)+float64(fixed.CustomMetrics)*t.Unit(PriceCustomMetricMonth))
 	add(ServiceSecrets, fmt.Sprintf("%d secrets, 1 KMS key", fixed.Secrets), float64(fixed.Secrets)*t.Unit(PriceSecretMonth)+t.Unit(PriceKMSKeyMonth))
-	dtoGB := L.ReadsPerMonth * f.V(FigResponseBytes) / bytesPerGB
+	dtoGB := L.ReadRequestsPerMonth * sf.responseBytes / bytesPerGB
 	side = SideStorefront
 	add(ServiceDataTransfer, fmt.Sprintf("%.0f TB of storefront answers (tiered)", dtoGB/1024), t.Monthly(PriceDataTransferOutGB, dtoGB))
 
@@ -558,6 +580,16 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	}
 	if L.ReadsPerMonth > 0 {
 		Sm.USDPerMillionReads = Sm.StorefrontUSD / L.ReadsPerMonth * 1e6
+	}
+	Sm.USDPerMillionReadsOnePerRequest = Sm.USDPerMillionReads
+	if in.ProductsPerRequest != 1 {
+		one := in
+		one.ProductsPerRequest = 1
+		m1, err := p.RunModel(one)
+		if err != nil {
+			return nil, err
+		}
+		Sm.USDPerMillionReadsOnePerRequest = m1.Summary.USDPerMillionReads
 	}
 	var month usage.Usage
 	month.RowsReceived = int64(L.RowsPerDay * daysPerMonth)
@@ -578,6 +610,7 @@ func (p Pricer) RunModel(in ModelInput) (*Model, error) {
 	m.Notes = []string{
 		"Rows/s per shard scale the 2-core benchmark linearly with ACU (acu_per_vcpu); Aurora was not measured.",
 		"Storefront reads are priced as sustained at read-qps all month: a daily curve with the same peak costs less.",
+		fmt.Sprintf("The storefront reads %g products a request: API Gateway, Lambda invocations and duration, the log lines of a request and its response headers follow requests; database I/O and the products' bytes follow product reads. The stack parameters are sized for clients that read one product a request.", in.ProductsPerRequest),
 		fmt.Sprintf("Analytics Parquet (DESIGN 8) adds ~%.0f GB of S3 a month, kept indefinitely: $%.0f more each month it accumulates (not in the total).",
 			L.ChangedPerMonth*in.RowBytes*0.3/bytesPerGB, L.ChangedPerMonth*in.RowBytes*0.3/bytesPerGB*t.Unit(PriceS3GBMonth)),
 		"Free tiers, savings plans, reserved capacity and private pricing are ignored.",
@@ -611,21 +644,26 @@ func oneLeader(m *Model, in ModelInput) string {
 	if D.FullRewriteACU > m.figures.V(FigAuroraMaxACU) {
 		parts[len(parts)-1] += fmt.Sprintf(", beyond the %g ACU of the largest instance", m.figures.V(FigAuroraMaxACU))
 	}
-	parts = append(parts, fmt.Sprintf("reads: %.0f QPS need ~%.0f ACU of readers, which replicas provide", in.ReadQPS, D.ReadACU))
+	parts = append(parts, fmt.Sprintf("reads: %.0f product reads/s (%.0f requests/s) need ~%.0f ACU of readers, which replicas provide", in.ReadQPS, in.ReadQPS/in.ProductsPerRequest, D.ReadACU))
 	return "First to break: " + strings.Join(parts, "; ") + "."
 }
 
 // readPaths prices the storefront's alternatives at the model's read rate.
 func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 	t, f := p.Prices, p.Figures
-	reads := m.Load.ReadsPerMonth
-	respGB := reads * f.V(FigResponseBytes) / bytesPerGB
-	readS := f.V(FigReadBilledMs) / 1000
+	sf := storefrontOf(in, f)
+	reads := m.Load.ReadRequestsPerMonth // requests, each of in.ProductsPerRequest products
+	respGB := reads * sf.responseBytes / bytesPerGB
+	readS := sf.billedMs / 1000
 	gb := float64(in.ReadMemoryMB) / 1024
 	lambda := func(n float64) float64 {
 		return n*readS*gb*t.Unit(PriceLambdaGBSecond) + n*t.Unit(PriceLambdaRequest)
 	}
-	lambdaLogs := func(n float64) float64 { return n * f.V(FigLogBytesPerRead) / bytesPerGB * t.Unit(PriceLogsIngestGB) }
+	// The Lambda platform's lines and the read function's sampled access
+	// lines; the API's access log line apart (an ALB writes its own to S3).
+	lambdaLogs := func(n float64) float64 {
+		return n * (sf.logBytes - f.V(FigLogBytesPerAPIAccess)) / bytesPerGB * t.Unit(PriceLogsIngestGB)
+	}
 	accessLogs := func(n float64) float64 {
 		return n * f.V(FigLogBytesPerAPIAccess) / bytesPerGB * t.Unit(PriceLogsIngestGB)
 	}
@@ -640,8 +678,8 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 	dbACU := m.Database.ReadACU
 
 	// ALB load balancer capacity units: the largest dimension.
-	qps := in.ReadQPS
-	gbPerHour := qps * (f.V(FigResponseBytes) + 500) * 3600 / 1e9
+	qps := sf.requestQPS
+	gbPerHour := qps * (sf.responseBytes + 500) * 3600 / 1e9
 	conns := qps / f.V(FigRequestsPerConnection)
 	lcu := func(gbPerLCU float64) float64 {
 		return math.Max(math.Max(conns/f.V(FigALBNewConnsPerLCU), conns*60/f.V(FigALBActiveConnsPerLCU)),
@@ -655,16 +693,16 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 
 	h := in.CDNHitRatio
 	misses := reads * (1 - h)
-	vcpu := qps * f.V(FigReadAPICPUus) / 1e6 / f.V(FigContainerCPUTarget)
+	vcpu := qps * sf.apiCPUus / 1e6 / f.V(FigContainerCPUTarget)
 	tasks := max(2, int(math.Ceil(vcpu/2)))
 	return []ModelReadPath{
 		path("API Gateway HTTP API + Lambda (the design)", "no servers, scales per request; the request price dominates the whole system's bill", dbACU,
 			mc(ServiceAPIGateway, fmt.Sprintf("%.3g requests (tiered)", reads), t.Monthly(PriceAPIRequest, reads)),
-			mc(ServiceLambda, fmt.Sprintf("%.3g invocations x %g ms x %g GB", reads, f.V(FigReadBilledMs), gb), lambda(reads)),
+			mc(ServiceLambda, fmt.Sprintf("%.3g invocations x %g ms x %g GB", reads, sf.billedMs, gb), lambda(reads)),
 			mc(ServiceLogs, "report + access log lines", lambdaLogs(reads)+accessLogs(reads)),
 			mc(ServiceDataTransfer, fmt.Sprintf("%.0f TB out", respGB/1024), dto)),
 		path(fmt.Sprintf("CloudFront (%.0f%% hits) in front of API Gateway + Lambda", 100*h),
-			"CloudFront's HTTPS request price (unverified in the price table) equals the HTTP API's, so at list price it saves the misses' Lambda, logs and database reads, not the request bill; needs cache rules (ETag revalidation, TTLs) and accepts staleness up to the TTL", dbACU*(1-h),
+			"CloudFront's HTTPS request price (unverified in the price table) equals the HTTP API's, so at list price it saves the misses' Lambda, logs and database reads, not the request bill; needs cache rules (ETag revalidation, TTLs) and accepts staleness up to the TTL; hits need GETs (a batch-get is a POST, which CloudFront does not cache)", dbACU*(1-h),
 			mc("CloudFront", fmt.Sprintf("%.3g HTTPS requests", reads), reads*t.Unit(PriceCloudFrontRequest)),
 			mc("CloudFront", fmt.Sprintf("%.0f TB out (tiered)", respGB/1024), t.Monthly(PriceCloudFrontDataOutGB, respGB)),
 			mc(ServiceAPIGateway, fmt.Sprintf("%.3g misses", misses), t.Monthly(PriceAPIRequest, misses)),
@@ -676,7 +714,7 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 			mc(ServiceLogs, "Lambda report lines (ALB access logs go to S3)", lambdaLogs(reads)),
 			mc(ServiceDataTransfer, fmt.Sprintf("%.0f TB out", respGB/1024), dto)),
 		path(fmt.Sprintf("Small container service: %d Fargate arm64 tasks (2 vCPU, 4 GB) behind an ALB", tasks),
-			fmt.Sprintf("the cheapest at a steady %.0f QPS (%.1f vCPU at %.0f us of CPU a request, %.0f%% planned); always-on, scales in minutes not milliseconds, one more thing to patch and deploy; the same handler code serves it (net/http)", qps, vcpu, f.V(FigReadAPICPUus), 100*f.V(FigContainerCPUTarget)), dbACU,
+			fmt.Sprintf("the cheapest at a steady %.0f requests/s (%.1f vCPU at %.0f us of CPU a request, %.0f%% planned); always-on, scales in minutes not milliseconds, one more thing to patch and deploy; the same handler code serves it (net/http)", qps, vcpu, sf.apiCPUus, 100*f.V(FigContainerCPUTarget)), dbACU,
 			alb(f.V(FigALBGBHourPerLCU)),
 			mc("Fargate", fmt.Sprintf("%d tasks x (2 vCPU + 4 GB) x %g h", tasks, t.MonthHours),
 				float64(tasks)*t.MonthHours*(2*t.Unit(PriceFargateARMVCPUHour)+4*t.Unit(PriceFargateARMGBHour))),
@@ -715,4 +753,35 @@ func quotas(in ModelInput, m *Model) []ModelQuota {
 // mc is a storefront cost line.
 func mc(service, what string, usd float64) ModelCost {
 	return ModelCost{Service: service, What: what, USD: usd, Side: SideStorefront}
+}
+
+// storefrontRequest is what one storefront request of ProductsPerRequest
+// products costs, term by term: what follows requests (duration, log
+// lines, headers) and what follows the products in it.
+type storefrontRequest struct {
+	requestQPS    float64 // requests/s
+	billedMs      float64 // Lambda's billed duration, whole milliseconds
+	p99ms         float64
+	dbCPUus       float64 // PostgreSQL CPU
+	apiCPUus      float64 // the handler's CPU
+	responseBytes float64 // headers once, each product's bytes
+	loggedShare   float64 // of requests writing the read function's access line
+	logBytes      float64 // CloudWatch Logs bytes
+}
+
+func storefrontOf(in ModelInput, f *Figures) storefrontRequest {
+	k := in.ProductsPerRequest
+	extra := k - 1
+	product := f.V(FigResponseBytes) - f.V(FigResponseHeaderBytes)
+	logged := in.ReadLogSample + (1-in.ReadLogSample)*f.V(FigReadAlwaysLoggedShare)
+	return storefrontRequest{
+		requestQPS:    in.ReadQPS / k,
+		billedMs:      math.Ceil(f.V(FigReadBilledMs) + extra*f.V(FigReadMsPerExtraProduct)),
+		p99ms:         f.V(FigReadP99ms) + extra*f.V(FigReadMsPerExtraProduct),
+		dbCPUus:       f.V(FigReadDBCPUus) + extra*f.V(FigReadDBCPUusPerExtraProduct),
+		apiCPUus:      f.V(FigReadAPICPUus) + extra*f.V(FigReadAPICPUusPerExtraProduct),
+		responseBytes: f.V(FigResponseHeaderBytes) + k*product,
+		loggedShare:   logged,
+		logBytes:      f.V(FigLogBytesPerRead) + f.V(FigLogBytesPerAPIAccess) + logged*f.V(FigLogBytesPerReadAccess),
+	}
 }

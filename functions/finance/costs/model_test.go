@@ -3,6 +3,7 @@ package costs
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -23,6 +24,7 @@ func TestModelReproducesAHandComputedExample(t *testing.T) {
 	in := DefaultModelInput()
 	in.Retailers, in.Products, in.ChangePct, in.ReadQPS = 1000, 10000, 2, 100
 	in.PeakShare, in.PeakHours, in.RowBytes, in.LargestRetailer = 0.5, 5, 1000, 1_000_000
+	in.ProductsPerRequest = 1 // one GET per product: TestModelStorefrontBothWays has the batched storefront
 	m, err := DefaultPricer().RunModel(in)
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +129,11 @@ func TestModelReproducesAHandComputedExample(t *testing.T) {
 // scale: what docs/SCALE.md quotes.
 func TestModelAtDesignScale(t *testing.T) {
 	t.Parallel()
-	m, err := DefaultPricer().RunModel(DefaultModelInput())
+	// One GET per product: the read paths compared below cache GETs (a
+	// batch-get is a POST); TestModelStorefrontTarget has the batched bill.
+	in := DefaultModelInput()
+	in.ProductsPerRequest = 1
+	m, err := DefaultPricer().RunModel(in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,5 +174,110 @@ func TestModelAtDesignScale(t *testing.T) {
 	bad.ChangePct = 0
 	if _, err := DefaultPricer().RunModel(bad); err == nil {
 		t.Error("0% change accepted")
+	}
+}
+
+// TestModelStorefrontBothWays: the same product reads, one a request and
+// 20 a request (batch-get), computed by hand from prices.json and
+// figures.json: API Gateway, Lambda (invocations and billed duration), the
+// request's log lines and its headers follow requests; Aurora I/O and the
+// products' bytes follow product reads; the read function's access lines
+// follow the sampling rate.
+func TestModelStorefrontBothWays(t *testing.T) {
+	t.Parallel()
+	const tol = 1e-9
+	const month = 730 * 3600.0
+	line := func(m *Model, service, prefix string) float64 {
+		total := 0.0
+		for _, c := range m.Monthly {
+			if c.Service == service && c.Side == SideStorefront && strings.HasPrefix(c.What, prefix) {
+				total += c.USD
+			}
+		}
+		return total
+	}
+	for _, c := range []struct {
+		k, sample float64
+		billedMs  float64
+	}{
+		{1, 0.01, 5},  // 5 ms
+		{20, 0.01, 7}, // 5 + 19 x 0.1 = 6.9 ms, billed 7
+		{20, 1, 7},
+		{100, 0, 15}, // 5 + 99 x 0.1 = 14.9 ms, billed 15
+	} {
+		in := DefaultModelInput()
+		in.Retailers, in.Products, in.ReadQPS = 1000, 10000, 100
+		in.ProductsPerRequest, in.ReadLogSample = c.k, c.sample
+		m, err := DefaultPricer().RunModel(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		reads := 100 * month    // 262.8M product reads a month
+		requests := reads / c.k // each of k products
+		approx(t, "product reads", m.Load.ReadsPerMonth, reads, tol)
+		approx(t, "requests", m.Load.ReadRequestsPerMonth, requests, tol)
+		// API Gateway: per request, the month's total under the 300M tier.
+		approx(t, "API Gateway $", line(m, ServiceAPIGateway, ""), requests*0.000001, tol)
+		// Lambda: per request, billed in whole ms at 1 GB.
+		approx(t, "read Lambda $", line(m, ServiceLambda, "read:"), requests*c.billedMs/1000*0.0000133334+requests*0.0000002, tol)
+		// Logs: a request's 300 B of Lambda lines and 400 B API access line,
+		// plus the read function's 350 B line for the sampled share and
+		// the 1% of requests always logged.
+		logged := c.sample + (1-c.sample)*0.01
+		approx(t, "storefront logs $", line(m, ServiceLogs, "storefront"), requests*(300+400+logged*350)/(1<<30)*0.5, tol)
+		// Data transfer: 300 B of headers a request, 2,000 B a product.
+		approx(t, "data transfer $", line(m, ServiceDataTransfer, ""), requests*(300+c.k*2000)/(1<<30)*0.09, tol)
+		// Aurora I/O: 0.2 a product read, whatever the batching.
+		approx(t, "read I/O $", line(m, ServiceAuroraIO, ""), reads*0.2*0.0000002, tol)
+		// Database CPU: 135 us a request + 15 us a further product.
+		approx(t, "read ACU", m.Database.ReadACU, requests/month*(135+(c.k-1)*15)/1e6*4/0.6, tol)
+		approx(t, "read concurrency", m.Functions[0].Concurrency, requests/month*(10+(c.k-1)*0.1)/1000, tol)
+		// The stack stays sized for clients that read one product a request.
+		if m.Stack.APIRateLimit != 1000 || m.Stack.ReadReservedConcurrency != 10 {
+			t.Errorf("k=%v: stack defaults %+v", c.k, m.Stack)
+		}
+		approx(t, "$ per million product reads", m.Summary.USDPerMillionReads, m.Summary.StorefrontUSD/reads*1e6, tol)
+	}
+}
+
+// TestModelStorefrontTarget: at DESIGN 1's scale, 22K product reads/s,
+// batching 20 a request brings the storefront to at most $0.34 per
+// million product reads, a fifth of one request per product ($1.70), from
+// the same price table; the output prints both.
+func TestModelStorefrontTarget(t *testing.T) {
+	t.Parallel()
+	m, err := DefaultPricer().RunModel(DefaultModelInput())
+	if err != nil {
+		t.Fatal(err)
+	}
+	Sm := m.Summary
+	if Sm.USDPerMillionReads > 0.34 {
+		t.Errorf("$%.3f per million product reads with batch-get, want <= $0.34", Sm.USDPerMillionReads)
+	}
+	approx(t, "one product a request", Sm.USDPerMillionReadsOnePerRequest, 1.70, 0.01)
+	if Sm.USDPerMillionReadsOnePerRequest < 5*Sm.USDPerMillionReads {
+		t.Errorf("batching saves %.1fx, want >= 5x", Sm.USDPerMillionReadsOnePerRequest/Sm.USDPerMillionReads)
+	}
+	one := DefaultModelInput()
+	one.ProductsPerRequest = 1
+	m1, err := DefaultPricer().RunModel(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approx(t, "the same as a run at one a request", m1.Summary.USDPerMillionReads, Sm.USDPerMillionReadsOnePerRequest, 1e-12)
+	var text bytes.Buffer
+	if err := m.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("storefront: $%.2f per million product reads at 20 products a request; $%.2f at one product a request", Sm.USDPerMillionReads, Sm.USDPerMillionReadsOnePerRequest)
+	if !strings.Contains(text.String(), want) {
+		t.Errorf("model text lacks %q", want)
+	}
+	for _, bad := range []float64{0, 0.5, 101} {
+		in := DefaultModelInput()
+		in.ProductsPerRequest = bad
+		if _, err := DefaultPricer().RunModel(in); err == nil {
+			t.Errorf("%v products a request accepted", bad)
+		}
 	}
 }

@@ -75,8 +75,8 @@ func (m *Model) WriteText(w io.Writer) error {
 		tw.Flush()
 	}
 
-	p("Capacity and cost model: %s retailers x %s products, %g%% changed a day, %s storefront reads/s\n",
-		num(float64(in.Retailers)), num(float64(in.Products)), in.ChangePct, num(in.ReadQPS))
+	p("Capacity and cost model: %s retailers x %s products, %g%% changed a day, %s storefront product reads/s (%g a request: %s requests/s; %g%% of fast successful requests access-logged)\n",
+		num(float64(in.Retailers)), num(float64(in.Products)), in.ChangePct, num(in.ReadQPS), in.ProductsPerRequest, num(in.ReadQPS/in.ProductsPerRequest), 100*in.ReadLogSample)
 	p("%s\n", m.Prices)
 	p("Per-row figures: the project's benchmarks (README.md 'Performance', docs/PERFORMANCE.md); every figure used is listed at the end.\n\n")
 
@@ -140,8 +140,10 @@ func (m *Model) WriteText(w io.Writer) error {
 	rows = append(rows, []string{"total", dollars(m.MonthlyUSD), ""})
 	table("service\tUSD/month\tshare", rows)
 	Sm := m.Summary
-	p("\ningestion %s, storefront %s, shared fixed %s a month: %s per million changed rows (ingestion + shared), %s per million storefront reads\n",
-		dollars(Sm.IngestionUSD), dollars(Sm.StorefrontUSD), dollars(Sm.SharedUSD), dollars(Sm.USDPerMillionChanged), dollars(Sm.USDPerMillionReads))
+	p("\ningestion %s, storefront %s, shared fixed %s a month: %s per million changed rows (ingestion + shared)\n",
+		dollars(Sm.IngestionUSD), dollars(Sm.StorefrontUSD), dollars(Sm.SharedUSD), dollars(Sm.USDPerMillionChanged))
+	p("storefront: %s per million product reads at %g products a request; %s at one product a request (the same prices)\n",
+		dollars(Sm.USDPerMillionReads), in.ProductsPerRequest, dollars(Sm.USDPerMillionReadsOnePerRequest))
 	ingest := Sm.IngestionUSD + Sm.SharedUSD
 	p("writing every received row instead of the changes would add %s a month (the report's full_rewrite rule: apply Lambda and write I/O per row, S3/SQS/SNS per chunk; not the bigger writers it would need): saving ratio %.2f on the whole bill, %.1f on ingestion + shared\n",
 		dollars(Sm.FullRewriteExtraUSD), Sm.SavingRatio, (ingest+Sm.FullRewriteExtraUSD)/ingest)
@@ -153,7 +155,7 @@ func (m *Model) WriteText(w io.Writer) error {
 	table("service\tside\tUSD/month\twhat", rows)
 	p("\n")
 
-	p("== Storefront read path at %s QPS (per month; the database's read capacity is listed apart)\n", num(in.ReadQPS))
+	p("== Storefront read path at %s requests/s of %g products (per month; the database's read capacity is listed apart)\n", num(in.ReadQPS/in.ProductsPerRequest), in.ProductsPerRequest)
 	rows = nil
 	for _, rp := range m.ReadPaths {
 		rows = append(rows, []string{rp.Name, dollars(rp.USD), fmt.Sprintf("%.1f ACU", rp.DBReadACU)})
