@@ -137,25 +137,25 @@ type Model struct {
 
 // ModelLoad is the daily and peak work.
 type ModelLoad struct {
-	RowsPerDay        float64 `json:"rows_per_day"`
-	ChangedPerDay     float64 `json:"changed_rows_per_day"`
-	UploadsPerDay     float64 `json:"uploads_per_day"`
-	ChunksPerDay      float64 `json:"chunks_per_day"`
-	ChangedPerUpload  float64 `json:"changed_rows_per_upload"`
-	ChunksPerUpload   float64 `json:"chunks_per_upload"`
-	BytesPerDay       float64 `json:"bytes_uploaded_per_day"`
-	PeakRowsPerS      float64 `json:"peak_rows_received_per_s"`
-	PeakChangedPerS   float64 `json:"peak_changed_rows_per_s"`
-	PeakUploadsPerS   float64 `json:"peak_uploads_per_s"`
-	PeakChunksPerS    float64 `json:"peak_chunks_per_s"`
-	ReadsPerMonth     float64 `json:"reads_per_month"` // product reads
+	RowsPerDay       float64 `json:"rows_per_day"`
+	ChangedPerDay    float64 `json:"changed_rows_per_day"`
+	UploadsPerDay    float64 `json:"uploads_per_day"`
+	ChunksPerDay     float64 `json:"chunks_per_day"`
+	ChangedPerUpload float64 `json:"changed_rows_per_upload"`
+	ChunksPerUpload  float64 `json:"chunks_per_upload"`
+	BytesPerDay      float64 `json:"bytes_uploaded_per_day"`
+	PeakRowsPerS     float64 `json:"peak_rows_received_per_s"`
+	PeakChangedPerS  float64 `json:"peak_changed_rows_per_s"`
+	PeakUploadsPerS  float64 `json:"peak_uploads_per_s"`
+	PeakChunksPerS   float64 `json:"peak_chunks_per_s"`
+	ReadsPerMonth    float64 `json:"reads_per_month"` // product reads
 	// ReadRequestsPerMonth are the storefront's requests: ReadsPerMonth /
 	// products per request.
 	ReadRequestsPerMonth float64 `json:"read_requests_per_month"`
-	ChangedPerMonth   float64 `json:"changed_rows_per_month"`
-	UploadsPerMonth   float64 `json:"uploads_per_month"`
-	ChunksPerMonth    float64 `json:"chunks_per_month"`
-	APIRequestsPerMon float64 `json:"upload_api_requests_per_month"`
+	ChangedPerMonth      float64 `json:"changed_rows_per_month"`
+	UploadsPerMonth      float64 `json:"uploads_per_month"`
+	ChunksPerMonth       float64 `json:"chunks_per_month"`
+	APIRequestsPerMon    float64 `json:"upload_api_requests_per_month"`
 }
 
 // ModelDatabase is the shard plan and what one leader would face.
