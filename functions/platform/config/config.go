@@ -142,8 +142,9 @@ type Config struct {
 	Webhooks
 	Admin
 	Telemetry
-	Operations          // the ops function's (ops.go)
-	Metering   Metering // the usage meters' (metering.go)
+	Operations            // the ops function's (ops.go)
+	Metering   Metering   // the usage meters' (metering.go)
+	Storefront Storefront // the read function's access log (storefront.go)
 }
 
 // FromEnv reads the configuration from getenv (os.Getenv at entry points).
@@ -278,6 +279,9 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return c, err
 	}
 	if c.Metering, err = meteringFromEnv(getenv); err != nil {
+		return c, err
+	}
+	if c.Storefront, err = storefrontFromEnv(getenv); err != nil {
 		return c, err
 	}
 	c.deriveQueueURLs(strings.TrimSpace(getenv("CATALOG_QUEUE_URL_BASE")))

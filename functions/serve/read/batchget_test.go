@@ -29,6 +29,7 @@ type memCatalog struct {
 	mu       sync.Mutex
 	products map[[2]string]catalog.Product
 	batches  int
+	delay    time.Duration // each product lookup takes this long
 }
 
 func (m *memCatalog) known(retailerID string) bool {
@@ -41,6 +42,7 @@ func (m *memCatalog) known(retailerID string) bool {
 }
 
 func (m *memCatalog) Product(_ context.Context, retailerID, productID string, _ bool) (catalog.Product, error) {
+	time.Sleep(m.delay)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p, ok := m.products[[2]string{retailerID, productID}]; ok {

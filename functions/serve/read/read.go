@@ -93,6 +93,10 @@ type Handler struct {
 	lastFlush    time.Time
 	flushed      int64 // fallbacks already emitted
 
+	// AccessLog, when set, logs errors, slow requests and a sample of the
+	// rest (access.go); nil logs nothing per request.
+	AccessLog *AccessLog
+
 	// HealthTTL is how long GET /healthz reuses its last readiness check
 	// [DefaultHealthTTL].
 	HealthTTL time.Duration
@@ -154,7 +158,7 @@ func (h *Handler) Routes() []string { return append([]string(nil), routes...) }
 func (h *Handler) Register(mux *http.ServeMux) {
 	handlers := []http.HandlerFunc{h.product, h.products, h.productByID, h.healthz, h.batchGet}
 	for i, route := range routes {
-		mux.HandleFunc(route, handlers[i])
+		mux.HandleFunc(route, h.logged(handlers[i]))
 	}
 }
 

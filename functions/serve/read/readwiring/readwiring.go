@@ -28,10 +28,12 @@ type Deps struct {
 
 // Build builds the storefront's handler from its adapters; GET /healthz
 // checks every database reachable through its readers, at most every
-// read.DefaultHealthTTL per environment.
-func Build(_ *config.Config, d Deps) *read.Handler {
+// read.DefaultHealthTTL per environment; requests are access-logged as
+// c.Storefront says (errors and slow ones always, a sample of the rest).
+func Build(c *config.Config, d Deps) *read.Handler {
 	h := read.New(d.Stores, d.Logger, d.Stores.ReadPing)
 	h.Metrics = d.Metrics
+	h.AccessLog = &read.AccessLog{Sample: c.Storefront.AccessLogSample, Slow: c.Storefront.SlowRequest}
 	return h
 }
 
