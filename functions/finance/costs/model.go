@@ -696,7 +696,7 @@ func readPaths(p Pricer, in ModelInput, m *Model) []ModelReadPath {
 	vcpu := qps * sf.apiCPUus / 1e6 / f.V(FigContainerCPUTarget)
 	tasks := max(2, int(math.Ceil(vcpu/2)))
 	return []ModelReadPath{
-		path("API Gateway HTTP API + Lambda (the design)", "no servers, scales per request; the request price dominates the whole system's bill", dbACU,
+		path("API Gateway HTTP API + Lambda (the design)", "no servers, scales per request; at one product a request the request price dominates the whole system's bill", dbACU,
 			mc(ServiceAPIGateway, fmt.Sprintf("%.3g requests (tiered)", reads), t.Monthly(PriceAPIRequest, reads)),
 			mc(ServiceLambda, fmt.Sprintf("%.3g invocations x %g ms x %g GB", reads, sf.billedMs, gb), lambda(reads)),
 			mc(ServiceLogs, "report + access log lines", lambdaLogs(reads)+accessLogs(reads)),
