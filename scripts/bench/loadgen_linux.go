@@ -39,7 +39,7 @@ import (
 func readLoad(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("read-load", flag.ContinueOnError)
 	apiURL := fs.String("api", "", "base URL of the API (loopback)")
-	pathsFile := fs.String("paths", "", "file of request paths, one a line")
+	pathsFile := fs.String("paths", "", `file of requests, one a line: a path to GET, or "POST <path> <body>"`)
 	rate := fs.Int("rate", 0, "requests per second (0: as fast as the connections go)")
 	conns := fs.Int("conns", 16, "connections")
 	d := fs.Duration("duration", 10*time.Second, "how long")
@@ -59,8 +59,8 @@ func readLoad(ctx context.Context, args []string) error {
 		return err
 	}
 	var requests [][]byte
-	for _, path := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		requests = append(requests, []byte("GET "+path+" HTTP/1.1\r\nHost: "+u.Host+"\r\n\r\n"))
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		requests = append(requests, httpRequest(line, u.Host))
 	}
 	if *conns < 1 || *rate < 0 {
 		return errors.New("read-load: need conns >= 1 and rate >= 0")
@@ -76,6 +76,17 @@ func readLoad(ctx context.Context, args []string) error {
 		return err
 	}
 	return json.NewEncoder(os.Stdout).Encode(res)
+}
+
+// httpRequest serializes one line of a paths file: a path to GET, or
+// "POST <path> <JSON body>" (a batch-get).
+func httpRequest(line, host string) []byte {
+	if rest, ok := strings.CutPrefix(line, "POST "); ok {
+		path, body, _ := strings.Cut(rest, " ")
+		return []byte("POST " + path + " HTTP/1.1\r\nHost: " + host + "\r\nContent-Type: application/json\r\nContent-Length: " +
+			strconv.Itoa(len(body)) + "\r\n\r\n" + body)
+	}
+	return []byte("GET " + line + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n")
 }
 
 // loadGen drives keep-alive HTTP/1.1 connections from one thread.

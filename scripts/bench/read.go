@@ -9,7 +9,10 @@ package main
 // It starts the local stack (own PostgreSQL and queue emulator in a
 // temporary directory, API on loopback), loads the products through the real
 // pipeline (upload, diff, apply), then drives the API from separate
-// processes: 90% single products, 10% pages of --page-limit. The maximum
+// processes: 80% single products, 10% pages of --page-limit, 10% batch-gets
+// of --page-limit products (at most 100: a storefront page read by id); then, apart, only
+// single GETs and only batch-gets, whose products/s it compares (issue 25:
+// batch-get of 20 >= 10x the products/s of single GETs). The maximum
 // QPS is measured with wrk (Debian's wrk; the built-in generator below when
 // it is missing), the latency at half of that rate with the built-in
 // open-loop generator (this binary re-executed as "read-load"). The
@@ -168,7 +171,16 @@ func benchRead(ctx context.Context, args []string) error {
 		return benchReadLambda(ctx, st, dir, retailers, o.lambdaRuns)
 	}
 	paths := filepath.Join(dir, "paths.txt")
-	if err := writeReadTargets(paths, retailers, o); err != nil {
+	mixProducts, err := writeReadTargets(paths, retailers, o, readMix)
+	if err != nil {
+		return err
+	}
+	singlePaths, batchPaths := filepath.Join(dir, "singles.txt"), filepath.Join(dir, "batches.txt")
+	if _, err := writeReadTargets(singlePaths, retailers, o, readSingles); err != nil {
+		return err
+	}
+	batchProducts, err := writeReadTargets(batchPaths, retailers, o, readBatches)
+	if err != nil {
 		return err
 	}
 	sqlTargets, dsns, err := writeSQLTargets(dir, st, retailers)
@@ -230,6 +242,26 @@ func benchRead(ctx context.Context, args []string) error {
 		return err
 	}
 
+	// Products/s: single GETs only, then batch-gets only, each at its best level.
+	full1, err := bestOf(o.conns, "API, single GETs only ("+o.loadgen+")", o.duration, func(conns int) (readResult, error) {
+		if o.loadgen == "wrk" {
+			return runWrk(ctx, dir, st.APIURL, singlePaths, conns, o.duration)
+		}
+		return runReadLoad(ctx, st.APIURL, singlePaths, 0, conns, o.duration)
+	})
+	if err != nil {
+		return err
+	}
+	fullBatch, err := bestOf(o.conns, fmt.Sprintf("API, batch-gets of %d only (%s)", o.pageLimit, o.loadgen), o.duration, func(conns int) (readResult, error) {
+		if o.loadgen == "wrk" {
+			return runWrk(ctx, dir, st.APIURL, batchPaths, conns, o.duration)
+		}
+		return runReadLoad(ctx, st.APIURL, batchPaths, 0, conns, o.duration)
+	})
+	if err != nil {
+		return err
+	}
+
 	// References: the same SELECT straight to PostgreSQL.
 	refFull, err := bestOf(o.conns, "pgbench at full speed", o.duration, func(conns int) (readResult, error) {
 		return pg.run(ctx, conns, 0, o.duration)
@@ -250,8 +282,8 @@ func benchRead(ctx context.Context, args []string) error {
 	}
 
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
-	fmt.Printf("\nstorefront reads: %d products, %d retailers, %d shards, %d replicas; 90%% single products, 10%% pages of %d; %s runs at %s connections\n",
-		o.products, o.retailers, o.shards, o.replicas, o.pageLimit, o.duration, o.connsFlag)
+	fmt.Printf("\nstorefront reads: %d products, %d retailers, %d shards, %d replicas; 80%% single products, 10%% pages of %d, 10%% batch-gets of %d (%.1f products a request); %s runs at %s connections\n",
+		o.products, o.retailers, o.shards, o.replicas, o.pageLimit, o.pageLimit, mixProducts, o.duration, o.connsFlag)
 	fmt.Printf("%s\n\n", machine())
 	fmt.Println("| figure | ours: HTTP API | reference: raw SELECT | ratio |")
 	fmt.Println("|---|---:|---:|---:|")
@@ -259,10 +291,19 @@ func benchRead(ctx context.Context, args []string) error {
 	fmt.Printf("| max QPS vs pgx (Go) at (%d, %d) | %.0f | %.0f | %.2f |\n", full.Conns, refPgx.Conns, full.QPS, refPgx.QPS, full.QPS/refPgx.QPS)
 	fmt.Printf("| p50 at 50%% of max (ours: %.0f/s, pgbench: %.0f/s) | %s | %s | %.2f |\n", paced.QPS, refHalf.QPS, ms(paced.P50), ms(refHalf.P50), float64(paced.P50)/float64(refHalf.P50))
 	fmt.Printf("| p99 at 50%% of max | %s | %s | %.2f |\n", ms(paced.P99), ms(refHalf.P99), float64(paced.P99)/float64(refHalf.P99))
+	fmt.Printf("| products/s of the mix at full speed vs pgx's rows/s | %.0f | %.0f | %.2f |\n", full.QPS*mixProducts, refPgx.QPS, full.QPS*mixProducts/refPgx.QPS)
 	fmt.Printf("| errors (full speed, half) | %d, %d | %d, %d | |\n", full.Errors, paced.Errors, refFull.Errors+refPgx.Errors, refHalf.Errors)
+	fmt.Println()
+	fmt.Println("| storefront requests (full speed, best connections) | requests/s | products/s | products/s vs pgx's rows/s |")
+	fmt.Println("|---|---:|---:|---:|")
+	fmt.Printf("| single GETs only (%d) | %.0f | %.0f | %.2f |\n", full1.Conns, full1.QPS, full1.QPS, full1.QPS/refPgx.QPS)
+	fmt.Printf("| batch-gets of %d only (%d) | %.0f | %.0f | %.2f |\n", o.pageLimit, fullBatch.Conns, fullBatch.QPS, fullBatch.QPS*batchProducts, fullBatch.QPS*batchProducts/refPgx.QPS)
+	fmt.Printf("| errors (single, batch) | %d | %d | |\n", full1.Errors, fullBatch.Errors)
+	ratio := fullBatch.QPS * batchProducts / max(1, full1.QPS)
 	fmt.Printf("\nfull speed measured with %s; %s\n", o.loadgen, readerStats(st))
 	fmt.Printf("targets (issue 15): max QPS >= 0.7 of pgbench: %v (%.2f); p99 at half load <= 3 ms: %v (%s)\n",
 		full.QPS >= 0.7*refFull.QPS, full.QPS/refFull.QPS, paced.P99 <= 3*time.Millisecond, ms(paced.P99))
+	fmt.Printf("target (issue 25): batch-get of %d serves >= 10x the products/s of single GETs: %v (%.1fx)\n", o.pageLimit, ratio >= 10, ratio)
 	return nil
 }
 
@@ -331,29 +372,61 @@ func loadReadCatalog(ctx context.Context, st *stack.Stack, o readOptions) ([]rea
 	return retailers, nil
 }
 
-// writeReadTargets writes the request mix, one path a line: 90% single
-// products, 10% pages starting after a random product, in random order.
-func writeReadTargets(path string, retailers []readRetailer, o readOptions) error {
+// readRequestMix is a share of single GETs, pages and batch-gets, in tenths.
+type readRequestMix struct{ pages, batches int }
+
+var (
+	readMix     = readRequestMix{pages: 1, batches: 1} // 8 tenths single GETs
+	readSingles = readRequestMix{}
+	readBatches = readRequestMix{batches: 10}
+)
+
+// writeReadTargets writes a request mix, one request a line (a path to GET,
+// or "POST <path> <body>" for a batch-get): single products, pages starting
+// after a random product, batch-gets of --page-limit random products of one
+// retailer, in random order. It returns the products a request asks for,
+// on average (a page near the end of a catalog holds fewer).
+func writeReadTargets(path string, retailers []readRetailer, o readOptions, mix readRequestMix) (float64, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	w := bufio.NewWriter(f)
 	rng := rand.New(rand.NewPCG(1, 2))
-	for range 200_000 {
+	const lines = 200_000
+	products := 0
+	for range lines {
 		r := retailers[rng.IntN(len(retailers))]
 		id := r.IDs[rng.IntN(len(r.IDs))]
-		if rng.IntN(10) == 0 {
+		switch tenth := rng.IntN(10); {
+		case tenth < mix.pages:
 			fmt.Fprintf(w, "/v1/retailers/%s/products?limit=%d&after=%s\n", r.ID, o.pageLimit, url.QueryEscape(id))
-		} else {
+			products += o.pageLimit
+		case tenth < mix.pages+mix.batches:
+			ids := make([]string, 0, o.pageLimit)
+			seen := map[string]bool{}
+			for len(ids) < min(o.pageLimit, read.MaxBatchIDs, len(r.IDs)) {
+				if id := r.IDs[rng.IntN(len(r.IDs))]; !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+			body, err := json.Marshal(read.BatchGet{ProductIDs: ids})
+			if err != nil {
+				return 0, err
+			}
+			fmt.Fprintf(w, "POST /v1/retailers/%s/products/batch-get %s\n", r.ID, body)
+			products += len(ids)
+		default:
 			fmt.Fprintf(w, "/v1/retailers/%s/products/%s\n", r.ID, url.PathEscape(id))
+			products++
 		}
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()
-		return err
+		return 0, err
 	}
-	return f.Close()
+	return float64(products) / lines, f.Close()
 }
 
 // readerStats says where the API's shard queries went, and how many
@@ -449,7 +522,14 @@ func runWrk(ctx context.Context, dir, apiURL, paths string, conns int, d time.Du
 	// does itself. The request bound is counted where requests are made.
 	lua := fmt.Sprintf(`local reqs, n, sent = {}, 0, 0
 init = function(args)
-  for line in io.lines(%q) do reqs[#reqs + 1] = wrk.format("GET", line) end
+  for line in io.lines(%q) do
+    local path, body = line:match("^POST (%%S+) (.*)$")
+    if path then
+      reqs[#reqs + 1] = wrk.format("POST", path, {["Content-Type"] = "application/json"}, body)
+    else
+      reqs[#reqs + 1] = wrk.format("GET", line)
+    end
+  end
 end
 request = function()
   sent = sent + 1

@@ -3,6 +3,7 @@ package read
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/snapshot"
@@ -83,6 +84,7 @@ func (h *Handler) batchGet(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd["Content-Type"] = jsonContentType
 	hd["Cache-Control"] = []string{batchCacheControl}
+	hd["Content-Length"] = []string{strconv.Itoa(len(*buf))} // one piece, never chunked
 	w.WriteHeader(http.StatusOK)
 	w.Write(*buf)
 }
