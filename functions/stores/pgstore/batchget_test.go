@@ -3,11 +3,8 @@ package pgstore_test
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events/message"
@@ -62,60 +59,4 @@ func TestProductsByIDInTheOrderAsked(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.JSONEq(t, `{"other": true}`, string(got[0].Attributes))
-}
-
-// Concurrent batch-gets on one lookup slot share queries with each other
-// and with single lookups, and each still gets exactly its live products
-// in the order it asked.
-func TestConcurrentProductsByIDShareQueries(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := newStores(t)
-	sh := s.Shards[0]
-	var ops []message.ChunkOp
-	for i := range 100 {
-		ops = append(ops, upsert(fmt.Sprintf("p%03d", i), fmt.Sprintf(`{"i": %d}`, i)))
-	}
-	_, err := sh.ApplyChunk(ctx, chunkOf("r1", startGeneration(t, sh, 1), 0), ops)
-	require.NoError(t, err)
-	require.NoError(t, s.AttachReaders(nil, nil, pgstore.ReaderOptions{LookupSlots: 1}))
-	rs := s.ShardReaders[0]
-	var wg sync.WaitGroup
-	for w := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for round := range 20 {
-				// Ids spread over p000-p149: a third of them past the catalog's end.
-				var ask, want []string
-				for j := range 20 {
-					n := (w*7 + round*3 + j*13) % 150
-					id := fmt.Sprintf("p%03d", n)
-					if slices.Contains(ask, id) {
-						continue
-					}
-					ask = append(ask, id)
-					if n < 100 {
-						want = append(want, id)
-					}
-				}
-				got, err := rs.ProductsByID(ctx, pgstore.AnyReader, "r1", ask)
-				if !assert.NoError(t, err) {
-					return
-				}
-				var ids []string
-				for _, p := range got {
-					ids = append(ids, p.ProductID)
-					var n int
-					fmt.Sscanf(p.ProductID, "p%03d", &n)
-					assert.JSONEq(t, fmt.Sprintf(`{"i": %d}`, n), string(p.Attributes))
-				}
-				assert.Equal(t, want, ids)
-				_, err = rs.Product(ctx, pgstore.AnyReader, "r1", "p001")
-				assert.NoError(t, err)
-			}
-		}()
-	}
-	wg.Wait()
-	require.Positive(t, rs.Stats().LookupBatches, "batch-gets waiting for the slot share queries")
 }
