@@ -81,9 +81,11 @@ func (p Pricer) Variable(u usage.Usage, d Deployment) []Line {
 		{ServiceAuroraIO, SideIngestion, float64(u.DBRowsWritten) * f.V(FigIOPerRowWritten) * io},
 		{ServiceLogs, SideIngestion, logs(float64(lambdaRequests(u, SideIngestion))*f.V(FigLogBytesPerInvocation) + float64(u.APIRequests)*f.V(FigLogBytesPerAPIAccess))},
 		{ServiceLambda, SideStorefront, lambda(SideStorefront)},
-		{ServiceAPIGateway, SideStorefront, float64(u.Reads) * t.Unit(PriceAPIRequest)},
+		// A storefront request is one read-function invocation, whatever
+		// the products in it (a batch-get's reads count one per id).
+		{ServiceAPIGateway, SideStorefront, float64(lambdaRequests(u, SideStorefront)) * t.Unit(PriceAPIRequest)},
 		{ServiceAuroraIO, SideStorefront, float64(u.Reads) * f.V(FigIOPerRead) * io},
-		{ServiceLogs, SideStorefront, logs(float64(u.Reads) * (f.V(FigLogBytesPerRead) + f.V(FigLogBytesPerAPIAccess)))},
+		{ServiceLogs, SideStorefront, logs(float64(lambdaRequests(u, SideStorefront)) * (f.V(FigLogBytesPerRead) + f.V(FigLogBytesPerAPIAccess)))},
 		{ServiceDataTransfer, SideStorefront, float64(u.ReadBytes) / bytesPerGB * t.Unit(PriceDataTransferOutGB)},
 	}
 	return lines

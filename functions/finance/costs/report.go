@@ -310,7 +310,7 @@ func perMillion(usd float64, rows int64) *float64 {
 // metered.
 func (p Pricer) estimatesNote() string {
 	f := p.Figures
-	return fmt.Sprintf("Aurora I/O (%g I/O per database row written, %g per storefront read), CloudWatch Logs (%g bytes per ingestion invocation, %g per read, %g per API access log line), "+
+	return fmt.Sprintf("Aurora I/O (%g I/O per database row written, %g per storefront product read), CloudWatch Logs (%g bytes per ingestion invocation, %g per storefront request, %g per API access log line), "+
 		"the shared Aurora capacity (the deployment's average ACU); the rest is metered and priced from %s.",
 		f.V(FigIOPerRowWritten), f.V(FigIOPerRead), f.V(FigLogBytesPerInvocation), f.V(FigLogBytesPerRead), f.V(FigLogBytesPerAPIAccess), p.Prices.Version)
 }
