@@ -75,7 +75,7 @@ func (m *Model) WriteText(w io.Writer) error {
 		tw.Flush()
 	}
 
-	p("Capacity and cost model: %s retailers x %s products, %g%% changed a day, %s storefront product reads/s (%g a request: %s requests/s; %g%% of fast successful requests access-logged)\n",
+	p("Capacity and cost model: %s retailers x %s products, %g%% changed a day, %s storefront reads/s (products; %g a request: %s requests/s; %g%% of fast successful requests access-logged)\n",
 		num(float64(in.Retailers)), num(float64(in.Products)), in.ChangePct, num(in.ReadQPS), in.ProductsPerRequest, num(in.ReadQPS/in.ProductsPerRequest), 100*in.ReadLogSample)
 	p("%s\n", m.Prices)
 	p("Per-row figures: the project's benchmarks (README.md 'Performance', docs/PERFORMANCE.md); every figure used is listed at the end.\n\n")
