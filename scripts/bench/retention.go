@@ -315,4 +315,3 @@ func measureRetention(ctx context.Context, sh *pgstore.Shard) (retentionSizes, e
 	_, err := db.Exec(ctx, `DROP TABLE live_catalog, live_versions`)
 	return out, err
 }
-
