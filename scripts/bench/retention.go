@@ -36,7 +36,12 @@ var retentionTables = []string{"products", "generations", "applied_chunks", "out
 // PostgreSQL server; then the shard's rows and bytes (pg_total_relation_size
 // after a VACUUM, as autovacuum would leave them) against the live
 // catalog's (its live products and the consumers' versions of them alone,
-// in fresh copies of their tables). The schedule collects at 14:00, eight
+// in fresh copies of their tables). A simulated day takes a second or two,
+// far less than autovacuum's nap (a minute), so each day ends with the
+// VACUUM of products and consumer_versions that autovacuum would have run
+// in a real day; without it the heap keeps every dead row version of the
+// year's deletes (measured: 2.19x the bytes instead of 1.38x, 120 days of
+// 20,000 products). The schedule collects at 14:00, eight
 // hours after the day's upload.
 // The diff itself (S3, the merge-walk) is not run: it writes no table.
 func benchRetention(ctx context.Context, args []string) error {
@@ -90,15 +95,15 @@ func benchRetention(ctx context.Context, args []string) error {
 	var rows [][]string
 	for _, r := range results {
 		for _, t := range retentionTables {
-			rows = append(rows, []string{r.name + ": " + t, fmt.Sprint(r.sizes.rows[t]), mib(r.sizes.bytes[t])})
+			rows = append(rows, []string{r.name + ": " + t, fmt.Sprint(r.sizes.rows[t]), mib(r.sizes.bytes[t]), mib(r.sizes.heap[t])})
 		}
-		rows = append(rows, []string{r.name + ": all", fmt.Sprint(r.sizes.totalRows()), mib(r.sizes.totalBytes())})
-		rows = append(rows, []string{r.name + ": tombstones", fmt.Sprint(r.sizes.tombstones), ""})
+		rows = append(rows, []string{r.name + ": all", fmt.Sprint(r.sizes.totalRows()), mib(r.sizes.totalBytes()), ""})
+		rows = append(rows, []string{r.name + ": tombstones", fmt.Sprint(r.sizes.tombstones), "", ""})
 	}
 	live := results[0].sizes
-	rows = append(rows, []string{"live catalog (products and their consumer versions)", fmt.Sprint(live.liveRows), mib(live.liveBytes)})
+	rows = append(rows, []string{"live catalog (products and their consumer versions)", fmt.Sprint(live.liveRows), mib(live.liveBytes), mib(live.liveHeap)})
 	printColumns(os.Stdout, fmt.Sprintf("retention after %d days of daily uploads (1%% deletes, 1%% inserts) of a %d-product catalog; %s",
-		*days, *products, machine()), []string{"table", "rows", "size"}, rows)
+		*days, *products, machine()), []string{"table", "rows", "size", "of it the heap"}, rows)
 	for _, r := range results {
 		fmt.Printf("%s: rows %.2fx, bytes %.2fx of the live catalog (%s)\n", r.name,
 			float64(r.sizes.totalRows())/float64(r.sizes.liveRows), float64(r.sizes.totalBytes())/float64(r.sizes.liveBytes),
@@ -200,6 +205,11 @@ func simulateYear(ctx context.Context, s *pgstore.Stores, days, products int, se
 				return fmt.Errorf("day %d: collect: %w", day, err)
 			}
 		}
+		// Autovacuum: a simulated day lasts a second or two, much less
+		// than autovacuum's nap; the day's vacuum stands for it.
+		if _, err := shard.Pool().Exec(ctx, `VACUUM products, consumer_versions`); err != nil {
+			return err
+		}
 		if day%30 == 0 {
 			fmt.Fprintf(os.Stderr, "retention: day %d\n", day)
 		}
@@ -256,8 +266,10 @@ func applyDay(ctx context.Context, s *pgstore.Stores, retailer string, ops []mes
 // and its live catalog's.
 type retentionSizes struct {
 	rows, bytes         map[string]int64
+	heap                map[string]int64 // of bytes, the table's own (the rest: its indexes and TOAST)
 	tombstones          int64
 	liveRows, liveBytes int64
+	liveHeap            int64
 }
 
 func (r retentionSizes) totalRows() (n int64) {
@@ -275,17 +287,17 @@ func (r retentionSizes) totalBytes() (n int64) {
 }
 
 func measureRetention(ctx context.Context, sh *pgstore.Shard) (retentionSizes, error) {
-	out := retentionSizes{rows: map[string]int64{}, bytes: map[string]int64{}}
+	out := retentionSizes{rows: map[string]int64{}, bytes: map[string]int64{}, heap: map[string]int64{}}
 	db := sh.Pool()
 	for _, t := range retentionTables {
 		if _, err := db.Exec(ctx, "VACUUM "+t); err != nil {
 			return out, err
 		}
-		var rows, bytes int64
-		if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), pg_total_relation_size('%s')`, t, t)).Scan(&rows, &bytes); err != nil {
+		var rows, bytes, heap int64
+		if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT (SELECT count(*) FROM %s), pg_total_relation_size('%s'), pg_relation_size('%s')`, t, t, t)).Scan(&rows, &bytes, &heap); err != nil {
 			return out, err
 		}
-		out.rows[t], out.bytes[t] = rows, bytes
+		out.rows[t], out.bytes[t], out.heap[t] = rows, bytes, heap
 	}
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM products WHERE deleted`).Scan(&out.tombstones); err != nil {
 		return out, err
@@ -309,7 +321,8 @@ func measureRetention(ctx context.Context, sh *pgstore.Shard) (retentionSizes, e
 		}
 	}
 	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM live_catalog) + (SELECT count(*) FROM live_versions),
-		pg_total_relation_size('live_catalog') + pg_total_relation_size('live_versions')`).Scan(&out.liveRows, &out.liveBytes); err != nil {
+		pg_total_relation_size('live_catalog') + pg_total_relation_size('live_versions'),
+		pg_relation_size('live_catalog') + pg_relation_size('live_versions')`).Scan(&out.liveRows, &out.liveBytes, &out.liveHeap); err != nil {
 		return out, err
 	}
 	_, err := db.Exec(ctx, `DROP TABLE live_catalog, live_versions`)
