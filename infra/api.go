@@ -52,6 +52,7 @@ var Routes = []Route{
 	// Operations (DESIGN 9 and 8), served by the ops function.
 	{Method: "GET", Path: "/v1/admin/retailers/{retailer_id}/why", Function: "ops", RateLimit: 20, BurstLimit: 40},
 	{Method: "POST", Path: "/v1/admin/reconcile", Function: "ops", RateLimit: 1, BurstLimit: 5},
+	{Method: "POST", Path: "/v1/admin/gc", Function: "ops", RateLimit: 1, BurstLimit: 2},
 	{Method: "GET", Path: "/v1/admin/reconcile/{run_id}", Function: "ops", RateLimit: 20, BurstLimit: 40},
 	{Method: "GET", Path: "/v1/admin/dlq", Function: "ops", RateLimit: 5, BurstLimit: 10},
 	{Method: "GET", Path: "/v1/admin/dlq/{queue}", Function: "ops", RateLimit: 5, BurstLimit: 10},

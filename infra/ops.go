@@ -54,6 +54,9 @@ const (
 	// reconcileCron is when the daily reconciliation starts (UTC): after
 	// the overnight upload peak has drained in the Americas and Europe.
 	reconcileCron = "cron(0 11 * * ? *)"
+	// gcCron is when the daily collection starts (UTC, DESIGN 14): after
+	// the reconciliation, at the quietest hour of the uploads.
+	gcCron = "cron(0 14 * * ? *)"
 )
 
 // Alarm thresholds of the operations metrics.
@@ -89,6 +92,7 @@ type opsResources struct {
 	reconcileJobs, jobsDLQ  awssqs.Queue
 	schedulerRole           awsiam.Role
 	sweepSchedule, reconcil awsscheduler.Schedule
+	gcSchedule              awsscheduler.Schedule
 	queries                 []awslogs.CfnQueryDefinition
 }
 
@@ -167,6 +171,9 @@ func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *op
 	o.reconcil = schedule("ReconcileSchedule",
 		"Starts the daily reconciliation of every catalog against its newest applied snapshot (DESIGN 9)",
 		awsscheduler.ScheduleExpression_Expression(jsii.String(reconcileCron), nil), ops.TaskReconcile, time.Hour)
+	o.gcSchedule = schedule("CollectionSchedule",
+		"Starts the daily collection of tombstones, directory entries, chunk progress and parked events of every retailer (DESIGN 14)",
+		awsscheduler.ScheduleExpression_Expression(jsii.String(gcCron), nil), ops.TaskGC, time.Hour)
 	return o
 }
 

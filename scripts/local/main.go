@@ -1,6 +1,6 @@
 // Command local runs the whole system on one machine.
 //
-//	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D]
+//	go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D] [--gc-every D] [--tombstone-after D]
 //	go run ./scripts/local demo [--data-dir .local/demo]   (a new, empty or demo-made dir: it is wiped)
 //	go run ./scripts/local test [go test flags...]
 //
@@ -81,7 +81,7 @@ type exitError int
 func (e exitError) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
 const usageText = `usage:
-  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D] [--stuck-after D] [-v]
+  go run ./scripts/local up   [--addr 127.0.0.1:8080] [--data-dir .local] [--shards 2] [--replicas 0] [--reconcile-every D] [--gc-every D] [--tombstone-after D] [--stuck-after D] [-v]
   go run ./scripts/local demo [--data-dir .local/demo]
   go run ./scripts/local test [go test flags and packages]
   go run ./scripts/local <command> -h`
@@ -123,6 +123,8 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	replicas := fs.Int("replicas", 0, "streaming replicas of the PostgreSQL server for the read path")
 	verbose := fs.Bool("v", false, "log every function's JSON lines to stderr, metric (EMF) lines included (wins over CATALOG_LOG_LEVEL)")
 	reconcileEvery := fs.Duration("reconcile-every", 0, "reconcile every retailer's catalog with its snapshot this often (e.g. 24h; 0: only on request)")
+	gcEvery := fs.Duration("gc-every", 0, "collect what nothing needs again (tombstones, directory entries, chunk progress, parked events) of every retailer this often (e.g. 24h; 0: only on request)")
+	tombstoneAfter := fs.Duration("tombstone-after", 0, "how long after the deleting generation was applied collection may remove its tombstones (0: the chunk objects' retention, 19 days; wins over CATALOG_TOMBSTONE_AFTER)")
 	stuckAfter := fs.Duration("stuck-after", 10*time.Minute, "how long a generation may go without progress before the sweeper re-drives it (wins over CATALOG_STUCK_AFTER)")
 	if err := fs.Parse(args); err != nil {
 		return upRun{}, err
@@ -132,12 +134,15 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	if *replicas < 0 {
 		return upRun{}, errors.New("--replicas must be 0 or more")
 	}
+	if *gcEvery < 0 || *tombstoneAfter < 0 {
+		return upRun{}, errors.New("--gc-every and --tombstone-after must be 0 or a positive duration (e.g. 24h)")
+	}
 	if *stuckAfter <= 0 {
 		return upRun{}, errors.New("--stuck-after must be a positive duration (e.g. 10m)")
 	}
 	run := upRun{dataDir: *dataDir, addr: *addr, stack: stack.Options{
 		DataDir: *dataDir, Addr: *addr, Shards: *shards, Replicas: *replicas, Progress: os.Stderr,
-		ReconcileEvery: *reconcileEvery, StallAfter: *stuckAfter,
+		ReconcileEvery: *reconcileEvery, StallAfter: *stuckAfter, GCEvery: *gcEvery,
 	}}
 	var err error
 	if run.env, err = readEnvironment(getenv, &run.stack); err != nil {
@@ -145,6 +150,9 @@ the API address and the admin token, and runs until Ctrl-C or SIGTERM. Data in
 	}
 	if explicit["stuck-after"] {
 		run.stack.StallAfter = *stuckAfter
+	}
+	if explicit["tombstone-after"] {
+		run.stack.TombstoneAfter = *tombstoneAfter
 	}
 	level := slog.LevelWarn
 	if run.env.taken["CATALOG_LOG_LEVEL"] {
@@ -181,6 +189,7 @@ var localVariables = []struct {
 	{"CATALOG_SPILL_DIR", func(c config.Config, o *stack.Options) { o.SpillDir = c.SpillDir }},
 	{"CATALOG_STUCK_AFTER", func(c config.Config, o *stack.Options) { o.StallAfter = c.StuckAfter }},
 	{"CATALOG_STUCK_MAX_REDRIVES", func(c config.Config, o *stack.Options) { o.MaxRedrives = c.StuckMaxRedrives }},
+	{"CATALOG_TOMBSTONE_AFTER", func(c config.Config, o *stack.Options) { o.TombstoneAfter = c.TombstoneAfter }},
 	{"CATALOG_DIFF_ATTEMPTS", func(c config.Config, o *stack.Options) { o.DiffAttempts = c.DiffAttempts }},
 	{"CATALOG_MAX_INFLATED_BYTES", func(c config.Config, o *stack.Options) { o.MaxInflatedBytes = c.MaxInflatedBytes }},
 	{"CATALOG_MAX_PRODUCTS", func(c config.Config, o *stack.Options) { o.MaxProducts = c.MaxProducts }},

@@ -254,6 +254,7 @@ func TestEnvironmentMapping(t *testing.T) {
 		{"CATALOG_SPILL_DIR", "/tmp/spill", func(t *testing.T, r upRun) { require.Equal(t, "/tmp/spill", r.stack.SpillDir) }},
 		{"CATALOG_STUCK_AFTER", "2m", func(t *testing.T, r upRun) { require.Equal(t, 2*time.Minute, r.stack.StallAfter) }},
 		{"CATALOG_STUCK_MAX_REDRIVES", "5", func(t *testing.T, r upRun) { require.Equal(t, 5, r.stack.MaxRedrives) }},
+		{"CATALOG_TOMBSTONE_AFTER", "48h", func(t *testing.T, r upRun) { require.Equal(t, 48*time.Hour, r.stack.TombstoneAfter) }},
 		{"CATALOG_DIFF_ATTEMPTS", "4", func(t *testing.T, r upRun) { require.Equal(t, 4, r.stack.DiffAttempts) }},
 		{"CATALOG_MAX_INFLATED_BYTES", "1073741824", func(t *testing.T, r upRun) { require.Equal(t, int64(1<<30), r.stack.MaxInflatedBytes) }},
 		{"CATALOG_MAX_PRODUCTS", "1000", func(t *testing.T, r upRun) { require.Equal(t, int64(1000), r.stack.MaxProducts) }},
@@ -308,12 +309,17 @@ func TestEnvironmentMapping(t *testing.T) {
 	require.NotNil(t, run.stack.Metrics)
 	run = options(t, map[string]string{"CATALOG_LOG_LEVEL": "error"})
 	require.False(t, run.stack.Logger.Enabled(context.Background(), slog.LevelWarn))
+	run = options(t, map[string]string{"CATALOG_TOMBSTONE_AFTER": "48h"}, "--tombstone-after", "1h", "--gc-every", "10m")
+	require.Equal(t, time.Hour, run.stack.TombstoneAfter)
+	require.Equal(t, 10*time.Minute, run.stack.GCEvery)
+	require.Zero(t, defaults.stack.GCEvery, "collection is off unless --gc-every is given")
+	require.Zero(t, defaults.stack.TombstoneAfter, "unset: the ops function's default, the chunk objects' retention")
 
 	// Bad values: an error naming the variable, before anything starts.
 	for name, bad := range map[string]string{
 		"CATALOG_BACKOFF_BASE": "500ms", "CATALOG_UPLOAD_TTL": "soon", "CATALOG_RESERVATIONS_PER_HOUR": "-1",
 		"CATALOG_MAX_UPLOAD_BYTES": "1GB", "CATALOG_STUCK_AFTER": "0s", "CATALOG_LOG_LEVEL": "loud",
-		"CATALOG_WEBHOOK_KEYS": "short", "CATALOG_SORT_MEMORY_MB": "x",
+		"CATALOG_WEBHOOK_KEYS": "short", "CATALOG_SORT_MEMORY_MB": "x", "CATALOG_TOMBSTONE_AFTER": "-1h",
 	} {
 		_, err := upOptions([]string{"--data-dir", t.TempDir()}, mapEnv(map[string]string{name: bad}))
 		require.ErrorContains(t, err, name, "%s=%s", name, bad)

@@ -15,6 +15,7 @@ import (
 const (
 	TaskReconcile = "reconcile" // the daily reconciliation of every retailer
 	TaskSweep     = "sweep"     // the stuck-generation sweeper
+	TaskGC        = "gc"        // the daily collection of every retailer (DESIGN 14)
 )
 
 // ScheduledEvent is the input a schedule sends the ops function.
@@ -63,6 +64,9 @@ func (h *Handler) RunTask(ctx context.Context, task string) error {
 		return h.ScheduledReconcile(ctx)
 	case TaskSweep:
 		_, err := h.Sweep(ctx)
+		return err
+	case TaskGC:
+		_, err := h.Collect(ctx, "")
 		return err
 	}
 	return fmt.Errorf("ops: unknown task %q", task)

@@ -114,6 +114,14 @@ type Store interface {
 	RepairRows(ctx context.Context, retailerID string, gen int64, ops []message.ChunkOp, objectKey, sha256 string) (catalog.RepairResult, error)
 	// RepairDirectory brings the product directory in line with a repair's ops.
 	RepairDirectory(ctx context.Context, retailerID string, gen int64, ops []message.ChunkOp) error
+
+	// Collection (DESIGN 14; gc.go).
+
+	// Collect removes, in short transactions of a bounded batch each, what
+	// of one retailer no write or reader needs again under p, raising its
+	// write floor first, and calls progress (if not nil) with the running
+	// total after each batch; catalog.ErrNotFound for an unknown retailer.
+	Collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (catalog.Collected, error)
 }
 
 // ReplicaReporter is what a Store may also do (pgstore.Stores does): say
@@ -215,6 +223,13 @@ type Config struct {
 	LargeThreshold int
 	InflightCap    int
 	Region         string
+	// TombstoneAfter is how long after the deleting generation was applied
+	// collection may remove its tombstones, and after a generation finished
+	// its chunk progress [catalog.DefaultTombstoneAfter: the chunk objects'
+	// retention]. ParkedAfter is how long a parked outbox row is kept for a
+	// redrive [catalog.DefaultParkedAfter].
+	TombstoneAfter time.Duration
+	ParkedAfter    time.Duration
 	// Now is the clock [time.Now].
 	Now func() time.Time
 }
@@ -243,6 +258,12 @@ func (c *Config) defaults() {
 	}
 	if c.Region == "" {
 		c.Region = "us-east-1"
+	}
+	if c.TombstoneAfter <= 0 {
+		c.TombstoneAfter = catalog.DefaultTombstoneAfter
+	}
+	if c.ParkedAfter <= 0 {
+		c.ParkedAfter = catalog.DefaultParkedAfter
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -286,6 +307,7 @@ func New(cfg Config, store Store, blobs Blobs, q Queue, log *slog.Logger) *Handl
 		{"GET /v1/admin/retailers/{retailer_id}/why", h.why},
 		{"POST /v1/admin/reconcile", h.startReconcile},
 		{"GET /v1/admin/reconcile/{run_id}", h.reconcileReport},
+		{"POST /v1/admin/gc", h.gc},
 	} {
 		h.mux.HandleFunc(r.pattern, r.handle)
 		h.routes = append(h.routes, r.pattern)

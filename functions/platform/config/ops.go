@@ -21,6 +21,10 @@ type Operations struct {
 	ReconcileDLQURL   string        // CATALOG_RECONCILE_DLQ_URL: its dead-letter queue
 	StuckAfter        time.Duration // CATALOG_STUCK_AFTER: no progress for this long is stuck [10m]
 	StuckMaxRedrives  int           // CATALOG_STUCK_MAX_REDRIVES: re-drives of a stuck generation before it is left to an operator [3]
+	// TombstoneAfter (CATALOG_TOMBSTONE_AFTER): how long after the deleting
+	// generation was applied collection may remove tombstones (DESIGN 14)
+	// [0: the ops function's default, the chunk objects' 19 days].
+	TombstoneAfter time.Duration
 }
 
 // Queue names under CATALOG_QUEUE_URL_BASE (the stack's, and the local
@@ -78,6 +82,13 @@ func operationsFromEnv(getenv func(string) string) (Operations, error) {
 			return o, fmt.Errorf("CATALOG_STUCK_AFTER %q: want a positive duration like 10m", v)
 		}
 		o.StuckAfter = d
+	}
+	if v := strings.TrimSpace(getenv("CATALOG_TOMBSTONE_AFTER")); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return o, fmt.Errorf("CATALOG_TOMBSTONE_AFTER %q: want a positive duration like 456h", v)
+		}
+		o.TombstoneAfter = d
 	}
 	var err error
 	if o.StuckMaxRedrives, err = intVar(getenv, "CATALOG_STUCK_MAX_REDRIVES", 3); err != nil {

@@ -110,6 +110,12 @@ const (
 	// ReconcileFailures: retailers a reconciliation could not check after
 	// its retries (their result records the error).
 	ReconcileFailures = "ReconcileFailures"
+	// RowsCollected [Kind]: rows collection removed (DESIGN 14), by kind:
+	// tombstones, directory_entries, chunk_rows, outbox_rows,
+	// consumer_versions.
+	RowsCollected = "RowsCollected"
+	// CollectionSeconds: one retailer's collection.
+	CollectionSeconds = "CollectionSeconds"
 )
 
 // Value is one metric value.

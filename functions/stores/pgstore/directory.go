@@ -27,6 +27,16 @@ func (c *Control) UpdateDirectory(ctx context.Context, retailerID string, gen in
 		return nil
 	}
 	err := pgx.BeginFunc(ctx, c.pool, func(tx pgx.Tx) error {
+		// The retailer-level fence of the directory (control 0110): once
+		// collection removed the entries of products deleted at or below
+		// the floor, a chunk of an older generation changes nothing.
+		var floor int64
+		if err := tx.QueryRow(ctx, q("directory_floor"), retailerID).Scan(&floor); err != nil {
+			return err
+		}
+		if gen < floor {
+			return nil
+		}
 		// A first load's entries are all new: they are COPYed, at the
 		// speed of COPY (an insert of a new entry changes no other; an
 		// entry that appears meanwhile fails the primary key, and the

@@ -347,8 +347,11 @@ ON CONFLICT DO NOTHING;
 -- name: lock_state_for_chunk
 -- An apply transaction's fence (as lock_state_for_apply), and whether gen's
 -- diff found nothing to update or delete (its chunks only insert: their
--- rows are COPYed straight into products, see chunkwrite.go).
-SELECT s.latest_generation, coalesce(g.updated = 0 AND g.deleted = 0, false)
+-- rows are COPYed straight into products, see chunkwrite.go). The fence is
+-- also the retailer's write floor (shard 0110, raised by collection): a
+-- generation below it may write nothing (it reads as superseded).
+SELECT CASE WHEN $2 < s.write_floor THEN greatest(s.latest_generation, s.write_floor) ELSE s.latest_generation END,
+       coalesce(g.updated = 0 AND g.deleted = 0, false)
 FROM retailer_state s
 LEFT JOIN generations g ON g.retailer_id = s.retailer_id AND g.generation = $2
 WHERE s.retailer_id = $1

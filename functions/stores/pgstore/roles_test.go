@@ -34,13 +34,13 @@ var roleMatrix = map[string]map[string][]string{
 		catalogsql.RoleUpload: {"retailers SELECT", "retailers INSERT", "retailers UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE",
 			"webhooks SELECT", "webhooks INSERT", "webhooks UPDATE", "webhooks DELETE"},
 		catalogsql.RoleDiff: {"retailers SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
-		catalogsql.RoleApply: {"retailers SELECT",
+		catalogsql.RoleApply: {"retailers SELECT", "directory_floors SELECT", // the directory's fence (0110)
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleRead: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT",
 			"product_directory SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleRelay:     {"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
 		catalogsql.RoleConsumers: {"retailers(retailer_id) SELECT", "retailers(shard) SELECT", "webhooks SELECT", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE"},
-		catalogsql.RoleOps: {"retailers SELECT",
+		catalogsql.RoleOps: {"retailers SELECT", "directory_floors SELECT", // collection writes it through gc_collect_directory (0110)
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE",
 			"reconcile_runs SELECT", "reconcile_runs INSERT", "reconcile_runs UPDATE", "reconcile_runs DELETE",
 			"reconcile_results SELECT", "reconcile_results INSERT", "reconcile_results UPDATE", "reconcile_results DELETE"},
@@ -86,7 +86,7 @@ var roleMatrix = map[string]map[string][]string{
 // knownTables are the tables and sequences of each database whose grants
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
-	"control": {"product_directory", "reconcile_results", "reconcile_runs", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
+	"control": {"directory_floors", "product_directory", "reconcile_results", "reconcile_runs", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
 	"shard":   {"applied_chunks", "consumer_versions", "generation_redrives", "generation_repairs", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
 }
 

@@ -181,6 +181,11 @@ type Options struct {
 	// ReconcileEvery runs a reconciliation of every retailer this often
 	// (0: only on request), as the daily schedule does on AWS.
 	ReconcileEvery time.Duration
+	// GCEvery runs a collection of every retailer this often (0: only on
+	// request), as the daily schedule does on AWS; TombstoneAfter is how
+	// long after the deleting generation was applied its tombstones may go
+	// [0: the chunk objects' retention, 19 days] (DESIGN 14).
+	GCEvery, TombstoneAfter time.Duration
 	// StuckSweepEvery is how often the stuck-generation sweeper runs [1m];
 	// MaxRedrives is how many times it re-drives a generation [3].
 	StuckSweepEvery time.Duration
@@ -505,7 +510,8 @@ func (st *Stack) startSQS(ctx context.Context) error {
 	st.Config.DiffQueueURL, st.Config.ApplySmallQueueURL, st.Config.ApplyLargeQueueURL = st.DiffQueue.URL, st.SmallQueue.URL, st.LargeQueue.URL
 	st.Config.Operations = config.Operations{ArrivalsQueueURL: st.ArrivalQueue.URL, ArrivalsDLQURL: st.ArrivalQueue.DLQURL,
 		DiffDLQURL: st.DiffQueue.DLQURL, ApplySmallDLQURL: st.SmallQueue.DLQURL, ApplyLargeDLQURL: st.LargeQueue.DLQURL,
-		ReconcileQueueURL: st.ReconcileQueue.URL, ReconcileDLQURL: st.ReconcileQueue.DLQURL, StuckAfter: o.StallAfter, StuckMaxRedrives: o.MaxRedrives}
+		ReconcileQueueURL: st.ReconcileQueue.URL, ReconcileDLQURL: st.ReconcileQueue.DLQURL, StuckAfter: o.StallAfter, StuckMaxRedrives: o.MaxRedrives,
+		TombstoneAfter: o.TombstoneAfter}
 	return nil
 }
 
@@ -689,6 +695,11 @@ func (st *Stack) startWork(ctx context.Context) {
 		st.poll(runCtx, st.ReconcileQueue, 1, 0, 1, st.Ops.HandleSQS)
 		if o.ReconcileEvery > 0 {
 			st.every(runCtx, o.ReconcileEvery, "scheduled reconciliation", st.Ops.ScheduledReconcile)
+		}
+		if o.GCEvery > 0 {
+			st.every(runCtx, o.GCEvery, "scheduled collection", func(ctx context.Context) error {
+				return st.Ops.RunTask(ctx, ops.TaskGC)
+			})
 		}
 		st.every(runCtx, o.StuckSweepEvery, "stuck-generation sweeper", func(ctx context.Context) error {
 			_, err := st.Ops.Sweep(ctx)

@@ -270,6 +270,17 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	requireStatus(t, err, 400)
 	_, err = api.ReconcileReport(ctx, "", run)
 	requireStatus(t, err, 401)
+	_, err = api.Collect(ctx, admin, "r1")
+	require.NoError(t, err)
+	_, err = api.Collect(ctx, admin, "")
+	require.NoError(t, err)
+	_, err = api.Collect(ctx, admin, "nobody")
+	requireStatus(t, err, 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/gc", admin, map[string]any{"retailer_id": "bad id!"}, nil), 400)
+	_, err = api.Collect(ctx, tok1, "")
+	requireStatus(t, err, 403)
+	_, err = api.Collect(ctx, "", "")
+	requireStatus(t, err, 401)
 
 	// storefront
 	a := e.get("/v1/retailers/r1/products/p-00001")

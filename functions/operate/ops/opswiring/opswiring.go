@@ -22,7 +22,7 @@ import (
 // Config is the ops function's configuration.
 func Config(c *config.Config) ops.Config {
 	return ops.Config{
-		AdminToken: c.AdminToken, StallAfter: c.StuckAfter, MaxRedrives: c.StuckMaxRedrives,
+		AdminToken: c.AdminToken, StallAfter: c.StuckAfter, MaxRedrives: c.StuckMaxRedrives, TombstoneAfter: c.TombstoneAfter,
 		LargeThreshold: c.LargeThresholdRows, InflightCap: c.InflightCap, Region: c.Region,
 		Queues: ops.Queues{
 			Analytics: c.AnalyticsQueueURL, AnalyticsDLQ: c.AnalyticsDLQURL, Webhooks: c.WebhooksQueueURL, WebhooksDLQ: c.WebhooksDLQURL,
