@@ -330,3 +330,33 @@ func TestRollbackAndUndoToADelta(t *testing.T) {
 	require.Equal(t, catalog.StateApplied, f.status(undo.Generation).State)
 	require.Equal(t, after5, f.catalogNow(), "the undo returns to the delta's catalog")
 }
+
+// Holds apply to a delta (I8): deleting more than the threshold is held
+// mass_delete, nothing sent, until confirmed.
+func TestDeltaMassDeleteIsHeld(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	var full, del strings.Builder
+	full.WriteString("product_id,a\n")
+	del.WriteString("product_id,_delete\n")
+	for i := range 120 {
+		fmt.Fprintf(&full, "p%03d,1\n", i)
+		if i < 70 {
+			fmt.Fprintf(&del, "p%03d,true\n", i)
+		}
+	}
+	g1 := f.uploadFull(full.String())
+	f.settle(g1)
+	g2 := f.uploadDelta(del.String())
+	f.diff(g2)
+	require.Empty(t, f.take())
+	st := f.status(g2)
+	require.Equal(t, catalog.StateHeld, st.State)
+	require.Equal(t, catalog.HoldMassDelete, st.ErrorCode)
+	require.EqualValues(t, 70, st.Deleted)
+	require.Len(t, f.catalogNow(), 120)
+	require.NoError(t, f.store.Confirm(context.Background(), "r1", g2))
+	f.settle(g2)
+	require.Equal(t, catalog.StateApplied, f.status(g2).State)
+	require.Len(t, f.catalogNow(), 50)
+}
