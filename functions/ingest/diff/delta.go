@@ -102,10 +102,12 @@ func (r *run) prepareContent(ctx context.Context) (done bool, err error) {
 // over and sends its changes (or, with stopped generations to repair,
 // materializes the catalog it makes for the full diff: done is false).
 func (r *run) diffDelta(ctx context.Context) (done bool, err error) {
+	r.started = time.Now()
 	ops, rejected, err := r.readDelta(ctx)
 	if err != nil || rejected || ops == nil {
 		return true, err
 	}
+	r.read = time.Now()
 	changes, unchanged, err := r.deltaChanges(ctx, ops)
 	var se *snapshot.Error
 	if errors.As(err, &se) {
@@ -287,9 +289,11 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 // sendDelta writes the delta's index (the baseline's, its changes merged
 // in), records its counts and chunks and sends them: upserts, then deletes.
 func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan catalog.Plan, changes []deltaChange) error {
+	merged := time.Now()
 	if err := r.writeDeltaIndex(ctx, takeover.Baseline, changes); err != nil {
 		return err
 	}
+	indexed := time.Now()
 	var upserts []deltaChange
 	var lines []int32
 	sizes := catalog.NewRowSizes(r.h.limits())
@@ -317,7 +321,9 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
 	r.retire(ctx, takeover)
 	r.log.InfoContext(ctx, "delta planned", "baseline", takeover.Baseline, "inserted", plan.Inserted, "updated", plan.Updated,
-		"deleted", plan.Deleted, "unchanged", plan.Unchanged, "chunks", len(chunkPlan))
+		"deleted", plan.Deleted, "unchanged", plan.Unchanged, "chunks", len(chunkPlan),
+		"elapsed_ms", time.Since(r.started).Milliseconds(), "read_ms", r.read.Sub(r.started).Milliseconds(),
+		"merge_ms", merged.Sub(r.read).Milliseconds(), "index_ms", indexed.Sub(merged).Milliseconds())
 	if len(chunkPlan) == 0 {
 		var took []metrics.Value
 		if !r.job.EventTime.IsZero() {

@@ -458,6 +458,8 @@ type run struct {
 	// local is the materialized catalog read instead of the upload (a
 	// delta over stopped generations, a rollback to a delta): delta.go.
 	local string
+	// started and read time a delta's diff (its log line).
+	started, read time.Time
 }
 
 // uploadGone reports that the generation's pinned upload cannot be read any
