@@ -28,7 +28,7 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 	defer cleanup()
 	stages := newStageLog()
 	st, err := stack.Start(ctx, stack.Options{DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 2,
-		Progress: os.Stderr, Logger: slog.New(stages), HandlerTimeout: 60 * time.Second})
+		Progress: os.Stderr, Logger: slog.New(stages), HandlerTimeout: 5 * time.Minute})
 	if err != nil {
 		return err
 	}
@@ -70,7 +70,11 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 			}
 			if apiclient.Settled(s.State) {
 				if s.State != "applied" {
-					return tl, fmt.Errorf("generation %d ended %s", slot.Generation, s.State)
+					why := ""
+					if s.Error != nil {
+						why = ": " + s.Error.Code + ": " + s.Error.Message
+					}
+					return tl, fmt.Errorf("generation %d ended %s%s", slot.Generation, s.State, why)
 				}
 				tl.applied, tl.status = time.Now(), s
 				tl.planned, tl.sent, tl.firstApplied, tl.lastApplied = stages.times(slot.Generation)
