@@ -18,8 +18,9 @@ type SnapshotStatus struct {
 	Error        *StatusError `json:"error"`
 	Changes      Changes      `json:"changes"`
 	Chunks       Chunks       `json:"chunks"`
-	// Mode is where the content came from: "full" (an upload) or
-	// "rollback" (the catalog of SourceGeneration, null otherwise; DESIGN 13).
+	// Mode is where the content came from: "full" (an upload), "delta" (a
+	// delta upload laid over the catalog before it) or "rollback" (the
+	// catalog of SourceGeneration, null otherwise; DESIGN 13).
 	Mode             string `json:"mode"`
 	SourceGeneration *int64 `json:"source_generation"`
 	// Undoes, on the rollback the pipeline made to undo a generation

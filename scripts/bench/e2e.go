@@ -29,11 +29,16 @@ func benchE2E(ctx context.Context, args []string) error {
 	seed := fs.Uint64("seed", 1, "seed of the generated data")
 	runs := fs.Int("comm-runs", 3, "runs of the reference (the median is shown)")
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound of the whole run")
+	delta := fs.Bool("delta", false, "instead: a full snapshot changing -delta-rows products vs a delta of as many (e2e_delta.go)")
+	deltaRows := fs.Int("delta-rows", 1000, "with -delta: the products each one changes")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if *delta {
+		return benchE2EDelta(ctx, *rows, *deltaRows, *seed)
+	}
 	work, cleanup, err := workDir("", "catalog-bench-e2e-")
 	if err != nil {
 		return err

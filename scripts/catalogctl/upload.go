@@ -28,7 +28,7 @@ var retailerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func init() {
 	register(&Command{
-		Name: "upload", Args: "--retailer R FILE", Token: RetailerToken,
+		Name: "upload", Args: "--retailer R [--mode delta] FILE", Token: RetailerToken,
 		Summary: "upload a catalog snapshot, wait until it is applied, print its status",
 		Help: `Reserves the retailer's next generation, PUTs FILE to the presigned URL
 the API returns (streamed from disk, with the returned headers exactly as
@@ -45,6 +45,10 @@ written out whole, then uploaded); it needs that much free space there and
 is skipped for a file that is gzipped already. A PUT that breaks off is
 retried (up to 3 tries) through the same URL.
 
+--mode delta uploads a delta (docs/RETAILERS.md, "Delta uploads"): each row
+names a product_id and the attributes it changes, null removes one (JSON
+Lines), _delete true deletes the product; the rest of the catalog stays.
+
 exit codes:
   0  applied
   2  rejected (the status names the problem and its line; nothing applied)
@@ -56,12 +60,13 @@ With --no-wait: 0 once the file is stored, and the status as it is then.`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			retailer := fs.String("retailer", "", "the retailer's `id` (required)")
 			format := fs.String("format", "", "`csv` or jsonl (default: from FILE's name, else sniffed)")
+			mode := fs.String("mode", "full", "`full` (the whole catalog) or delta (changes laid over it)")
 			gz := fs.Bool("gzip", false, "gzip FILE before uploading (through a temporary file in $TMPDIR)")
 			wait := fs.Bool("wait", true, "wait until the upload settles (applied, rejected, held, superseded)")
 			noWait := fs.Bool("no-wait", false, "return once the file is stored (same as --wait=false)")
 			timeout := fs.Duration("timeout", time.Hour, "how long to wait for the upload to settle")
 			return func(ctx context.Context, c *Call, args []string) error {
-				u := uploadRun{c: c, retailer: *retailer, format: *format, gzip: *gz, wait: *wait && !*noWait, timeout: *timeout}
+				u := uploadRun{c: c, retailer: *retailer, format: *format, mode: *mode, gzip: *gz, wait: *wait && !*noWait, timeout: *timeout}
 				if len(args) != 1 {
 					return c.Usagef("want one FILE, got %d arguments", len(args))
 				}
@@ -76,6 +81,7 @@ With --no-wait: 0 once the file is stored, and the status as it is then.`,
 type uploadRun struct {
 	c                *Call
 	retailer, format string
+	mode             string // "full" or "delta"
 	path             string
 	gzip, wait       bool
 	timeout          time.Duration
@@ -98,6 +104,13 @@ func (u *uploadRun) run(ctx context.Context) error {
 	}
 	if u.timeout <= 0 {
 		return c.Usagef("--timeout must be positive, got %v", u.timeout)
+	}
+	switch u.mode {
+	case "", "full":
+		u.mode = ""
+	case "delta":
+	default:
+		return c.Usagef(`--mode must be "full" or "delta", got %q`, u.mode)
 	}
 
 	f, size, err := openSnapshot(u.path)
@@ -130,7 +143,7 @@ func (u *uploadRun) run(ctx context.Context) error {
 		return fmt.Errorf("%s is %s; one upload is at most %s (a single S3 PUT): %s", u.path, byteSize(size), byteSize(maxSinglePut), hint)
 	}
 
-	slot, err := c.API.Reserve(ctx, c.Token, u.retailer, u.format)
+	slot, err := c.API.ReserveMode(ctx, c.Token, u.retailer, u.format, u.mode)
 	if err != nil {
 		return fmt.Errorf("reserve a generation for %s: %w", u.retailer, err)
 	}

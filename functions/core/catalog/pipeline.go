@@ -45,7 +45,10 @@ type DiffDecision struct {
 	// (set by TakeOver): its upload, or its source's for a rollback. It is
 	// kept for as long as it is the baseline's, for an undo to read.
 	BaselineObjectKey string
-	Stopped           []int64 // newer generations that may have written rows (I5); set by TakeOver
+	// BaselineKeys are every object the baseline's catalog is read from
+	// (its chain, set by TakeOver): kept for an undo or a rollback to it.
+	BaselineKeys []string
+	Stopped      []int64 // newer generations that may have written rows (I5); set by TakeOver
 	// ETag is the version of the upload pinned for the generation, "" until
 	// the first read pins one; every read of the upload asks for it.
 	ETag string
@@ -61,6 +64,10 @@ type DiffDecision struct {
 	// Undoes is the generation whose half-applied writes this rollback
 	// undoes (0: not an undo).
 	Undoes int64
+	// Mode is where the generation's content comes from (ModeFull,
+	// ModeDelta, ModeRollback); Source is a rollback's source generation.
+	Mode   string
+	Source int64
 	// Offboarding: the empty snapshot that removes an offboarded
 	// retailer's catalog; never given up (it is re-driven until it applies).
 	Offboarding bool
@@ -159,7 +166,29 @@ const (
 	// SourceGeneration; 0 is the empty catalog), read from that
 	// generation's upload.
 	ModeRollback = "rollback"
+	// ModeDelta: a delta upload, laid over the catalog the generations
+	// before it leave (DESIGN 13).
+	ModeDelta = "delta"
 )
+
+// ChainLink is one object of the chain whose merge is a generation's
+// catalog (DESIGN 13): the newest full snapshot at or before it, then each
+// delta applied after it, oldest first.
+type ChainLink struct {
+	Generation int64
+	Mode       string // ModeFull (first link only) or ModeDelta
+	Format     string
+	ObjectKey  string // "" for the empty catalog (an offboarding)
+	ETag       string // the version pinned when it was read ("" unknown)
+}
+
+// StoredProduct is a product as the catalog holds it: its attributes as
+// the database prints them (canonicalize before comparing) and their hash.
+type StoredProduct struct {
+	ProductID  string
+	Attributes []byte
+	Hash       Hash
+}
 
 // Failure is why a generation cannot be finished (I10): one of
 // FailureCodes and a message for people.

@@ -41,7 +41,7 @@ type GenerationStatus struct {
 	ChunksTotal   int
 	ChunksApplied int
 	Confirmed     bool
-	// Mode is where the content came from (ModeFull, ModeRollback);
+	// Mode is where the content came from (ModeFull, ModeDelta, ModeRollback);
 	// SourceGeneration, for a rollback, the generation whose catalog it is.
 	Mode             string
 	SourceGeneration *int64

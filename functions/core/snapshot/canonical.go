@@ -187,6 +187,7 @@ type canonicalizer struct {
 	growth    int
 	inKey     bool // decoding an object key
 	inID      bool // decoding the row's product_id (its own checks apply)
+	delta     bool // a delta upload's row: DeleteAttribute is a name (Limits.Delta)
 
 	// product_id of a row (top level only, when extractID is set)
 	extractID bool
@@ -427,7 +428,7 @@ func (c *canonicalizer) noteNames(arena []byte, sorted []member, pos int) bool {
 		return true
 	}
 	for _, m := range sorted {
-		if code, reason := attributeNameProblem(arena[m.k0:m.k1]); code != "" {
+		if code, reason := attributeNameProblem(arena[m.k0:m.k1], c.delta); code != "" {
 			c.semantic(code, pos, reason)
 			return false
 		}

@@ -92,7 +92,7 @@ func (r *Reader) readHeader() error {
 		if i == r.idCol {
 			continue
 		}
-		if code, reason := attributeNameProblem([]byte(name)); code != "" {
+		if code, reason := attributeNameProblem([]byte(name), r.lim.Delta); code != "" {
 			return lineErr(code, line, "column %d: %s", i+1, reason)
 		}
 		r.order = append(r.order, i)

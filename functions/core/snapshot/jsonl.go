@@ -33,7 +33,7 @@ func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, *Error) {
 		return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8 at column %d", col)
 	}
 	c := &p.canon
-	c.maxGrowth = p.lim.MaxAttributesBytes
+	c.maxGrowth, c.delta = p.lim.MaxAttributesBytes, p.lim.Delta
 	out, jerr := c.object(p.out[:0], rec, true)
 	p.out = out
 	if jerr != nil {

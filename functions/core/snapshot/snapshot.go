@@ -89,6 +89,10 @@ type Limits struct {
 	// further. Every non-blank record after a CSV header counts, a row
 	// with a problem too. Default (0) DefaultMaxProducts; < 0 unlimited.
 	MaxProducts int64
+	// Delta reads a delta upload (DESIGN 13): the reserved DeleteAttribute
+	// is accepted as a column or key (ParseDelta reads it) instead of
+	// rejected (invalid_attribute_name). Every other check is the same.
+	Delta bool
 }
 
 // WithDefaults is l with every unset limit at its default (and a negative
@@ -286,7 +290,7 @@ func DuplicateError(id string, firstLine, secondLine int) *Error {
 // DeleteAttribute (CodeInvalidAttributeName). Nested object keys are
 // values, not names: only what the catalog cannot store (U+0000) is
 // refused in them.
-func attributeNameProblem(name []byte) (code, reason string) {
+func attributeNameProblem(name []byte, delta bool) (code, reason string) {
 	if bytes.IndexByte(name, 0) >= 0 {
 		return CodeUnsupportedValue, fmt.Sprintf("attribute name %s holds a NUL byte (U+0000), which the catalog cannot store", quoteCut(name))
 	}
@@ -297,7 +301,7 @@ func attributeNameProblem(name []byte) (code, reason string) {
 		r, _ := utf8.DecodeRune(name[i:])
 		return CodeInvalidAttributeName, fmt.Sprintf("attribute name %s holds control character U+%04X at byte %d", quoteCut(name), r, i+1)
 	}
-	if string(name) == DeleteAttribute {
+	if string(name) == DeleteAttribute && !delta {
 		return CodeInvalidAttributeName, `"_delete" is reserved (it marks a product deleted in a delta upload) and cannot be an attribute of a full snapshot: leave the products to delete out of the file`
 	}
 	return "", ""

@@ -211,6 +211,7 @@ func (h *Handler) refused(ctx context.Context, m message.ChunkMessage, attempt i
 		return fmt.Errorf("reject after a refused chunk: %w", err)
 	}
 	if undo.Rejected {
+		defer h.startWaitingDelta(ctx, m)
 		log.ErrorContext(ctx, "generation rejected: the database refuses one of its chunks", "code", catalog.CodeApplyFailed,
 			"attempts", attempt, "err", cause)
 		h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.Uploads, 1).By("State", string(catalog.StateRejected)),
@@ -298,6 +299,7 @@ func (h *Handler) Apply(ctx context.Context, m message.ChunkMessage) error {
 		h.Metrics.Emit(ctx, fields(m), metrics.Count(metrics.ChunksApplied, 1), metrics.Count(metrics.RowsWritten, res.Written))
 		if res.GenerationApplied {
 			h.generationApplied(ctx, m)
+			h.startWaitingDelta(ctx, m)
 		}
 	}
 	return nil

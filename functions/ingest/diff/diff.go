@@ -105,6 +105,8 @@ type Store interface {
 	// RecordDiffFailure records why a run of gen failed (its diff_failed
 	// message, should every attempt fail).
 	RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error
+	// DeltaStore: what deltas and rollbacks to them need (delta.go).
+	DeltaStore
 }
 
 // DiffJobSender sends a generation's diff job (message.DiffJobs implements
@@ -339,6 +341,9 @@ func (h *Handler) Diff(ctx context.Context, job message.DiffJob) error {
 		return err
 	}
 	r := &run{h: h, log: log, store: h.store, retailer: retailer, job: job, decision: decision}
+	// Whatever this run did, a delta that waited for this generation may
+	// start now (DESIGN 13, I10).
+	defer h.startWaitingDelta(ctx, log, job.RetailerID)
 	if decision.Undo.Generation > 0 {
 		r.startUndo(ctx, decision.Undo)
 	}
@@ -450,6 +455,11 @@ type run struct {
 	// when the diff ends otherwise.
 	index   blob.Writer
 	indexed bool // index holds every entry
+	// local is the materialized catalog read instead of the upload (a
+	// delta over stopped generations, a rollback to a delta): delta.go.
+	local string
+	// started and read time a delta's diff (its log line).
+	started, read time.Time
 }
 
 // uploadGone reports that the generation's pinned upload cannot be read any
@@ -463,6 +473,9 @@ func (e *uploadGone) Unwrap() error { return e.err }
 // openUpload opens the generation's upload at its pinned version (any
 // version when none is pinned yet); a version that is gone is *uploadGone.
 func (r *run) openUpload(ctx context.Context, etag string) (blob.Object, error) {
+	if r.local != "" {
+		return r.openLocal()
+	}
 	if r.decision.ObjectKey == "" {
 		// The empty catalog: an offboarding, or an undo when nothing was
 		// ever applied.
@@ -497,6 +510,10 @@ func (r *run) do(ctx context.Context) error {
 
 func (r *run) diff(ctx context.Context) error {
 	start := time.Now()
+	defer r.removeLocal()
+	if done, err := r.prepareContent(ctx); done || err != nil {
+		return err
+	}
 	rejected, err := r.readSnapshot(ctx)
 	if err != nil || rejected {
 		return err
@@ -627,7 +644,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	}
 	defer obj.Body.Close()
 	r.etag, r.size = obj.ETag, obj.Size
-	if r.decision.ETag == "" && r.decision.ObjectKey != "" {
+	if r.decision.ETag == "" && r.decision.ObjectKey != "" && r.local == "" {
 		// The first read of this generation: pin what it reads.
 		pinned, err := r.store.PinUpload(ctx, r.job.RetailerID, r.job.Generation, obj.ETag)
 		if err != nil {
@@ -914,7 +931,7 @@ func (r *run) retire(ctx context.Context, takeover catalog.DiffDecision) {
 		retired := 0
 		for _, key := range found {
 			gen, ok := kind.gen(r.job.RetailerID, key)
-			if !ok || gen >= baseline || key == takeover.BaselineObjectKey {
+			if !ok || gen >= baseline || key == takeover.BaselineObjectKey || slices.Contains(takeover.BaselineKeys, key) {
 				continue
 			}
 			if err := ret.Tag(ctx, key, keys.SupersededTagKey, keys.SupersededTagValue); err != nil {

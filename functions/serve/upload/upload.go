@@ -54,6 +54,8 @@ type Store interface {
 	// (retailer_offboarded). Both are decided in the reservation's own
 	// transaction, whatever runs at the same time.
 	ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
+	// ReserveDelta is ReserveGeneration for a delta upload (DESIGN 13).
+	ReserveDelta(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 	// Rollback reserves the retailer's next generation as a rollback to
 	// applied generation source, received at once (its diff job is the
 	// caller's to send); catalog.ErrNotFound generation_not_applied when
@@ -139,6 +141,7 @@ func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
 
 type reserveRequest struct {
 	Format string `json:"format"`
+	Mode   string `json:"mode"` // "full" (default) or "delta" (DESIGN 13)
 }
 
 // UploadSlot is the presigned request a retailer makes to upload.
@@ -174,8 +177,13 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_format", `format must be "csv" or "jsonl", got %q`, req.Format))
 		return
 	}
+	reserve, err := h.reserver(req.Mode)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
+	}
 	expires := time.Now().Add(h.cfg.UploadTTL)
-	gen, err := h.store.ReserveGeneration(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)
+	gen, err := reserve(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -185,7 +193,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format)
+	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format, "mode", req.Mode)
 	h.Metrics.Emit(r.Context(), metrics.Fields{RetailerID: retailer.ID, Generation: gen}, metrics.Count(metrics.UploadsReserved, 1))
 	httpapi.WriteJSON(w, http.StatusCreated, reserveResponse{
 		RetailerID: retailer.ID, Generation: gen,

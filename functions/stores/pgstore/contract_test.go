@@ -252,7 +252,7 @@ func testLifecycle(t *testing.T, s Store, id func(string) string) {
 	r := id("r")
 	onboard(t, s, r)
 	gen, d := arrive(t, s, r)
-	require.Equal(t, catalog.DiffDecision{Proceed: true, Format: "csv", ObjectKey: keys.Upload(r, gen), Attempt: 1}, d,
+	require.Equal(t, catalog.DiffDecision{Proceed: true, Format: "csv", ObjectKey: keys.Upload(r, gen), Attempt: 1, Mode: catalog.ModeFull}, d,
 		"a first upload: no baseline, its own upload, its first attempt")
 	st := status(t, s, r, gen)
 	require.Equal(t, catalog.StateDiffing, st.State)

@@ -484,9 +484,10 @@ SELECT retailer_id FROM retailers WHERE token_hash = $1;
 -- name: newer_arrived
 -- The newest generation after $2 whose upload arrived and was not rejected
 -- or too late (0: none). An older upload that has not taken over stops for it.
+-- A delta stops nothing: it waits for the older ones (DESIGN 13).
 SELECT coalesce(max(generation), 0) FROM generations
 WHERE retailer_id = $1 AND generation > $2 AND received_at IS NOT NULL
-  AND state NOT IN ('rejected', 'expired');
+  AND state NOT IN ('rejected', 'expired') AND mode <> 'delta';
 
 -- name: supersede_not_started
 -- gen stops for a newer arrival: only before it applies (a generation that

@@ -178,6 +178,11 @@ WHERE g.state IN ('received', 'diffing', 'applying', 'held')
   AND (g.state <> 'held' OR g.confirmed)
   AND ((g.state_changed_at < $1 AND p.moved < $1)
        OR (g.undoes IS NOT NULL AND g.state = 'received' AND p.moved < now() - interval '1 minute'))
+  -- A delta waiting for an older generation is not stalled (DESIGN 13):
+  -- the older one is, if anything; once it ends the delta is re-driven.
+  AND NOT (g.mode = 'delta' AND g.state = 'received'
+           AND EXISTS (SELECT 1 FROM generations o WHERE o.retailer_id = g.retailer_id AND o.generation < g.generation
+                                                    AND o.state IN ('received', 'diffing', 'applying', 'held')))
 ORDER BY p.moved LIMIT $2;
 
 -- name: record_redrive

@@ -41,6 +41,11 @@ func (s *Shard) Pool() *pgxpool.Pool { return s.pool }
 // retailer_offboarded), are made under the retailer's fence row, in the
 // transaction that reserves (I12).
 func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
+	return s.reserve(ctx, retailerID, format, expires, perHour, "insert_generation")
+}
+
+// reserve is ReserveGeneration with the query that inserts the slot.
+func (s *Shard) reserve(ctx context.Context, retailerID, format string, expires time.Time, perHour int, insert string) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockForReservation(ctx, tx, retailerID, perHour); err != nil {
@@ -49,7 +54,7 @@ func (s *Shard) ReserveGeneration(ctx context.Context, retailerID, format string
 		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, q("insert_generation"), retailerID, gen, format, keys.Upload(retailerID, gen), expires); err != nil {
+		if _, err := tx.Exec(ctx, q(insert), retailerID, gen, format, keys.Upload(retailerID, gen), expires); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, q("supersede_awaiting"), retailerID, gen)
@@ -370,6 +375,17 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 				return nil
 			}
 		}
+		if d.Mode, d.Source, err = generationSource(ctx, tx, retailerID, gen); err != nil {
+			return err
+		}
+		if older, err := deltaWaitsFor(ctx, tx, retailerID, gen, d.Mode); err != nil {
+			return err
+		} else if older > 0 && st != catalog.StateApplying {
+			// It stays received; the end of the older one starts it
+			// (WaitingDelta), the sweeper's re-drive at the latest.
+			d.Reason = fmt.Sprintf("a delta waits for generation %d to end", older)
+			return nil
+		}
 		if pinned == "" && etag != "" {
 			if err := tx.QueryRow(ctx, q("pin_upload"), retailerID, gen, etag).Scan(&pinned); err != nil {
 				return err
@@ -543,6 +559,11 @@ func (s *Shard) TakeOver(ctx context.Context, retailerID string, gen int64) (cat
 				return err
 			}
 		}
+		links, err := chainTx(ctx, tx, retailerID, d.Baseline)
+		if err != nil {
+			return fmt.Errorf("the baseline's chain: %w", err)
+		}
+		d.BaselineKeys = chainKeys(links)
 		rows, err := tx.Query(ctx, q("stopped_generations"), retailerID, d.Baseline, gen)
 		if err != nil {
 			return err

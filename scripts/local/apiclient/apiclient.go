@@ -214,6 +214,21 @@ func (c *Client) Reserve(ctx context.Context, token, retailerID, format string) 
 	return s, err
 }
 
+// ReserveMode reserves the next generation of a mode ("" or "full": a full
+// snapshot, "delta": a delta upload, DESIGN 13); format may be "".
+func (c *Client) ReserveMode(ctx context.Context, token, retailerID, format, mode string) (Slot, error) {
+	if mode == "" {
+		return c.Reserve(ctx, token, retailerID, format)
+	}
+	var s Slot
+	body := map[string]string{"mode": mode}
+	if format != "" {
+		body["format"] = format
+	}
+	err := c.Do(ctx, http.MethodPost, "/v1/retailers/"+url.PathEscape(retailerID)+"/snapshots", token, body, &s)
+	return s, err
+}
+
 // Put uploads data through the slot's presigned request.
 func (c *Client) Put(ctx context.Context, s Slot, data []byte) error {
 	return c.PutBody(ctx, s, bytes.NewReader(data), int64(len(data)))

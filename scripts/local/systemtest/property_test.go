@@ -300,6 +300,10 @@ type upload struct {
 	// sent is what the file holds when the shard refuses it half way
 	// (rejected apply_failed): some of its rows may be served for a while.
 	sent fixtures.Catalog
+	// delta is a delta upload's rows; rollbackOf a rollback's source
+	// (property_delta_test.go).
+	delta      []deltaRow
+	rollbackOf int64
 }
 
 // unstorable are files the catalog cannot hold (I11), each rejected at the
@@ -477,6 +481,14 @@ func (r *retailerRun) pause() {
 func (r *retailerRun) play(ctx context.Context) {
 	t, rng := r.sc.t, r.sc.rng
 	for range 1 + rng.IntN(3) {
+		if rng.chance(25) { // a delta, instead of a full snapshot
+			r.playDelta(ctx)
+			r.pause()
+			continue
+		}
+		if rng.chance(10) {
+			r.playRollback(ctx)
+		}
 		slot := r.reserve(ctx)
 		switch roll := rng.IntN(100); {
 		case roll < 8: // what the catalog cannot hold
@@ -556,6 +568,10 @@ func (r *retailerRun) play(ctx context.Context) {
 		_, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
 		requireHTTPStatus(t, err, http.StatusTooManyRequests)
 	} else {
+		if rng.chance(30) { // the newest is a delta
+			r.playDelta(ctx)
+			return
+		}
 		last = r.reserve(ctx)
 	}
 	r.current = r.mutate()
@@ -608,9 +624,11 @@ func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
 		}
 	}
 	require.Len(t, list, r.granted+len(undos), "seed %d: %s's generations: its reservations and the undos", seed, r.id)
-	content := map[int64]fixtures.Catalog{} // what each generation that may be applied holds
 	for _, u := range r.uploads {
 		s := byGen[u.gen]
+		if u.delta != nil || u.rollbackOf != 0 {
+			continue // modelContents
+		}
 		if u.rejected != "" {
 			// Rejected, or superseded unread by a newer upload that arrived
 			// first (or, for one the shard refuses, superseded before it
@@ -622,7 +640,6 @@ func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
 			continue
 		}
 		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s generation %d: %+v", seed, r.id, u.gen, s.Error)
-		content[u.gen] = u.want
 	}
 	// Each undo (I10) returns the catalog to the generation applied before
 	// the one it undoes, which was rejected half way.
@@ -631,16 +648,15 @@ func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
 		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s undo %d", seed, r.id, s.Generation)
 		require.Equal(t, "rejected", byGen[*s.Undoes].State, "seed %d: %s undo %d undoes %d", seed, r.id, s.Generation, *s.Undoes)
 		require.NotNil(t, s.SourceGeneration)
-		src := *s.SourceGeneration
-		if src == 0 {
-			content[s.Generation] = fixtures.Catalog{}
-			continue
+		if src := *s.SourceGeneration; src != 0 {
+			require.Equal(t, "applied", byGen[src].State, "seed %d: %s undo %d's source %d", seed, r.id, s.Generation, src)
 		}
-		require.Equal(t, "applied", byGen[src].State, "seed %d: %s undo %d's source %d", seed, r.id, s.Generation, src)
-		c, ok := content[src]
-		require.True(t, ok, "seed %d: %s undo %d's source %d has no known content", seed, r.id, s.Generation, src)
-		content[s.Generation] = c
 	}
+	views := make([]statusView, 0, len(list))
+	for _, s := range list {
+		views = append(views, statusView{gen: s.Generation, state: s.State, mode: s.Mode, source: s.SourceGeneration})
+	}
+	content := r.modelContents(views)
 	newest := list[0]
 	require.Equal(t, "applied", newest.State, "seed %d: %s's newest generation %d: %v", seed, r.id, newest.Generation, states(list))
 	if len(undos) == 0 {
