@@ -32,7 +32,8 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // A problem with a row (malformed, a bad product_id, invalid UTF-8, too
 // large) does not stop the reader: the row is left out and the reader goes
 // on with the next one, so that one rejection lists the first problems of
-// the file; it stops at problem MaxProblems+1 and at a problem with the
+// the file; it stops at problem MaxProblems+1 (MaxListedProblems+1 with
+// AllProblems) and at a problem with the
 // whole file (a bad header, a file over the limit, a broken gzip stream).
 // Rows keep coming after a problem: a caller that looks for duplicate
 // product ids among them merges those into the rejection with Merge.
@@ -63,6 +64,17 @@ type Reader struct {
 	// Attributes (the hash is still computed), for callers that keep only
 	// ids and hashes.
 	SkipAttributes bool
+	// AllProblems, when set before the first call to Next or Scan, is given
+	// every problem the reader finds, in line order (a problem with the
+	// whole file last), up to MaxListedProblems: the reader then stops at
+	// problem MaxListedProblems+1 instead of MaxProblems+1, and the
+	// rejection Next returns still lists the first MaxProblems (More set
+	// when there were more). The whole-file limits stop it at the same
+	// point as without (too_many_products, file_too_large: read no
+	// further). The reader keeps none of the problems past MaxProblems in
+	// memory: the sink spills or streams them. An error of the sink stops
+	// the reader and is returned as is (not as *Error).
+	AllProblems ProblemSink
 
 	format Format
 	src    *sourceReader
@@ -87,6 +99,8 @@ type Reader struct {
 	products int64     // records counted against Limits.MaxProducts
 	probs    []Problem // problems found so far (at most MaxProblems)
 	unlisted bool      // a problem past MaxProblems was found
+	found    int       // problems found so far (given to AllProblems)
+	sinkErr  error     // the error of AllProblems that stopped the reader
 
 	// CSV
 	empty bool // no header: the file is empty or blank
@@ -353,13 +367,31 @@ func (p *rowParser) parse(raw rawRecord) ([]byte, *Error) {
 }
 
 // problem notes a problem with a row; it returns true when the reader
-// must stop: e is problem MaxProblems+1.
+// must stop: e is problem MaxProblems+1 (MaxListedProblems+1 with
+// AllProblems), or AllProblems failed.
 func (r *Reader) problem(e *Error) bool {
-	if len(r.probs) == MaxProblems {
+	limit := MaxProblems
+	if r.AllProblems != nil {
+		limit = MaxListedProblems
+	}
+	if r.found >= limit {
 		r.unlisted = true
 		return true
 	}
-	r.probs = append(r.probs, e.List()...)
+	for _, p := range e.List() {
+		r.found++
+		if len(r.probs) < MaxProblems {
+			r.probs = append(r.probs, p)
+		} else {
+			r.unlisted = true
+		}
+		if r.AllProblems != nil {
+			if err := r.AllProblems.Add(p); err != nil {
+				r.sinkErr = fmt.Errorf("snapshot: keeping problem of line %d: %w", p.Line, err)
+				return true
+			}
+		}
+	}
 	return false
 }
 
@@ -369,13 +401,17 @@ func (r *Reader) problem(e *Error) bool {
 func (r *Reader) end(err error) error {
 	var e *Error
 	switch {
+	case r.sinkErr != nil:
+		return r.sinkErr
 	case err == errStop:
 	case err == io.EOF:
 		if len(r.probs) == 0 {
 			return io.EOF
 		}
 	case errors.As(err, &e):
-		r.problem(e)
+		if r.problem(e) && r.sinkErr != nil {
+			return r.sinkErr
+		}
 	default:
 		return err
 	}
