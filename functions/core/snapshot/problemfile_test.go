@@ -97,6 +97,7 @@ func TestReaderAllProblems(t *testing.T) {
 				var e *Error
 				require.ErrorAs(t, err, &e)
 				require.Equal(t, MaxListedProblems, sink.n)
+				require.True(t, rd.ProblemsCut())
 				require.True(t, sink.ordered, "problems in line order")
 				require.Len(t, e.Problems, MaxProblems)
 				require.True(t, e.More)

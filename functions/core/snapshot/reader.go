@@ -100,6 +100,7 @@ type Reader struct {
 	probs    []Problem // problems found so far (at most MaxProblems)
 	unlisted bool      // a problem past MaxProblems was found
 	found    int       // problems found so far (given to AllProblems)
+	cut      bool      // the reader stopped at the problem past its limit
 	sinkErr  error     // the error of AllProblems that stopped the reader
 
 	// CSV
@@ -375,7 +376,7 @@ func (r *Reader) problem(e *Error) bool {
 		limit = MaxListedProblems
 	}
 	if r.found >= limit {
-		r.unlisted = true
+		r.unlisted, r.cut = true, true
 		return true
 	}
 	for _, p := range e.List() {
@@ -417,6 +418,11 @@ func (r *Reader) end(err error) error {
 	}
 	return r.reject()
 }
+
+// ProblemsCut reports, once Next or Scan returned a rejection, whether the
+// reader stopped at the problem past its limit (MaxListedProblems+1 with
+// AllProblems, MaxProblems+1 without): problems exist past those it gave.
+func (r *Reader) ProblemsCut() bool { return r.cut }
 
 // errStop is what the reader stops with when it found too many problems.
 var errStop = errors.New("snapshot: too many problems")

@@ -450,6 +450,10 @@ type run struct {
 	// when the diff ends otherwise.
 	index   blob.Writer
 	indexed bool // index holds every entry
+
+	// problems is the problems file of a rejection by the reader (every
+	// problem, DESIGN 13); nil: the rejection's own problems.
+	problems problemFile
 }
 
 // uploadGone reports that the generation's pinned upload cannot be read any
@@ -648,7 +652,14 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	defer rd.Close()
 	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
 	rd.Workers = r.h.cfg.Workers
-	entries := extsort.NewSorter(extsort.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir})
+	spill, err := newProblemSpill(r.h.cfg.SpillDir)
+	if err != nil {
+		return false, err
+	}
+	defer spill.Close()
+	rd.AllProblems = spill // every problem, for the problems file (DESIGN 13)
+	entries := extsort.NewSorter(extsort.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir,
+		MaxDuplicates: snapshot.MaxListedProblems})
 	sizes := catalog.NewRowSizes(r.h.limits())
 	keep := false
 	defer func() {
@@ -670,12 +681,15 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			// file is refused for its size (the product or inflate limit:
 			// it was read no further): sorting what a gzip bomb held would
 			// take the diff's budget, to no use.
-			if !sizeLimit(se) && entries.Finish() == nil {
-				dups := duplicateProblems(entries)
-				_, total := entries.Duplicates()
+			var dups []snapshot.Problem
+			var total int64
+			if !sizeLimit(se) && !spill.sizeLimit && entries.Finish() == nil {
+				dups = duplicateProblems(entries)
+				_, total = entries.Duplicates()
 				se = snapshot.Merge(se, dups...)
 				se.More = se.More || total > int64(len(dups))
 			}
+			r.problems = readerProblems(spill, dups, rd.ProblemsCut() || total > int64(len(dups)))
 			return true, r.reject(ctx, se)
 		}
 		if err != nil {
@@ -721,7 +735,11 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	}
 	if dups := duplicateProblems(entries); len(dups) > 0 {
 		_, total := entries.Duplicates()
+		r.problems = readerProblems(nil, dups, total > int64(len(dups)))
 		return true, r.reject(ctx, snapshot.Reject(dups, total > int64(len(dups))))
+	}
+	if err := r.writeProblems(ctx, noProblems); err != nil {
+		return false, err
 	}
 	if spilled, times := entries.Spilled(); times > 0 {
 		r.log.InfoContext(ctx, "sorted runs spilled to disk", "bytes", spilled, "times", times)
@@ -792,6 +810,13 @@ func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 	problems := se.List() // messages bounded (I12), also that of an Error built here
 	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", problems[0].Message,
 		"problems", len(problems), "more_problems", se.More)
+	content := r.problems
+	if content == nil {
+		content = listedProblems(se)
+	}
+	if err := r.writeProblems(context.WithoutCancel(ctx), content); err != nil {
+		return err
+	}
 	rej := catalog.Rejection{Code: se.Code, Message: problems[0].Message, Line: se.Line, More: se.More,
 		Problems: make([]catalog.Problem, len(problems))}
 	for i, p := range problems {
