@@ -8,6 +8,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -203,6 +205,48 @@ type canonicalizer struct {
 	// Reader.AttributeNames
 	names attrNames
 	noted keyOrder // the sorted keys last added to names (keys and ends only)
+
+	// per-attribute counts of the rows (Reader.CountAttributes): run counts
+	// the rows since noted last changed, aligned with noted's keys; counts
+	// the rows before
+	counting bool
+	run      []catalog.AttributeCount
+	counts   catalog.AttributeCounts
+}
+
+// flushRun adds run, the counts of the rows with noted's keys, to counts.
+func (c *canonicalizer) flushRun() {
+	prev := 0
+	for i, end := range c.noted.ends {
+		if i >= len(c.run) {
+			break
+		}
+		if r := c.run[i]; r.Present > 0 {
+			if c.counts == nil {
+				c.counts = catalog.AttributeCounts{}
+			}
+			name := string(c.noted.keys[prev:end])
+			t := c.counts[name]
+			t.Present += r.Present
+			t.Valued += r.Valued
+			c.counts[name] = t
+		}
+		prev = end
+	}
+	clear(c.run)
+}
+
+// count counts one row's top-level members, sorted (the keys noted).
+func (c *canonicalizer) count(arena []byte, sorted []member) {
+	if len(c.run) != len(sorted) {
+		return // a row whose keys were refused (it rejects the snapshot)
+	}
+	for i, m := range sorted {
+		c.run[i].Present++
+		if v := arena[m.v0:m.v1]; !(len(v) == 2 && v[0] == '"' && v[1] == '"') && string(v) != "null" {
+			c.run[i].Valued++
+		}
+	}
 }
 
 // object parses src as one JSON object (surrounded by optional whitespace)
@@ -363,6 +407,9 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 	} else if len(mems) == 1 && top {
 		c.noteNames(arena, mems, start)
 	}
+	if top && c.counting && c.extractID {
+		c.count(arena, sorted)
+	}
 	dst = append(dst, '{')
 	for i, m := range sorted {
 		if i > 0 {
@@ -431,6 +478,11 @@ func (c *canonicalizer) noteNames(arena []byte, sorted []member, pos int) bool {
 			c.semantic(code, pos, reason)
 			return false
 		}
+	}
+	if c.counting {
+		c.flushRun()
+		c.run = slices.Grow(c.run[:0], len(sorted))[:len(sorted)]
+		clear(c.run)
 	}
 	c.noted.set(arena, sorted)
 	for _, m := range sorted {

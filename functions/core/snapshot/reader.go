@@ -75,6 +75,11 @@ type Reader struct {
 	// memory: the sink spills or streams them. An error of the sink stops
 	// the reader and is returned as is (not as *Error).
 	AllProblems ProblemSink
+	// CountAttributes, when set before the first call to Next or Scan,
+	// counts per attribute the products that have it and those whose value
+	// is other than "" or null (AttributeCounts), for the attribute_dropped
+	// hold. It costs an increment per attribute of a row.
+	CountAttributes bool
 
 	format Format
 	src    *sourceReader
@@ -135,6 +140,37 @@ type rowParser struct {
 	canon canonicalizer
 
 	out []byte // canonical attributes being built
+
+	// CountAttributes: CSV rows counted and, per attribute column in
+	// order's order, those with a non-empty cell (JSON Lines: canon's)
+	countAttrs bool
+	csvRows    int64
+	csvValued  []int64
+}
+
+// addCounts adds the attribute counts of the rows p parsed to into.
+func (p *rowParser) addCounts(into catalog.AttributeCounts) {
+	if p.jsonl {
+		p.canon.flushRun()
+		for name, c := range p.canon.counts {
+			t := into[name]
+			t.Present += c.Present
+			t.Valued += c.Valued
+			into[name] = t
+		}
+		return
+	}
+	if p.csvRows == 0 {
+		return
+	}
+	for k, col := range p.order {
+		t := into[p.names[col]]
+		t.Present += p.csvRows
+		if k < len(p.csvValued) {
+			t.Valued += p.csvValued[k]
+		}
+		into[p.names[col]] = t
+	}
 }
 
 // attrNames is a set of attribute names.
@@ -296,6 +332,7 @@ func (r *Reader) Scan() (RowView, error) {
 }
 
 func (r *Reader) scanSerial() (RowView, error) {
+	r.countAttrs = r.CountAttributes
 	v, err := r.nextRow()
 	if err != nil {
 		r.err = r.end(err)
@@ -463,6 +500,28 @@ func (r *Reader) AttributeNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// AttributeCounts returns, with CountAttributes, per attribute name the
+// products that have it (a CSV column: every product; a JSON key: those
+// that give it) and those whose value is other than "" or null, over the
+// rows read (complete once Next or Scan returned io.EOF; with Lines, of the
+// rows read). Rows with a problem may be counted: the counts are only
+// meaningful for a snapshot read without one. nil without CountAttributes.
+func (r *Reader) AttributeCounts() catalog.AttributeCounts {
+	if !r.CountAttributes {
+		return nil
+	}
+	all := catalog.AttributeCounts{}
+	if r.par != nil {
+		r.par.mu.Lock()
+		defer r.par.mu.Unlock()
+		for name, c := range r.par.counts {
+			all[name] = c
+		}
+	}
+	r.rowParser.addCounts(all)
+	return all
 }
 
 // wanted reports whether the record starting on line is to be read (Lines),
