@@ -105,6 +105,7 @@ type Store interface {
 	// RecordDiffFailure records why a run of gen failed (its diff_failed
 	// message, should every attempt fail).
 	RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error
+	DriftStore
 }
 
 // DiffJobSender sends a generation's diff job (message.DiffJobs implements
@@ -437,9 +438,10 @@ type run struct {
 	etag     string
 	entries  *extsort.Sorter // the new snapshot's (id, hash, line), sorted
 	products int64
-	names    []string          // the snapshot's attribute names (union over its products, sorted)
-	sizes    *catalog.RowSizes // chunk-line sizes of the large rows, by line
-	size     int64             // the upload's bytes, for the usage counters
+	names    []string                // the snapshot's attribute names (union over its products, sorted)
+	counts   catalog.AttributeCounts // the snapshot's per-attribute counts (attribute_dropped)
+	sizes    *catalog.RowSizes       // chunk-line sizes of the large rows, by line
+	size     int64                   // the upload's bytes, for the usage counters
 
 	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan
@@ -512,6 +514,9 @@ func (r *run) diff(ctx context.Context) error {
 	}
 	defer r.entries.Close()
 	defer r.abortIndex(ctx)
+	if err := r.keepCounts(ctx); err != nil {
+		return err
+	}
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -605,9 +610,13 @@ func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 // baseline of d: empty_snapshot, mass_delete, mass_update (the attribute
 // names differ from the baseline's and over the threshold would be updated).
 func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
+	drop, err := r.dropInput(ctx, plan, d)
+	if err != nil {
+		return false, err
+	}
 	code, msg := r.retailer.Hold.HoldReason(catalog.HoldInput{
 		BaselineProducts: d.BaselineProducts, NewProducts: r.products, Deletes: plan.Deleted, Updates: plan.Updated,
-		BaselineNames: d.BaselineNames, NewNames: r.names,
+		BaselineNames: d.BaselineNames, NewNames: r.names, Drop: drop,
 	})
 	if code == "" {
 		return false, nil
@@ -650,7 +659,8 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		return r.rejectOrFail(ctx, err)
 	}
 	defer rd.Close()
-	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
+	rd.SkipAttributes = true  // pass 1 keeps only ids and hashes
+	rd.CountAttributes = true // and per-attribute counts (attribute_dropped)
 	rd.Workers = r.h.cfg.Workers
 	spill, err := newProblemSpill(r.h.cfg.SpillDir)
 	if err != nil {
@@ -746,6 +756,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	}
 	r.entries, r.products, r.sizes, keep = entries, entries.Len(), sizes, true
 	r.names = rd.AttributeNames()
+	r.counts = rd.AttributeCounts()
 	// What pass 1 allocated besides the sorted runs (the parser's batches,
 	// the sorter's) is garbage now; collecting it here, while the live
 	// heap is small and holds few pointers (the runs are byte blocks: a
