@@ -241,10 +241,14 @@ func (c *canonicalizer) count(arena []byte, sorted []member) {
 	if len(c.run) != len(sorted) {
 		return // a row whose keys were refused (it rejects the snapshot)
 	}
+	run := c.run[:len(sorted)]
 	for i, m := range sorted {
-		c.run[i].Present++
-		if v := arena[m.v0:m.v1]; !(len(v) == 2 && v[0] == '"' && v[1] == '"') && string(v) != "null" {
-			c.run[i].Valued++
+		// canonical: "" is two bytes, null the only value of four starting with n
+		n := m.v1 - m.v0
+		blank := (n == 2 && arena[m.v0] == '"') || (n == 4 && arena[m.v0] == 'n')
+		run[i].Present++
+		if !blank {
+			run[i].Valued++
 		}
 	}
 }
@@ -406,6 +410,12 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 		sorted = c.sortMembers(arena, mems, depth == 0, start)
 	} else if len(mems) == 1 && top {
 		c.noteNames(arena, mems, start)
+		if c.counting {
+			// noted moved off the keys of the order kept for the next
+			// rows: a row reusing that order must note its keys again,
+			// or count would find its counters misaligned.
+			c.order.valid = false
+		}
 	}
 	if top && c.counting && c.extractID {
 		c.count(arena, sorted)

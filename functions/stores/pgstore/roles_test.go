@@ -55,7 +55,9 @@ var roleMatrix = map[string]map[string][]string{
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
 			"generations SELECT", "generations UPDATE",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
-			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
+			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
+			// attribute_dropped's blank rule: old values of updated and deleted products (0101)
+			"products(retailer_id) SELECT", "products(product_id) SELECT", "products(attributes) SELECT", "products(deleted) SELECT"},
 		catalogsql.RoleApply: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
