@@ -607,7 +607,8 @@ func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 }
 
 // holdPlan holds the snapshot when the hold rules say so, against the
-// baseline of d: empty_snapshot, mass_delete, mass_update (the attribute
+// baseline of d: empty_snapshot, mass_delete, attribute_dropped (an
+// attribute removed or blanked, dropInput), mass_update (the attribute
 // names differ from the baseline's and over the threshold would be updated).
 func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
 	drop, err := r.dropInput(ctx, plan, d)
