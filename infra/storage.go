@@ -18,6 +18,9 @@ const (
 	// prefixChanges holds the change objects that change events refer to
 	// (DESIGN 8, written by the relay's side of the apply).
 	prefixChanges = "changes/"
+	// prefixProblems holds every problem of a generation the diff read
+	// (keys.Problems, DESIGN 13), kept as long as uploads.
+	prefixProblems = "problems/"
 	// prefixReports holds cost reports too large for an API answer
 	// (upload.ReportPrefix), linked from a 303 for 15 minutes.
 	prefixReports = "reports/costs/"
@@ -88,6 +91,13 @@ func newStorage(scope constructs.Construct, p Params) *storage {
 				Id:         jsii.String("expire-uploads"),
 				Prefix:     jsii.String(prefixSnapshots),
 				TagFilters: &map[string]any{supersededTagKey: supersededTagValue},
+				Expiration: awscdk.Duration_Days(jsii.Number(float64(p.UploadRetentionDays))),
+			},
+			{
+				// A generation's problems file is kept as long as its upload
+				// (DESIGN 13): then the problems route answers 409.
+				Id:         jsii.String("expire-problems"),
+				Prefix:     jsii.String(prefixProblems),
 				Expiration: awscdk.Duration_Days(jsii.Number(float64(p.UploadRetentionDays))),
 			},
 			{

@@ -215,6 +215,10 @@ func TestGuideHoldMessages(t *testing.T) {
 	cases := map[string]catalog.HoldInput{
 		catalog.HoldEmptySnapshot: {BaselineProducts: 1000},
 		catalog.HoldMassDelete:    {BaselineProducts: 1000, NewProducts: 400, Deletes: 600},
+		catalog.HoldAttributeDropped: {BaselineProducts: 1000, NewProducts: 1000, Updates: 1000,
+			BaselineNames: []string{"color", "price"}, NewNames: []string{"price"},
+			Drop: catalog.DropInput{Products: 1000, Baseline: catalog.AttributeCounts{"color": {Present: 1000, Valued: 1000}, "price": {Present: 1000, Valued: 1000}},
+				Upload: catalog.AttributeCounts{"price": {Present: 1000, Valued: 1000}}}},
 		catalog.HoldMassUpdate: {BaselineProducts: 1000, NewProducts: 1000, Updates: 1000,
 			BaselineNames: []string{"price", "title"}, NewNames: []string{"price_eur", "title"}},
 	}

@@ -43,12 +43,16 @@ type HoldPolicy struct {
 	// UpdateFraction: hold when the set of attribute names differs from the
 	// baseline's and updates > UpdateFraction * baseline products.
 	UpdateFraction float64
-	MinProducts    int64 // ... and the baseline has at least this many products
+	// DropFraction: hold when an attribute is blanked in more than
+	// DropFraction of the products that had a value (attribute_dropped,
+	// AttributeDropped).
+	DropFraction float64
+	MinProducts  int64 // ... and the baseline has at least this many products
 }
 
 // DefaultHoldPolicy holds deletes, or a rewrite under other attribute names,
 // of more than half a catalog of at least 100 products.
-var DefaultHoldPolicy = HoldPolicy{DeleteFraction: 0.5, UpdateFraction: 0.5, MinProducts: 100}
+var DefaultHoldPolicy = HoldPolicy{DeleteFraction: 0.5, UpdateFraction: 0.5, DropFraction: DefaultDropFraction, MinProducts: 100}
 
 // HoldInput is what the hold rules look at: the baseline (the applied
 // catalog) and what the new snapshot would change.
@@ -58,6 +62,9 @@ type HoldInput struct {
 	// product) of the baseline and of the new snapshot; a nil BaselineNames
 	// is unknown (a baseline from before names were kept) and never holds.
 	BaselineNames, NewNames []string
+	// Drop is the input of the attribute_dropped rule (AttributeDropped);
+	// its zero value never holds.
+	Drop DropInput
 }
 
 // Hold codes, first match wins when several apply.
@@ -68,10 +75,11 @@ const (
 )
 
 // HoldCodes lists every hold code, first match first.
-var HoldCodes = []string{HoldEmptySnapshot, HoldMassDelete, HoldMassUpdate}
+var HoldCodes = []string{HoldEmptySnapshot, HoldMassDelete, HoldAttributeDropped, HoldMassUpdate}
 
 // HoldReason returns why a snapshot must be held, or "" when it may be
-// applied: empty_snapshot, then mass_delete, then mass_update.
+// applied: empty_snapshot, then mass_delete, then attribute_dropped, then
+// mass_update.
 func (p HoldPolicy) HoldReason(in HoldInput) (code, message string) {
 	if in.NewProducts == 0 {
 		return HoldEmptySnapshot, "the snapshot has no products; confirm to delete the whole catalog"
@@ -83,6 +91,9 @@ func (p HoldPolicy) HoldReason(in HoldInput) (code, message string) {
 	if float64(in.Deletes) > p.DeleteFraction*base {
 		return HoldMassDelete, fmt.Sprintf("the snapshot deletes %d of %d products (over %s%%); confirm to apply it",
 			in.Deletes, in.BaselineProducts, percent(p.DeleteFraction))
+	}
+	if code, msg := p.AttributeDropped(in.Drop); code != "" {
+		return code, msg
 	}
 	if in.BaselineNames != nil && !slices.Equal(in.BaselineNames, in.NewNames) && float64(in.Updates) > p.UpdateFraction*base {
 		return HoldMassUpdate, fmt.Sprintf("the snapshot's attribute names changed (%s) and it updates %d of %d products (over %s%%); confirm to apply it",

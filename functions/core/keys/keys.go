@@ -87,3 +87,13 @@ func ParseUpload(escapedKey string) (retailerID string, generation int64, err er
 func Change(retailerID string, generation int64, seq int) string {
 	return fmt.Sprintf("changes/%s/%d/%d", retailerID, generation, seq)
 }
+
+// Problems is where the diff writes every problem of a generation it read
+// (DESIGN 13, "Every problem"): JSON Lines, up to 100,000, empty when the
+// file had none. Kept as long as the upload (upload_retention_days).
+func Problems(retailerID string, generation int64) string {
+	return fmt.Sprintf("problems/%s/%d", retailerID, generation)
+}
+
+// ProblemsPrefix is the prefix of every problems key of a retailer.
+func ProblemsPrefix(retailerID string) string { return "problems/" + retailerID + "/" }

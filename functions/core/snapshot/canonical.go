@@ -8,6 +8,8 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/retailcatalog/catalog/functions/core/catalog"
 )
 
 const hexDigits = "0123456789abcdef"
@@ -204,6 +206,52 @@ type canonicalizer struct {
 	// Reader.AttributeNames
 	names attrNames
 	noted keyOrder // the sorted keys last added to names (keys and ends only)
+
+	// per-attribute counts of the rows (Reader.CountAttributes): run counts
+	// the rows since noted last changed, aligned with noted's keys; counts
+	// the rows before
+	counting bool
+	run      []catalog.AttributeCount
+	counts   catalog.AttributeCounts
+}
+
+// flushRun adds run, the counts of the rows with noted's keys, to counts.
+func (c *canonicalizer) flushRun() {
+	prev := 0
+	for i, end := range c.noted.ends {
+		if i >= len(c.run) {
+			break
+		}
+		if r := c.run[i]; r.Present > 0 {
+			if c.counts == nil {
+				c.counts = catalog.AttributeCounts{}
+			}
+			name := string(c.noted.keys[prev:end])
+			t := c.counts[name]
+			t.Present += r.Present
+			t.Valued += r.Valued
+			c.counts[name] = t
+		}
+		prev = end
+	}
+	clear(c.run)
+}
+
+// count counts one row's top-level members, sorted (the keys noted).
+func (c *canonicalizer) count(arena []byte, sorted []member) {
+	if len(c.run) != len(sorted) {
+		return // a row whose keys were refused (it rejects the snapshot)
+	}
+	run := c.run[:len(sorted)]
+	for i, m := range sorted {
+		// canonical: "" is two bytes, null the only value of four starting with n
+		n := m.v1 - m.v0
+		blank := (n == 2 && arena[m.v0] == '"') || (n == 4 && arena[m.v0] == 'n')
+		run[i].Present++
+		if !blank {
+			run[i].Valued++
+		}
+	}
 }
 
 // object parses src as one JSON object (surrounded by optional whitespace)
@@ -363,6 +411,15 @@ func (c *canonicalizer) parseObject(dst []byte, depth int) ([]byte, *jsonErr) {
 		sorted = c.sortMembers(arena, mems, depth == 0, start)
 	} else if len(mems) == 1 && top {
 		c.noteNames(arena, mems, start)
+		if c.counting {
+			// noted moved off the keys of the order kept for the next
+			// rows: a row reusing that order must note its keys again,
+			// or count would find its counters misaligned.
+			c.order.valid = false
+		}
+	}
+	if top && c.counting && c.extractID {
+		c.count(arena, sorted)
 	}
 	dst = append(dst, '{')
 	for i, m := range sorted {
@@ -432,6 +489,11 @@ func (c *canonicalizer) noteNames(arena []byte, sorted []member, pos int) bool {
 			c.semantic(code, pos, reason)
 			return false
 		}
+	}
+	if c.counting {
+		c.flushRun()
+		c.run = slices.Grow(c.run[:0], len(sorted))[:len(sorted)]
+		clear(c.run)
 	}
 	c.noted.set(arena, sorted)
 	for _, m := range sorted {

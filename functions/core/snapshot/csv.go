@@ -160,6 +160,17 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 	if e := p.checkSize(line); e != nil {
 		return nil, e
 	}
+	if p.countAttrs {
+		if len(p.csvValued) != len(p.order) {
+			p.csvValued = make([]int64, len(p.order))
+		}
+		p.csvRows++
+		for k, col := range p.order {
+			if len(p.fields[col]) > 0 {
+				p.csvValued[k]++
+			}
+		}
+	}
 	return id, nil
 }
 

@@ -121,7 +121,9 @@
 // row (its end is where its quoting says), a missing or invalid product_id,
 // invalid UTF-8, duplicate keys, a row over the row limit (skipped to its
 // end), attributes over the limit, a value it cannot hold or a bad
-// attribute name. It stops at problem MaxProblems+1 (Error.More) and at a
+// attribute name. It stops at problem MaxProblems+1 (Error.More), or, when
+// the caller keeps every problem (Reader.AllProblems, the problems file of
+// DESIGN 13), at problem MaxListedProblems+1 (100,001), and at a
 // problem with the whole file: a bad header (malformed,
 // missing_product_id_column, duplicate_column, empty_header, invalid_utf8,
 // row_too_large, unsupported_value or invalid_attribute_name on the

@@ -34,6 +34,7 @@ func (p *rowParser) jsonlRow(rec []byte, line int) ([]byte, *Error) {
 	}
 	c := &p.canon
 	c.maxGrowth, c.delta = p.lim.MaxAttributesBytes, p.lim.Delta
+	c.counting = p.countAttrs
 	out, jerr := c.object(p.out[:0], rec, true)
 	p.out = out
 	if jerr != nil {

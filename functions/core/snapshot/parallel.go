@@ -67,6 +67,8 @@ type pipeline struct {
 
 	mu    sync.Mutex
 	names attrNames // attribute names seen by the workers that are done
+	// attribute counts of the workers that are done (CountAttributes)
+	counts catalog.AttributeCounts
 }
 
 func (p *pipeline) close() {
@@ -97,6 +99,7 @@ func (r *Reader) startPipeline() {
 	for i := 0; i < workers; i++ {
 		w := r.rowParser // shares the header, not the buffers
 		w.fields, w.scratch, w.offs, w.out, w.canon = nil, nil, nil, nil, canonicalizer{}
+		w.countAttrs, w.csvRows, w.csvValued = r.CountAttributes, 0, nil
 		go func() {
 			defer p.wg.Done()
 			for b := range p.work {
@@ -106,6 +109,12 @@ func (r *Reader) startPipeline() {
 			p.mu.Lock()
 			for n := range w.canon.names {
 				p.names.add([]byte(n))
+			}
+			if w.countAttrs {
+				if p.counts == nil {
+					p.counts = catalog.AttributeCounts{}
+				}
+				w.addCounts(p.counts)
 			}
 			p.mu.Unlock()
 		}()

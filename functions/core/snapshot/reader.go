@@ -32,7 +32,8 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // A problem with a row (malformed, a bad product_id, invalid UTF-8, too
 // large) does not stop the reader: the row is left out and the reader goes
 // on with the next one, so that one rejection lists the first problems of
-// the file; it stops at problem MaxProblems+1 and at a problem with the
+// the file; it stops at problem MaxProblems+1 (MaxListedProblems+1 with
+// AllProblems) and at a problem with the
 // whole file (a bad header, a file over the limit, a broken gzip stream).
 // Rows keep coming after a problem: a caller that looks for duplicate
 // product ids among them merges those into the rejection with Merge.
@@ -63,6 +64,22 @@ type Reader struct {
 	// Attributes (the hash is still computed), for callers that keep only
 	// ids and hashes.
 	SkipAttributes bool
+	// AllProblems, when set before the first call to Next or Scan, is given
+	// every problem the reader finds, in line order (a problem with the
+	// whole file last), up to MaxListedProblems: the reader then stops at
+	// problem MaxListedProblems+1 instead of MaxProblems+1, and the
+	// rejection Next returns still lists the first MaxProblems (More set
+	// when there were more). The whole-file limits stop it at the same
+	// point as without (too_many_products, file_too_large: read no
+	// further). The reader keeps none of the problems past MaxProblems in
+	// memory: the sink spills or streams them. An error of the sink stops
+	// the reader and is returned as is (not as *Error).
+	AllProblems ProblemSink
+	// CountAttributes, when set before the first call to Next or Scan,
+	// counts per attribute the products that have it and those whose value
+	// is other than "" or null (AttributeCounts), for the attribute_dropped
+	// hold. It costs an increment per attribute of a row.
+	CountAttributes bool
 
 	format Format
 	src    *sourceReader
@@ -87,6 +104,9 @@ type Reader struct {
 	products int64     // records counted against Limits.MaxProducts
 	probs    []Problem // problems found so far (at most MaxProblems)
 	unlisted bool      // a problem past MaxProblems was found
+	found    int       // problems found so far (given to AllProblems)
+	cut      bool      // the reader stopped at the problem past its limit
+	sinkErr  error     // the error of AllProblems that stopped the reader
 
 	// CSV
 	empty bool // no header: the file is empty or blank
@@ -120,6 +140,37 @@ type rowParser struct {
 	canon canonicalizer
 
 	out []byte // canonical attributes being built
+
+	// CountAttributes: CSV rows counted and, per attribute column in
+	// order's order, those with a non-empty cell (JSON Lines: canon's)
+	countAttrs bool
+	csvRows    int64
+	csvValued  []int64
+}
+
+// addCounts adds the attribute counts of the rows p parsed to into.
+func (p *rowParser) addCounts(into catalog.AttributeCounts) {
+	if p.jsonl {
+		p.canon.flushRun()
+		for name, c := range p.canon.counts {
+			t := into[name]
+			t.Present += c.Present
+			t.Valued += c.Valued
+			into[name] = t
+		}
+		return
+	}
+	if p.csvRows == 0 {
+		return
+	}
+	for k, col := range p.order {
+		t := into[p.names[col]]
+		t.Present += p.csvRows
+		if k < len(p.csvValued) {
+			t.Valued += p.csvValued[k]
+		}
+		into[p.names[col]] = t
+	}
 }
 
 // attrNames is a set of attribute names.
@@ -281,6 +332,7 @@ func (r *Reader) Scan() (RowView, error) {
 }
 
 func (r *Reader) scanSerial() (RowView, error) {
+	r.countAttrs = r.CountAttributes
 	v, err := r.nextRow()
 	if err != nil {
 		r.err = r.end(err)
@@ -353,13 +405,31 @@ func (p *rowParser) parse(raw rawRecord) ([]byte, *Error) {
 }
 
 // problem notes a problem with a row; it returns true when the reader
-// must stop: e is problem MaxProblems+1.
+// must stop: e is problem MaxProblems+1 (MaxListedProblems+1 with
+// AllProblems), or AllProblems failed.
 func (r *Reader) problem(e *Error) bool {
-	if len(r.probs) == MaxProblems {
-		r.unlisted = true
+	limit := MaxProblems
+	if r.AllProblems != nil {
+		limit = MaxListedProblems
+	}
+	if r.found >= limit {
+		r.unlisted, r.cut = true, true
 		return true
 	}
-	r.probs = append(r.probs, e.List()...)
+	for _, p := range e.List() {
+		r.found++
+		if len(r.probs) < MaxProblems {
+			r.probs = append(r.probs, p)
+		} else {
+			r.unlisted = true
+		}
+		if r.AllProblems != nil {
+			if err := r.AllProblems.Add(p); err != nil {
+				r.sinkErr = fmt.Errorf("snapshot: keeping problem of line %d: %w", p.Line, err)
+				return true
+			}
+		}
+	}
 	return false
 }
 
@@ -369,18 +439,27 @@ func (r *Reader) problem(e *Error) bool {
 func (r *Reader) end(err error) error {
 	var e *Error
 	switch {
+	case r.sinkErr != nil:
+		return r.sinkErr
 	case err == errStop:
 	case err == io.EOF:
 		if len(r.probs) == 0 {
 			return io.EOF
 		}
 	case errors.As(err, &e):
-		r.problem(e)
+		if r.problem(e) && r.sinkErr != nil {
+			return r.sinkErr
+		}
 	default:
 		return err
 	}
 	return r.reject()
 }
+
+// ProblemsCut reports, once Next or Scan returned a rejection, whether the
+// reader stopped at the problem past its limit (MaxListedProblems+1 with
+// AllProblems, MaxProblems+1 without): problems exist past those it gave.
+func (r *Reader) ProblemsCut() bool { return r.cut }
 
 // errStop is what the reader stops with when it found too many problems.
 var errStop = errors.New("snapshot: too many problems")
@@ -421,6 +500,28 @@ func (r *Reader) AttributeNames() []string {
 	}
 	slices.Sort(names)
 	return names
+}
+
+// AttributeCounts returns, with CountAttributes, per attribute name the
+// products that have it (a CSV column: every product; a JSON key: those
+// that give it) and those whose value is other than "" or null, over the
+// rows read (complete once Next or Scan returned io.EOF; with Lines, of the
+// rows read). Rows with a problem may be counted: the counts are only
+// meaningful for a snapshot read without one. nil without CountAttributes.
+func (r *Reader) AttributeCounts() catalog.AttributeCounts {
+	if !r.CountAttributes {
+		return nil
+	}
+	all := catalog.AttributeCounts{}
+	if r.par != nil {
+		r.par.mu.Lock()
+		defer r.par.mu.Unlock()
+		for name, c := range r.par.counts {
+			all[name] = c
+		}
+	}
+	r.rowParser.addCounts(all)
+	return all
 }
 
 // wanted reports whether the record starting on line is to be read (Lines),

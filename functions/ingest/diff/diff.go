@@ -107,6 +107,7 @@ type Store interface {
 	RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error
 	// DeltaStore: what deltas and rollbacks to them need (delta.go).
 	DeltaStore
+	DriftStore
 }
 
 // DiffJobSender sends a generation's diff job (message.DiffJobs implements
@@ -442,9 +443,10 @@ type run struct {
 	etag     string
 	entries  *extsort.Sorter // the new snapshot's (id, hash, line), sorted
 	products int64
-	names    []string          // the snapshot's attribute names (union over its products, sorted)
-	sizes    *catalog.RowSizes // chunk-line sizes of the large rows, by line
-	size     int64             // the upload's bytes, for the usage counters
+	names    []string                // the snapshot's attribute names (union over its products, sorted)
+	counts   catalog.AttributeCounts // the snapshot's per-attribute counts (attribute_dropped)
+	sizes    *catalog.RowSizes       // chunk-line sizes of the large rows, by line
+	size     int64                   // the upload's bytes, for the usage counters
 
 	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan
@@ -460,6 +462,10 @@ type run struct {
 	local string
 	// started and read time a delta's diff (its log line).
 	started, read time.Time
+
+	// problems is the problems file of a rejection by the reader (every
+	// problem, DESIGN 13); nil: the rejection's own problems.
+	problems problemFile
 }
 
 // uploadGone reports that the generation's pinned upload cannot be read any
@@ -525,6 +531,9 @@ func (r *run) diff(ctx context.Context) error {
 	}
 	defer r.entries.Close()
 	defer r.abortIndex(ctx)
+	if err := r.keepCounts(ctx); err != nil {
+		return err
+	}
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -615,12 +624,17 @@ func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 }
 
 // holdPlan holds the snapshot when the hold rules say so, against the
-// baseline of d: empty_snapshot, mass_delete, mass_update (the attribute
+// baseline of d: empty_snapshot, mass_delete, attribute_dropped (an
+// attribute removed or blanked, dropInput), mass_update (the attribute
 // names differ from the baseline's and over the threshold would be updated).
 func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
+	drop, err := r.dropInput(ctx, plan, d)
+	if err != nil {
+		return false, err
+	}
 	code, msg := r.retailer.Hold.HoldReason(catalog.HoldInput{
 		BaselineProducts: d.BaselineProducts, NewProducts: r.products, Deletes: plan.Deleted, Updates: plan.Updated,
-		BaselineNames: d.BaselineNames, NewNames: r.names,
+		BaselineNames: d.BaselineNames, NewNames: r.names, Drop: drop,
 	})
 	if code == "" {
 		return false, nil
@@ -663,9 +677,17 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		return r.rejectOrFail(ctx, err)
 	}
 	defer rd.Close()
-	rd.SkipAttributes = true // pass 1 keeps only ids and hashes
+	rd.SkipAttributes = true  // pass 1 keeps only ids and hashes
+	rd.CountAttributes = true // and per-attribute counts (attribute_dropped)
 	rd.Workers = r.h.cfg.Workers
-	entries := extsort.NewSorter(extsort.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir})
+	spill, err := newProblemSpill(r.h.cfg.SpillDir)
+	if err != nil {
+		return false, err
+	}
+	defer spill.Close()
+	rd.AllProblems = spill // every problem, for the problems file (DESIGN 13)
+	entries := extsort.NewSorter(extsort.SortOptions{MemoryBytes: r.h.cfg.SortMemoryBytes, TempDir: r.h.cfg.SpillDir,
+		MaxDuplicates: snapshot.MaxListedProblems})
 	sizes := catalog.NewRowSizes(r.h.limits())
 	keep := false
 	defer func() {
@@ -687,12 +709,15 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 			// file is refused for its size (the product or inflate limit:
 			// it was read no further): sorting what a gzip bomb held would
 			// take the diff's budget, to no use.
-			if !sizeLimit(se) && entries.Finish() == nil {
-				dups := duplicateProblems(entries)
-				_, total := entries.Duplicates()
+			var dups []snapshot.Problem
+			var total int64
+			if !sizeLimit(se) && !spill.sizeLimit && entries.Finish() == nil {
+				dups = duplicateProblems(entries)
+				_, total = entries.Duplicates()
 				se = snapshot.Merge(se, dups...)
 				se.More = se.More || total > int64(len(dups))
 			}
+			r.problems = readerProblems(spill, dups, rd.ProblemsCut() || total > int64(len(dups)))
 			return true, r.reject(ctx, se)
 		}
 		if err != nil {
@@ -738,13 +763,18 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	}
 	if dups := duplicateProblems(entries); len(dups) > 0 {
 		_, total := entries.Duplicates()
+		r.problems = readerProblems(nil, dups, total > int64(len(dups)))
 		return true, r.reject(ctx, snapshot.Reject(dups, total > int64(len(dups))))
+	}
+	if err := r.writeProblems(ctx, noProblems); err != nil {
+		return false, err
 	}
 	if spilled, times := entries.Spilled(); times > 0 {
 		r.log.InfoContext(ctx, "sorted runs spilled to disk", "bytes", spilled, "times", times)
 	}
 	r.entries, r.products, r.sizes, keep = entries, entries.Len(), sizes, true
 	r.names = rd.AttributeNames()
+	r.counts = rd.AttributeCounts()
 	// What pass 1 allocated besides the sorted runs (the parser's batches,
 	// the sorter's) is garbage now; collecting it here, while the live
 	// heap is small and holds few pointers (the runs are byte blocks: a
@@ -809,6 +839,13 @@ func (r *run) reject(ctx context.Context, se *snapshot.Error) error {
 	problems := se.List() // messages bounded (I12), also that of an Error built here
 	r.log.InfoContext(ctx, "snapshot rejected", "code", se.Code, "line", se.Line, "reason", problems[0].Message,
 		"problems", len(problems), "more_problems", se.More)
+	content := r.problems
+	if content == nil {
+		content = listedProblems(se)
+	}
+	if err := r.writeProblems(context.WithoutCancel(ctx), content); err != nil {
+		return err
+	}
 	rej := catalog.Rejection{Code: se.Code, Message: problems[0].Message, Line: se.Line, More: se.More,
 		Problems: make([]catalog.Problem, len(problems))}
 	for i, p := range problems {

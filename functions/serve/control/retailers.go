@@ -17,11 +17,14 @@ type Settings struct {
 	RetailerID    string   `json:"retailer_id,omitempty"`
 	HoldDeletePct *float64 `json:"hold_delete_pct"`
 	HoldUpdatePct *float64 `json:"hold_update_pct"`
+	// HoldDropPct is attribute_dropped's threshold: percent of the products
+	// that had a value of an attribute (DESIGN 13).
+	HoldDropPct *float64 `json:"hold_drop_pct"`
 }
 
 func settingsOf(r catalog.Retailer) Settings {
-	del, upd := r.Hold.DeleteFraction*100, r.Hold.UpdateFraction*100
-	return Settings{RetailerID: r.ID, HoldDeletePct: &del, HoldUpdatePct: &upd}
+	del, upd, drop := r.Hold.DeleteFraction*100, r.Hold.UpdateFraction*100, r.Hold.DropFraction*100
+	return Settings{RetailerID: r.ID, HoldDeletePct: &del, HoldUpdatePct: &upd, HoldDropPct: &drop}
 }
 
 func (h *Handler) getSettings(w http.ResponseWriter, r *http.Request) {
@@ -44,15 +47,16 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		HoldDeletePct json.RawMessage `json:"hold_delete_pct"`
 		HoldUpdatePct json.RawMessage `json:"hold_update_pct"`
+		HoldDropPct   json.RawMessage `json:"hold_drop_pct"`
 	}
 	if err := httpapi.DecodeJSON(r, 1<<16, &req); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	absent := func(raw json.RawMessage) bool { return raw == nil || string(raw) == "null" }
-	if absent(req.HoldDeletePct) && absent(req.HoldUpdatePct) {
+	if absent(req.HoldDeletePct) && absent(req.HoldUpdatePct) && absent(req.HoldDropPct) {
 		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_settings",
-			`give "hold_delete_pct" or "hold_update_pct" (percent of the catalog, 0 to 100)`))
+			`give "hold_delete_pct", "hold_update_pct" or "hold_drop_pct" (percent, 0 to 100)`))
 		return
 	}
 	p := retailer.Hold
@@ -60,7 +64,8 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 		name string
 		raw  json.RawMessage
 		into *float64
-	}{{"hold_delete_pct", req.HoldDeletePct, &p.DeleteFraction}, {"hold_update_pct", req.HoldUpdatePct, &p.UpdateFraction}} {
+	}{{"hold_delete_pct", req.HoldDeletePct, &p.DeleteFraction}, {"hold_update_pct", req.HoldUpdatePct, &p.UpdateFraction},
+		{"hold_drop_pct", req.HoldDropPct, &p.DropFraction}} {
 		if absent(f.raw) {
 			continue
 		}
@@ -78,7 +83,7 @@ func (h *Handler) putSettings(w http.ResponseWriter, r *http.Request) {
 	}
 	retailer.Hold = p
 	h.log.InfoContext(r.Context(), "hold thresholds set", "retailer_id", retailer.ID,
-		"hold_delete_pct", p.DeleteFraction*100, "hold_update_pct", p.UpdateFraction*100)
+		"hold_delete_pct", p.DeleteFraction*100, "hold_update_pct", p.UpdateFraction*100, "hold_drop_pct", p.DropFraction*100)
 	httpapi.WriteJSON(w, http.StatusOK, settingsOf(retailer))
 }
 

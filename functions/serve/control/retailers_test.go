@@ -39,7 +39,7 @@ func TestSettings(t *testing.T) {
 	require.Equal(t, http.StatusOK, f.Call("PUT", "/v1/retailers/r1/settings", token, `{"hold_update_pct": 0, "hold_delete_pct": 100}`, &s))
 	r, err := f.Store.Retailer(context.Background(), "r1")
 	require.NoError(t, err)
-	require.Equal(t, catalog.HoldPolicy{DeleteFraction: 1, UpdateFraction: 0, MinProducts: 100}, r.Hold)
+	require.Equal(t, catalog.HoldPolicy{DeleteFraction: 1, UpdateFraction: 0, DropFraction: 0.5, MinProducts: 100}, r.Hold)
 }
 
 // A new token works at once and the old one gets 401 at once; the admin

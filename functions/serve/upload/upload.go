@@ -25,7 +25,7 @@ import (
 	"github.com/retailcatalog/catalog/functions/ports/queue"
 )
 
-// Presigner presigns uploads. s3blob.Store and inmem.Blobs implement it.
+// Presigner presigns uploads and reads what the diff wrote for them. s3blob.Store and inmem.Blobs implement it.
 type Presigner interface {
 	// PresignPut returns a request that PUTs key without credentials until
 	// ttl passes, once: its Headers (sent with the PUT) make S3 refuse a
@@ -36,6 +36,9 @@ type Presigner interface {
 	// Size returns an object's size; blob.ErrNotFound when there is none
 	// (a rollback's source upload that is no longer retained).
 	Size(ctx context.Context, key string) (int64, error)
+	// Open streams an object (a generation's problems file); blob.ErrNotFound
+	// when there is none.
+	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
 }
 
 // Store is what the upload routes need of the databases: the retailer
@@ -117,6 +120,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"GET /v1/retailers/{retailer_id}/snapshots", h.list},
 		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
 		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
+		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}/problems", h.problems},
 		{"POST /v1/retailers/{retailer_id}/rollback", h.rollback},
 	} {
 		h.routes.Handle(r.pattern, r.handle)

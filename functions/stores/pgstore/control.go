@@ -40,7 +40,7 @@ func (c *Control) Retailer(ctx context.Context, id string) (catalog.Retailer, er
 	var r catalog.Retailer
 	err := c.pool.QueryRow(ctx, q("get_retailer"), id).Scan(
 		&r.ID, &r.Shard, &r.TokenHash, &r.Hold.DeleteFraction, &r.Hold.UpdateFraction, &r.Hold.MinProducts,
-		&r.CreatedAt, &r.OffboardedAt)
+		&r.CreatedAt, &r.OffboardedAt, &r.Hold.DropFraction)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, catalog.Errorf(catalog.ErrNotFound, "retailer_not_found", "retailer %q not found", id)
 	}
@@ -67,7 +67,7 @@ func (c *Control) retailerGone(ctx context.Context, id string) error {
 // SetHoldPolicy sets a retailer's hold thresholds (I8); catalog.ErrNotFound
 // when unknown, catalog.ErrConflict when offboarded.
 func (c *Control) SetHoldPolicy(ctx context.Context, id string, p catalog.HoldPolicy) error {
-	tag, err := c.pool.Exec(ctx, q("set_hold_policy"), id, p.DeleteFraction, p.UpdateFraction)
+	tag, err := c.pool.Exec(ctx, q("set_hold_policy"), id, p.DeleteFraction, p.UpdateFraction, p.DropFraction)
 	if err != nil {
 		return fmt.Errorf("set hold policy of %s: %w", id, err)
 	}

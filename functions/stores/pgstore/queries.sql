@@ -7,11 +7,11 @@ ON CONFLICT (retailer_id) DO NOTHING;
 
 -- name: get_retailer
 SELECT retailer_id, shard, token_hash, hold_delete_fraction, hold_update_fraction, hold_min_products,
-       created_at, offboarded_at
+       created_at, offboarded_at, hold_drop_fraction
 FROM retailers WHERE retailer_id = $1;
 
 -- name: set_hold_policy
-UPDATE retailers SET hold_delete_fraction = $2, hold_update_fraction = $3
+UPDATE retailers SET hold_delete_fraction = $2, hold_update_fraction = $3, hold_drop_fraction = $4
 WHERE retailer_id = $1 AND offboarded_at IS NULL;
 
 -- name: set_token

@@ -56,7 +56,9 @@ var roleMatrix = map[string]map[string][]string{
 			"generations SELECT", "generations UPDATE",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
-			"products SELECT"}, // a delta's diff reads the products it names (0095)
+			"products SELECT", // a delta's diff reads the products it names (0095)
+			// attribute_dropped's blank rule: old values of updated and deleted products (0101)
+			"products(retailer_id) SELECT", "products(product_id) SELECT", "products(attributes) SELECT", "products(deleted) SELECT"},
 		catalogsql.RoleApply: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)

@@ -39,9 +39,11 @@ func TestRenamedHeaderHeld(t *testing.T) {
 			"Availability": a["availability"], "Description": a["description"]}
 	}
 	held := e.Upload("r1", renamed.CSV([]string{"Title", "Brand", "Price", "Availability", "Description"}))
+	// Every attribute every product had is gone: attribute_dropped, which
+	// comes before mass_update (DESIGN 13).
 	require.Equal(t, "held", held.State)
-	require.Equal(t, "mass_update", held.Error.Code)
-	require.Contains(t, held.Error.Message, "gone: availability, brand, description, price, title")
+	require.Equal(t, "attribute_dropped", held.Error.Code)
+	require.Contains(t, held.Error.Message, `attribute "availability"`)
 	require.EqualValues(t, 200, held.Changes.Updated)
 	e.RequireCatalog("r1", repriced)
 
@@ -52,17 +54,26 @@ func TestRenamedHeaderHeld(t *testing.T) {
 	require.Equal(t, "applied", s.State)
 	e.RequireCatalog("r1", renamed)
 
-	// With hold_update_pct 100 the same kind of rewrite goes through.
+	// A new column on every product (nothing removed): mass_update; with
+	// hold_update_pct 100 the same kind of rewrite goes through.
+	cols := []string{"Title", "Brand", "Price", "Availability", "Description"}
+	colored := renamed.Clone()
+	for _, a := range colored {
+		a["Color"] = "red"
+	}
+	held = e.Upload("r1", colored.CSV(append(cols, "Color")))
+	require.Equal(t, "held", held.State)
+	require.Equal(t, "mass_update", held.Error.Code)
+	require.Contains(t, held.Error.Message, "new: Color")
 	all := 100.0
 	_, err = e.API.PutSettings(ctx, e.Token("r1"), "r1", nil, &all)
 	require.NoError(t, err)
-	lower := fixtures.Catalog{}
-	for id, a := range renamed {
-		lower[id] = map[string]string{"title": a["Title"], "brand": a["Brand"], "price": a["Price"],
-			"availability": a["Availability"], "description": a["Description"]}
+	sized := renamed.Clone()
+	for _, a := range sized {
+		a["Size"] = "M"
 	}
-	require.Equal(t, "applied", e.Upload("r1", lower.CSV(nil)).State)
-	e.RequireCatalog("r1", lower)
+	require.Equal(t, "applied", e.Upload("r1", sized.CSV(append(cols, "Size"))).State)
+	e.RequireCatalog("r1", sized)
 }
 
 // Defect 5 (DESIGN 4): a rejected file's status lists its problems, up to

@@ -158,6 +158,16 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/snapshots/abc", tok1, nil, nil), 400)
 	_, err = api.Confirm(ctx, tok1, "r1", 1)
 	requireStatus(t, err, 409)
+	require.NoError(t, api.Problems(ctx, tok1, "r1", 1, io.Discard)) // read, no problem: 200 and empty
+	badGen, err := api.Upload(ctx, tok1, "r1", "", []byte("product_id,title\nx,1,2\n"))
+	require.NoError(t, err)
+	require.Equal(t, "rejected", e.Wait("r1", badGen).State)
+	require.NoError(t, api.Problems(ctx, tok1, "r1", badGen, io.Discard))
+	requireStatus(t, api.Problems(ctx, tok1, "r1", 99, io.Discard), 404)
+	slot, err := api.Reserve(ctx, tok1, "r1", "")
+	require.NoError(t, err)
+	requireStatus(t, api.Problems(ctx, tok1, "r1", slot.Generation, io.Discard), 409) // not read yet
+	requireStatus(t, api.Problems(ctx, e.Token("r2"), "r1", badGen, io.Discard), 403)
 	held := e.Upload("r3", []byte("product_id,title\n")) // empty: held (I8)
 	require.Equal(t, "held", held.State)
 	_, err = api.Confirm(ctx, e.Token("r3"), "r3", held.Generation)
