@@ -87,3 +87,18 @@ func ParseUpload(escapedKey string) (retailerID string, generation int64, err er
 func Change(retailerID string, generation int64, seq int) string {
 	return fmt.Sprintf("changes/%s/%d/%d", retailerID, generation, seq)
 }
+
+// PlanIndex is where the diff writes the page index of a generation's
+// plan (DESIGN 13): the first product_id and item count of each page.
+func PlanIndex(retailerID string, generation int64) string {
+	return fmt.Sprintf("plans/%s/%d/index", retailerID, generation)
+}
+
+// PlanPage is where the diff writes page n of a generation's plan: its
+// items in product_id order, one JSON object a line.
+func PlanPage(retailerID string, generation int64, n int) string {
+	return fmt.Sprintf("plans/%s/%d/%d", retailerID, generation, n)
+}
+
+// PlanPrefix is the prefix of every plan object of a retailer.
+func PlanPrefix(retailerID string) string { return "plans/" + retailerID + "/" }

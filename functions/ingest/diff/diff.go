@@ -105,6 +105,7 @@ type Store interface {
 	// RecordDiffFailure records why a run of gen failed (its diff_failed
 	// message, should every attempt fail).
 	RecordDiffFailure(ctx context.Context, retailerID string, gen int64, reason string) error
+	PlanStore
 }
 
 // DiffJobSender sends a generation's diff job (message.DiffJobs implements
@@ -508,6 +509,9 @@ func (r *run) diff(ctx context.Context) error {
 	}
 	defer r.entries.Close()
 	defer r.abortIndex(ctx)
+	if r.decision.DryRun {
+		return r.preview(ctx)
+	}
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -587,9 +591,9 @@ func (r *run) countsOf(plan catalog.Plan) catalog.Counts {
 
 // hold decides the hold rule (I8) against the baseline of d alone.
 func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
-	if d.Baseline == 0 || r.products == 0 {
-		return r.holdPlan(ctx, catalog.Plan{Inserted: r.products}, d)
-	}
+	// Merged even against no baseline, or for an empty snapshot: a held
+	// upload's plan lists what it would change (the walk is not done
+	// twice: the take-over's merge reuses it).
 	plan, err := r.merge(ctx, catalog.DiffDecision{Baseline: d.Baseline})
 	if err != nil {
 		return false, err
@@ -609,6 +613,14 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDec
 		return false, nil
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted, "updated", plan.Updated)
+	// Its plan first, so that a held status always has one (DESIGN 13).
+	pages, err := r.writePlan(ctx, plan)
+	if err != nil {
+		return true, err
+	}
+	if err := r.store.RecordPlan(ctx, r.job.RetailerID, r.job.Generation, pages, d.Baseline); err != nil {
+		return true, err
+	}
 	undo, err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan))
 	if err != nil {
 		return true, err
@@ -692,7 +704,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		if n&0xFFFF == 0 && ctx.Err() != nil {
 			return false, fmt.Errorf("read snapshot: %w", ctx.Err()) // over its budget
 		}
-		if n%r.h.cfg.SupersedeCheckRows == 0 {
+		if n%r.h.cfg.SupersedeCheckRows == 0 && !r.decision.DryRun { // a preview stops for nothing
 			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
 			// Before taking over, a newer upload that has merely arrived
 			// stops this one (its state says superseded); the fence
@@ -850,7 +862,7 @@ func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, 
 	// The index is written beside the walk, on the other core: it is the
 	// new entries alone, which the sorter copies from its runs.
 	var indexDone chan error
-	if !r.indexed {
+	if !r.indexed && !r.decision.DryRun { // a preview writes no index
 		r.abortIndex(ctx) // a walk that failed half way
 		w, err := r.h.blobs.Create(ctx, keys.Index(r.job.RetailerID, r.job.Generation))
 		if err != nil {

@@ -70,6 +70,9 @@ type Store interface {
 	// (decided in the confirmation's transaction: a hold confirmed before
 	// an offboarding is superseded by it, never applied).
 	Confirm(ctx context.Context, retailerID string, gen int64) error
+	// ReserveDryRun reserves the retailer's next generation as a dry run
+	// (DESIGN 13), as ReserveGeneration does, but superseding no slot.
+	ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 }
 
 // Config is what the upload function is told at start.
@@ -96,6 +99,9 @@ type Handler struct {
 	routes httpapi.Routes
 	// Metrics records the generations reserved (nil: none).
 	Metrics *metrics.Recorder
+	// Plans reads the plans the diff wrote (nil: every plan is
+	// unavailable).
+	Plans PlanReader
 }
 
 // New builds the handler.
@@ -116,6 +122,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}", h.status},
 		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
 		{"POST /v1/retailers/{retailer_id}/rollback", h.rollback},
+		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}/plan", h.plan},
 	} {
 		h.routes.Handle(r.pattern, r.handle)
 	}
@@ -139,6 +146,8 @@ func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
 
 type reserveRequest struct {
 	Format string `json:"format"`
+	// DryRun reserves a preview (DESIGN 13; plan.go).
+	DryRun bool `json:"dry_run"`
 }
 
 // UploadSlot is the presigned request a retailer makes to upload.
@@ -175,7 +184,11 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	expires := time.Now().Add(h.cfg.UploadTTL)
-	gen, err := h.store.ReserveGeneration(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)
+	reserve := h.store.ReserveGeneration
+	if req.DryRun {
+		reserve = h.store.ReserveDryRun
+	}
+	gen, err := reserve(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -185,7 +198,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format)
+	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format, "dry_run", req.DryRun)
 	h.Metrics.Emit(r.Context(), metrics.Fields{RetailerID: retailer.ID, Generation: gen}, metrics.Count(metrics.UploadsReserved, 1))
 	httpapi.WriteJSON(w, http.StatusCreated, reserveResponse{
 		RetailerID: retailer.ID, Generation: gen,
