@@ -353,6 +353,8 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.upload.Role(), "PresignSnapshotPuts", []string{"s3:PutObject"}, objects(prefixSnapshots))
 	// Cost reports too large for an answer: written, then linked (presigned GET).
 	s3(f.upload.Role(), "KeepLargeReports", []string{"s3:GetObject", "s3:PutObject"}, objects(prefixReports))
+	// The plans of previewed and held generations (DESIGN 13): read only.
+	s3(f.upload.Role(), "ReadPlans", []string{"s3:GetObject"}, objects(prefixPlans))
 	d.queues.diffJobs.GrantSendMessages(f.upload)
 	d.adminSecret.GrantRead(f.upload.Role(), nil)
 
@@ -369,6 +371,7 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject", "s3:PutObjectTagging"}, objects(prefixSnapshots)) // tags retired uploads
 	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
 	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
+	s3(f.diff.Role(), "WritePlans", []string{"s3:PutObject"}, objects(prefixPlans)) // previews' and holds' plans
 	listPrefixes(f.diff.Role(), bucket, prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)

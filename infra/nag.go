@@ -80,6 +80,8 @@ func addNagSuppressions(r nagRefs) {
 			suppress("AwsSolutions-IAM5", "upload keeps a cost report too large for an API answer under "+
 				"reports/costs/{from}_{to}_{random}.{ext} and presigns a GET of it; the key is made per request, so the "+
 				"role may put and get objects under reports/costs/ only (expired after a day).", objects(prefixReports)),
+			suppress("AwsSolutions-IAM5", "upload reads the plan of any retailer's previewed or held generation "+
+				"(plans/{retailer_id}/{generation}/...) for the plan route: s3:GetObject only, under plans/.", objects(prefixPlans)),
 		}},
 		{role(r.fns.read), []*cdknag.NagPackSuppression{
 			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
@@ -98,6 +100,8 @@ func addNagSuppressions(r nagRefs) {
 				"index of a retailer's generation: GetObject, PutObject, PutObjectTagging only, under indexes/.", objects(prefixIndexes)),
 			suppress("AwsSolutions-IAM5", "diff writes the claim-check chunk objects of a generation: s3:PutObject "+
 				"only, under chunks/.", objects(prefixChunks)),
+			suppress("AwsSolutions-IAM5", "diff writes the plan of a previewed or held generation, "+
+				"plans/{retailer_id}/{generation}/...: s3:PutObject only, under plans/.", objects(prefixPlans)),
 		}},
 	}
 	for _, fn := range []interface{ Role() awsiam.IRole }{r.fns.applySmall, r.fns.applyLarge} {

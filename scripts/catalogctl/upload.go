@@ -52,6 +52,8 @@ exit codes:
      catalogctl confirm R G, or upload a corrected file)
   1  anything else: superseded by a newer upload, expired, --timeout
      passed, the API or the upload URL failed or cannot be reached
+  0  previewed, with --dry-run (the counts and the first field changes on
+     stderr; the whole plan: catalogctl plan R G)
 With --no-wait: 0 once the file is stored, and the status as it is then.`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			retailer := fs.String("retailer", "", "the retailer's `id` (required)")
@@ -60,8 +62,9 @@ With --no-wait: 0 once the file is stored, and the status as it is then.`,
 			wait := fs.Bool("wait", true, "wait until the upload settles (applied, rejected, held, superseded)")
 			noWait := fs.Bool("no-wait", false, "return once the file is stored (same as --wait=false)")
 			timeout := fs.Duration("timeout", time.Hour, "how long to wait for the upload to settle")
+			dryRun := fs.Bool("dry-run", false, "preview FILE: read and diff it, apply nothing; print its counts and first field changes")
 			return func(ctx context.Context, c *Call, args []string) error {
-				u := uploadRun{c: c, retailer: *retailer, format: *format, gzip: *gz, wait: *wait && !*noWait, timeout: *timeout}
+				u := uploadRun{c: c, retailer: *retailer, format: *format, gzip: *gz, wait: *wait && !*noWait, timeout: *timeout, dryRun: *dryRun}
 				if len(args) != 1 {
 					return c.Usagef("want one FILE, got %d arguments", len(args))
 				}
@@ -79,6 +82,7 @@ type uploadRun struct {
 	path             string
 	gzip, wait       bool
 	timeout          time.Duration
+	dryRun           bool // a preview (DESIGN 13)
 }
 
 func (u *uploadRun) run(ctx context.Context) error {
@@ -130,7 +134,11 @@ func (u *uploadRun) run(ctx context.Context) error {
 		return fmt.Errorf("%s is %s; one upload is at most %s (a single S3 PUT): %s", u.path, byteSize(size), byteSize(maxSinglePut), hint)
 	}
 
-	slot, err := c.API.Reserve(ctx, c.Token, u.retailer, u.format)
+	reserve := c.API.Reserve
+	if u.dryRun {
+		reserve = c.API.ReserveDryRun
+	}
+	slot, err := reserve(ctx, c.Token, u.retailer, u.format)
 	if err != nil {
 		return fmt.Errorf("reserve a generation for %s: %w", u.retailer, err)
 	}
@@ -153,6 +161,9 @@ func (u *uploadRun) run(ctx context.Context) error {
 	raw, st, err := waiter{retailer: u.retailer, gen: slot.Generation, timeout: u.timeout, stored: true}.wait(ctx, c)
 	if err != nil {
 		return err
+	}
+	if st.State == "previewed" {
+		printPlanHead(ctx, c, u.retailer, slot.Generation, planHeadItems)
 	}
 	return finalStatus(c, raw, st)
 }
