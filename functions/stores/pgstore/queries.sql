@@ -184,7 +184,7 @@ WHERE retailer_id = $1 AND generation < $2
 -- name: mark_superseded
 UPDATE generations SET state = 'superseded', superseded_by = nullif($3::bigint, $2::bigint),
        received_at = coalesce(received_at, now())
-WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected', 'expired');
+WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected', 'expired', 'previewed');
 
 -- name: mark_diffing
 -- A re-run of a generation already applying keeps it applying: its chunks in
