@@ -371,7 +371,7 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.diff.Role(), "ReadSnapshots", []string{"s3:GetObject", "s3:PutObjectTagging"}, objects(prefixSnapshots)) // tags retired uploads
 	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
 	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
-	s3(f.diff.Role(), "WritePlans", []string{"s3:PutObject"}, objects(prefixPlans)) // previews' and holds' plans
+	s3(f.diff.Role(), "WritePlans", []string{"s3:PutObject"}, objects(prefixPlans))                  // previews' and holds' plans
 	listPrefixes(f.diff.Role(), bucket, prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)
