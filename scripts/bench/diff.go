@@ -192,7 +192,11 @@ func benchDiff(ctx context.Context, args []string) error {
 		)
 	}
 	if *dryRun {
-		if err := dryRunRows(ctx, child, pf.newShuf, int64(len(p.old)), *runs, table, &table); err != nil {
+		prof := ""
+		if *cpuprofile != "" {
+			prof = *cpuprofile + ".dry-run"
+		}
+		if err := dryRunRows(ctx, child, pf.newShuf, int64(len(p.old)), *runs, prof, table, &table); err != nil {
 			return err
 		}
 	}
@@ -214,12 +218,16 @@ func benchDiff(ctx context.Context, args []string) error {
 // chunks. The bench's shard holds no products, so every "from" read finds
 // nothing (a catalog's would find the changed rows: one more key probe
 // each).
-func dryRunRows(ctx context.Context, o diffChildOptions, file string, baselineProducts int64, runs int, table []tableRow, out *[]tableRow) error {
+func dryRunRows(ctx context.Context, o diffChildOptions, file string, baselineProducts int64, runs int, cpuprofile string, table []tableRow, out *[]tableRow) error {
 	o.dryRun = true
 	var ms []childRun
 	for i := 0; i < runs; i++ {
 		os.RemoveAll(filepath.Join(o.blobsDir, "plans", "bench", "2"))
-		r, err := runDiffChild(ctx, o, file, 2, 1, baselineProducts, "")
+		prof := ""
+		if i == runs-1 {
+			prof = cpuprofile
+		}
+		r, err := runDiffChild(ctx, o, file, 2, 1, baselineProducts, prof)
 		if err != nil {
 			return fmt.Errorf("dry run: %w", err)
 		}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
+	"strings"
 )
 
 // Plan operations (DESIGN 13): what a generation does to one product.
@@ -15,76 +15,163 @@ const (
 	PlanDelete = "delete"
 )
 
-// FieldChange is one attribute's value before and after (JSON; "null" for
-// an absent attribute as for a JSON null).
-type FieldChange struct {
-	From json.RawMessage `json:"from"`
-	To   json.RawMessage `json:"to"`
-}
-
-// PlanItem is what a generation does to one product: its op and the
-// attributes that differ.
-type PlanItem struct {
-	ProductID string                 `json:"product_id"`
-	Op        string                 `json:"op"`
-	Fields    map[string]FieldChange `json:"fields"`
-}
-
-// PlanChange returns the plan item that takes a product from attributes
-// from to attributes to (JSON objects; nil: the product is absent), and
-// false when nothing differs. Values are compared as canonical JSON (the
-// reader's canonical form, which is also what jsonb gives back once
-// canonicalized by the caller); an absent attribute equals a JSON null.
-func PlanChange(productID string, from, to []byte) (PlanItem, bool, error) {
+// PlanLine appends to dst the plan item (one JSON object, the plan
+// route's item) that takes a product from attributes from to attributes
+// to, both canonical JSON objects (the reader's canonical form; nil: the
+// product is absent), and reports false when nothing differs (dst is then
+// returned as it was). Only the attributes whose canonical values differ
+// are listed; an absent attribute equals a JSON null. Written by hand, not
+// through encoding/json: a plan has a line for every changed row.
+func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, error) {
 	if from == nil && to == nil {
-		return PlanItem{}, false, nil
+		return dst, false, nil
 	}
-	before, err := topLevel(from)
+	before, err := splitObject(from)
 	if err != nil {
-		return PlanItem{}, false, fmt.Errorf("product %q, before: %w", productID, err)
+		return dst, false, fmt.Errorf("product %q, before: %w", productID, err)
 	}
-	after, err := topLevel(to)
+	after, err := splitObject(to)
 	if err != nil {
-		return PlanItem{}, false, fmt.Errorf("product %q, after: %w", productID, err)
+		return dst, false, fmt.Errorf("product %q, after: %w", productID, err)
 	}
-	item := PlanItem{ProductID: productID, Op: PlanUpdate, Fields: map[string]FieldChange{}}
+	op := PlanUpdate
 	switch {
 	case from == nil:
-		item.Op = PlanInsert
+		op = PlanInsert
 	case to == nil:
-		item.Op = PlanDelete
+		op = PlanDelete
 	}
-	null := json.RawMessage("null")
-	for name, v := range before {
-		w, ok := after[name]
-		if !ok {
-			w = null
+	mark := len(dst)
+	dst = append(dst, `{"product_id":`...)
+	dst = appendJSONString(dst, productID)
+	dst = append(dst, `,"op":"`...)
+	dst = append(dst, op...)
+	dst = append(dst, `","fields":{`...)
+	null := []byte("null")
+	n := 0
+	field := func(name, f, t []byte) {
+		if n > 0 {
+			dst = append(dst, ',')
 		}
-		if !bytes.Equal(v, w) {
-			item.Fields[name] = FieldChange{From: v, To: w}
+		n++
+		dst = append(dst, name...)
+		dst = append(dst, `:{"from":`...)
+		dst = append(dst, f...)
+		dst = append(dst, `,"to":`...)
+		dst = append(dst, t...)
+		dst = append(dst, '}')
+	}
+	// Both lists are in key order (canonical form): one merge walk.
+	i, j := 0, 0
+	for i < len(before) || j < len(after) {
+		switch {
+		case j == len(after) || (i < len(before) && bytes.Compare(before[i].name, after[j].name) < 0):
+			if !bytes.Equal(before[i].value, null) {
+				field(before[i].name, before[i].value, null)
+			}
+			i++
+		case i == len(before) || bytes.Compare(after[j].name, before[i].name) < 0:
+			if !bytes.Equal(after[j].value, null) {
+				field(after[j].name, null, after[j].value)
+			}
+			j++
+		default:
+			if !bytes.Equal(before[i].value, after[j].value) {
+				field(before[i].name, before[i].value, after[j].value)
+			}
+			i, j = i+1, j+1
 		}
 	}
-	for name, w := range after {
-		if _, ok := before[name]; !ok && !bytes.Equal(w, null) {
-			item.Fields[name] = FieldChange{From: null, To: w}
-		}
+	if op == PlanUpdate && n == 0 {
+		return dst[:mark], false, nil
 	}
-	if item.Op == PlanUpdate && len(item.Fields) == 0 {
-		return PlanItem{}, false, nil
-	}
-	return item, true, nil
+	return append(dst, "}}"...), true, nil
 }
 
-// topLevel splits a JSON object into its attributes' raw values.
-func topLevel(object []byte) (map[string]json.RawMessage, error) {
-	out := map[string]json.RawMessage{}
+// member is one attribute of a JSON object: its key as written (a JSON
+// string, quotes included) and its value's bytes.
+type member struct{ name, value []byte }
+
+// splitObject splits a compact JSON object (canonical form: no white
+// space, keys sorted) into its members, in order.
+func splitObject(object []byte) ([]member, error) {
 	if object == nil {
-		return out, nil
+		return nil, nil
 	}
-	if err := json.Unmarshal(object, &out); err != nil {
-		return nil, err
+	if len(object) < 2 || object[0] != '{' || object[len(object)-1] != '}' {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	var out []member
+	p := 1
+	for p < len(object)-1 {
+		if object[p] == ',' {
+			p++
+		}
+		k, err := skipValue(object, p)
+		if err != nil || object[p] != '"' || k >= len(object) || object[k] != ':' {
+			return nil, fmt.Errorf("bad key at byte %d", p)
+		}
+		v, err := skipValue(object, k+1)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, member{name: object[p:k], value: object[k+1 : v]})
+		p = v
+	}
+	sorted := slices.IsSortedFunc(out, func(a, b member) int { return bytes.Compare(a.name, b.name) })
+	if !sorted {
+		slices.SortFunc(out, func(a, b member) int { return bytes.Compare(a.name, b.name) })
 	}
 	return out, nil
+}
+
+// skipValue returns the end of the compact JSON value that starts at p.
+func skipValue(b []byte, p int) (int, error) {
+	depth := 0
+	for i := p; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1, nil
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth < 0 {
+				return i, nil // the end of the enclosing object
+			}
+			if depth == 0 {
+				return i + 1, nil
+			}
+		case ',', ':':
+			if depth == 0 {
+				return i, nil
+			}
+		}
+	}
+	if depth != 0 {
+		return 0, fmt.Errorf("unterminated value at byte %d", p)
+	}
+	return len(b), nil
+}
+
+// appendJSONString appends s as a JSON string (s is valid UTF-8: a
+// product_id the reader took).
+func appendJSONString(dst []byte, s string) []byte {
+	b, _ := json.Marshal(s)
+	return append(dst, b...)
+}
+
+// PlanEntry is one item of a plan as written: its product_id and its JSON line.
+type PlanEntry struct {
+	ProductID string
+	Line      []byte
 }
 
 // Plan pages: a plan is written as pages of at most PlanPageItems items and
@@ -107,27 +194,23 @@ type PlanIndexDoc struct {
 	Pages []PlanPageRef `json:"pages"`
 }
 
-// BuildPlanPages sorts items by product_id and splits them into pages (one
-// JSON object a line) and their index.
-func BuildPlanPages(items []PlanItem) (pages [][]byte, index []byte, err error) {
-	sort.Slice(items, func(i, j int) bool { return items[i].ProductID < items[j].ProductID })
+// BuildPlanPages sorts entries by product_id and splits them into pages
+// (one JSON object a line) and their index.
+func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err error) {
+	slices.SortFunc(entries, func(a, b PlanEntry) int { return strings.Compare(a.ProductID, b.ProductID) })
 	var doc PlanIndexDoc
 	var cur []byte
 	n := 0
-	for _, it := range items {
-		line, err := json.Marshal(it)
-		if err != nil {
-			return nil, nil, fmt.Errorf("plan item %q: %w", it.ProductID, err)
-		}
-		if n > 0 && (n >= PlanPageItems || len(cur)+len(line)+1 > PlanPageBytes) {
+	for _, e := range entries {
+		if n > 0 && (n >= PlanPageItems || len(cur)+len(e.Line)+1 > PlanPageBytes) {
 			pages = append(pages, cur)
 			doc.Pages[len(doc.Pages)-1].Items = n
 			cur, n = nil, 0
 		}
 		if n == 0 {
-			doc.Pages = append(doc.Pages, PlanPageRef{First: it.ProductID})
+			doc.Pages = append(doc.Pages, PlanPageRef{First: e.ProductID})
 		}
-		cur = append(append(cur, line...), '\n')
+		cur = append(append(cur, e.Line...), '\n')
 		n++
 	}
 	if n > 0 {

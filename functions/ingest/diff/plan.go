@@ -39,6 +39,8 @@ func (r *run) preview(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The sorted entries are not needed any more (as before pass 2).
+	r.entries.Close()
 	code, msg := r.retailer.Hold.HoldReason(catalog.HoldInput{
 		BaselineProducts: d.BaselineProducts, NewProducts: r.products, Deletes: plan.Deleted, Updates: plan.Updated,
 		BaselineNames: d.BaselineNames, NewNames: r.names,
@@ -88,6 +90,7 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 		}
 		defer rd.Close()
 		rd.Lines = lines
+		rd.ReuseAttributes = true // copied below
 		rd.Workers = r.h.cfg.Workers
 		rows = make([]planRow, 0, len(lines))
 		for {
@@ -104,8 +107,9 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 			return 0, fmt.Errorf("plan: found %d of %d rows: the upload changed while being read", len(rows), len(lines))
 		}
 	}
-	items := make([]catalog.PlanItem, 0, plan.Ops())
+	entries := make([]catalog.PlanEntry, 0, plan.Ops())
 	var canon snapshot.Canonicalizer
+	var from, buf []byte
 	add := func(ids []string, to func(i int) []byte) error {
 		for start := 0; start < len(ids); start += planReadBatch {
 			batch := ids[start:min(start+planReadBatch, len(ids))]
@@ -114,18 +118,19 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 				return fmt.Errorf("plan: %w", err)
 			}
 			for i, id := range batch {
-				var from []byte
+				var before []byte
 				if cur, ok := current[id]; ok {
-					if from, err = canon.Append(nil, cur); err != nil {
+					if from, err = canon.Append(from[:0], cur); err != nil {
 						return fmt.Errorf("plan: the catalog's value of %q: %w", id, err)
 					}
+					before = from
 				}
-				item, changed, err := catalog.PlanChange(id, from, to(start+i))
-				if err != nil {
+				var changed bool
+				if buf, changed, err = catalog.PlanLine(buf[:0], id, before, to(start+i)); err != nil {
 					return fmt.Errorf("plan: %w", err)
 				}
 				if changed {
-					items = append(items, item)
+					entries = append(entries, catalog.PlanEntry{ProductID: id, Line: slices.Clone(buf)})
 				}
 			}
 		}
@@ -142,7 +147,7 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 		return 0, err
 	}
 	rows = nil
-	pages, index, err := catalog.BuildPlanPages(items)
+	pages, index, err := catalog.BuildPlanPages(entries)
 	if err != nil {
 		return 0, fmt.Errorf("plan: %w", err)
 	}

@@ -17,16 +17,16 @@ import (
 
 type planPage struct {
 	Items []struct {
-		ProductID string                         `json:"product_id"`
-		Op        string                         `json:"op"`
-		Fields    map[string]catalog.FieldChange `json:"fields"`
+		ProductID string                                        `json:"product_id"`
+		Op        string                                        `json:"op"`
+		Fields    map[string]struct{ From, To json.RawMessage } `json:"fields"`
 	} `json:"items"`
 	NextAfter *string `json:"next_after"`
 }
 
 // previewWithPlan makes generation gen of r1 a previewed dry run whose
 // plan is items, written as the diff writes it.
-func previewWithPlan(t *testing.T, f *fixture, items []catalog.PlanItem) int64 {
+func previewWithPlan(t *testing.T, f *fixture, items []catalog.PlanEntry) int64 {
 	t.Helper()
 	ctx := context.Background()
 	gen, err := f.Store.ReserveDryRun(ctx, "r1", "csv", time.Now().Add(time.Hour), 0)
@@ -46,12 +46,16 @@ func previewWithPlan(t *testing.T, f *fixture, items []catalog.PlanItem) int64 {
 	return gen
 }
 
-func inserts(n, valueBytes int) []catalog.PlanItem {
-	items := make([]catalog.PlanItem, n)
-	v, _ := json.Marshal(strings.Repeat("x", valueBytes))
+func inserts(n, valueBytes int) []catalog.PlanEntry {
+	items := make([]catalog.PlanEntry, n)
+	v, _ := json.Marshal(map[string]string{"title": strings.Repeat("x", valueBytes)})
 	for i := range items {
-		items[len(items)-1-i] = catalog.PlanItem{ProductID: fmt.Sprintf("p-%05d", i), Op: catalog.PlanInsert,
-			Fields: map[string]catalog.FieldChange{"title": {From: json.RawMessage("null"), To: v}}}
+		id := fmt.Sprintf("p-%05d", i)
+		line, changed, err := catalog.PlanLine(nil, id, nil, v)
+		if err != nil || !changed {
+			panic(fmt.Sprint(changed, err))
+		}
+		items[len(items)-1-i] = catalog.PlanEntry{ProductID: id, Line: line}
 	}
 	return items
 }
