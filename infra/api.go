@@ -36,6 +36,7 @@ var Routes = []Route{
 	{Method: "POST", Path: "/v1/retailers/{retailer_id}/snapshots/{generation}/confirm", Function: "upload", RateLimit: 50, BurstLimit: 100},
 	{Method: "GET", Path: "/v1/retailers/{retailer_id}/snapshots/{generation}/problems", Function: "upload", RateLimit: 10, BurstLimit: 20},
 	{Method: "POST", Path: "/v1/retailers/{retailer_id}/rollback", Function: "upload", RateLimit: 10, BurstLimit: 20},
+	{Method: "GET", Path: "/v1/retailers/{retailer_id}/snapshots/{generation}/plan", Function: "upload"},
 	{Method: "GET", Path: "/v1/retailers/{retailer_id}/settings", Function: "upload"},
 	{Method: "PUT", Path: "/v1/retailers/{retailer_id}/settings", Function: "upload", RateLimit: 20, BurstLimit: 40},
 	{Method: "POST", Path: "/v1/retailers/{retailer_id}/token", Function: "upload", RateLimit: 5, BurstLimit: 10},

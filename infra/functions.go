@@ -355,6 +355,8 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.upload.Role(), "KeepLargeReports", []string{"s3:GetObject", "s3:PutObject"}, objects(prefixReports))
 	// The problems route streams the problems file the diff wrote.
 	s3(f.upload.Role(), "ReadProblems", []string{"s3:GetObject"}, objects(prefixProblems))
+	// The plans of previewed and held generations (DESIGN 13): read only.
+	s3(f.upload.Role(), "ReadPlans", []string{"s3:GetObject"}, objects(prefixPlans))
 	d.queues.diffJobs.GrantSendMessages(f.upload)
 	d.adminSecret.GrantRead(f.upload.Role(), nil)
 
@@ -372,6 +374,7 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.diff.Role(), "ReadWriteIndexes", []string{"s3:GetObject", "s3:PutObject", "s3:PutObjectTagging"}, objects(prefixIndexes))
 	s3(f.diff.Role(), "WriteChunks", []string{"s3:PutObject"}, objects(prefixChunks))
 	s3(f.diff.Role(), "WriteProblems", []string{"s3:PutObject"}, objects(prefixProblems))
+	s3(f.diff.Role(), "WritePlans", []string{"s3:PutObject"}, objects(prefixPlans))                  // previews' and holds' plans
 	listPrefixes(f.diff.Role(), bucket, prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges) // chunks, changes: the fast path of change events
 	d.queues.applySmall.GrantSendMessages(f.diff)
 	d.queues.applyLarge.GrantSendMessages(f.diff)

@@ -82,6 +82,8 @@ func addNagSuppressions(r nagRefs) {
 				"role may put and get objects under reports/costs/ only (expired after a day).", objects(prefixReports)),
 			suppress("AwsSolutions-IAM5", "upload streams the problems file of the generation a retailer asks for, "+
 				"problems/{retailer_id}/{generation}: s3:GetObject only, under problems/.", objects(prefixProblems)),
+			suppress("AwsSolutions-IAM5", "upload reads the plan of any retailer's previewed or held generation "+
+				"(plans/{retailer_id}/{generation}/...) for the plan route: s3:GetObject only, under plans/.", objects(prefixPlans)),
 		}},
 		{role(r.fns.read), []*cdknag.NagPackSuppression{
 			suppress("AwsSolutions-IAM5", eniReason, "Resource::*"),
@@ -102,6 +104,8 @@ func addNagSuppressions(r nagRefs) {
 				"only, under chunks/.", objects(prefixChunks)),
 			suppress("AwsSolutions-IAM5", "diff writes the problems file of a generation it read, "+
 				"problems/{retailer_id}/{generation}: s3:PutObject only, under problems/.", objects(prefixProblems)),
+			suppress("AwsSolutions-IAM5", "diff writes the plan of a previewed or held generation, "+
+				"plans/{retailer_id}/{generation}/...: s3:PutObject only, under plans/.", objects(prefixPlans)),
 		}},
 	}
 	for _, fn := range []interface{ Role() awsiam.IRole }{r.fns.applySmall, r.fns.applyLarge} {

@@ -70,6 +70,7 @@ func TestStack(t *testing.T) {
 			"expire-superseded-indexes":  `{"ExpirationInDays":19,"Id":"expire-superseded-indexes","Prefix":"indexes/","Status":"Enabled","TagFilters":[{"Key":"catalog-superseded","Value":"true"}]}`,
 			"expire-chunks":              `{"ExpirationInDays":19,"Id":"expire-chunks","Prefix":"chunks/","Status":"Enabled"}`,
 			"expire-changes":             `{"ExpirationInDays":19,"Id":"expire-changes","Prefix":"changes/","Status":"Enabled"}`,
+			"expire-plans":               fmt.Sprintf(`{"ExpirationInDays":%d,"Id":"expire-plans","Prefix":"plans/","Status":"Enabled"}`, p.UploadRetentionDays),
 			"expire-reports":             `{"ExpirationInDays":1,"Id":"expire-reports","Prefix":"reports/costs/","Status":"Enabled"}`,
 			"expire-problems":            fmt.Sprintf(`{"ExpirationInDays":%d,"Id":"expire-problems","Prefix":"problems/","Status":"Enabled"}`, p.UploadRetentionDays),
 			"tier-analytics":             `{"Id":"tier-analytics","Prefix":"analytics/","Status":"Enabled","Transitions":[{"StorageClass":"INTELLIGENT_TIERING","TransitionInDays":30}]}`,
@@ -430,7 +431,7 @@ func TestStack(t *testing.T) {
 		want := map[string][]string{
 			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixReports), "Allow s3:PutObject " + obj(prefixReports),
-				"Allow s3:GetObject " + obj(prefixProblems)}, send(diffJobs), readSecrets(admin),
+				"Allow s3:GetObject " + obj(prefixProblems), "Allow s3:GetObject " + obj(prefixPlans)}, send(diffJobs), readSecrets(admin),
 				readSecrets(webhookKeys), connect(catalogsql.RoleUpload, true)),
 			"read":    connect(catalogsql.RoleRead, true),
 			"arrival": cat(send(diffJobs), consume(arrivals), connect(catalogsql.RoleDiff, false)),
@@ -439,6 +440,7 @@ func TestStack(t *testing.T) {
 				"Allow s3:GetObject " + obj(prefixIndexes), "Allow s3:PutObject " + obj(prefixIndexes), "Allow s3:PutObjectTagging " + obj(prefixIndexes),
 				"Allow s3:PutObject " + obj(prefixChunks), "Allow s3:GetObject " + obj(prefixChunks),
 				"Allow s3:PutObject " + obj(prefixProblems),
+				"Allow s3:PutObject " + obj(prefixPlans),
 				list(prefixSnapshots, prefixIndexes, prefixChunks, prefixChanges),
 				"Allow sqs:SendMessage " + arn(diffJobs), // an undo's diff job (I10)
 			}, publish, send(applySmall), send(applyLarge), consume(diffJobs), connect(catalogsql.RoleDiff, false)),

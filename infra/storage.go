@@ -21,6 +21,9 @@ const (
 	// prefixProblems holds every problem of a generation the diff read
 	// (keys.Problems, DESIGN 13), kept as long as uploads.
 	prefixProblems = "problems/"
+	// prefixPlans holds the plans of previewed and held generations
+	// (DESIGN 13, keys.PlanIndex), kept as long as an upload.
+	prefixPlans = "plans/"
 	// prefixReports holds cost reports too large for an API answer
 	// (upload.ReportPrefix), linked from a 303 for 15 minutes.
 	prefixReports = "reports/costs/"
@@ -115,6 +118,12 @@ func newStorage(scope constructs.Construct, p Params) *storage {
 				Id:         jsii.String("expire-changes"),
 				Prefix:     jsii.String(prefixChanges),
 				Expiration: awscdk.Duration_Days(jsii.Number(claimCheckDays)),
+			},
+			{
+				// A plan is kept as long as its generation's upload (DESIGN 13).
+				Id:         jsii.String("expire-plans"),
+				Prefix:     jsii.String(prefixPlans),
+				Expiration: awscdk.Duration_Days(jsii.Number(float64(p.UploadRetentionDays))),
 			},
 			{
 				Id:         jsii.String("expire-reports"),

@@ -26,6 +26,8 @@ type SnapshotStatus struct {
 	// Undoes, on the rollback the pipeline made to undo a generation
 	// rejected half way (I10), names that generation.
 	Undoes *int64 `json:"undoes,omitempty"`
+	// DryRun: a preview, which never writes to the catalog (DESIGN 13).
+	DryRun bool `json:"dry_run"`
 }
 
 // StatusError says why a snapshot was rejected or held.
@@ -61,7 +63,7 @@ func StatusOf(g catalog.GenerationStatus) SnapshotStatus {
 		ReceivedAt: utc(g.ReceivedAt), AppliedAt: utc(g.AppliedAt), SupersededBy: g.SupersededBy,
 		Changes: Changes{Inserted: g.Inserted, Updated: g.Updated, Deleted: g.Deleted, Unchanged: g.Unchanged},
 		Chunks:  Chunks{Total: g.ChunksTotal, Applied: g.ChunksApplied},
-		Mode:    g.Mode, SourceGeneration: g.SourceGeneration, Undoes: g.Undoes,
+		Mode:    g.Mode, SourceGeneration: g.SourceGeneration, Undoes: g.Undoes, DryRun: g.DryRun,
 	}
 	if s.Mode == "" {
 		s.Mode = catalog.ModeFull

@@ -81,7 +81,8 @@ func (d *diffDatabases) fresh(ctx context.Context) (control, shard string, err e
 // and puts the bench retailer at generation gen, awaiting its upload, whose
 // applied baseline is baseline (0: none) of baselineProducts products: the
 // state a diff of gen meets.
-func benchStore(ctx context.Context, controlDSN, shardDSN string, gen, baseline, baselineProducts int64) (*pgstore.Stores, error) {
+// With dryRun, generation gen is reserved as a dry run (DESIGN 13).
+func benchStore(ctx context.Context, controlDSN, shardDSN string, gen, baseline, baselineProducts int64, dryRun bool) (*pgstore.Stores, error) {
 	s, err := pgstore.Open(ctx, controlDSN, []string{shardDSN}, pgstore.PoolOptions{MaxConns: 4})
 	if err != nil {
 		return nil, err
@@ -92,7 +93,11 @@ func benchStore(ctx context.Context, controlDSN, shardDSN string, gen, baseline,
 			return err
 		}
 		for g := int64(1); g <= gen; g++ {
-			if _, err := s.ReserveGeneration(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour), 0); err != nil {
+			reserve := s.ReserveGeneration
+			if dryRun && g == gen {
+				reserve = s.ReserveDryRun
+			}
+			if _, err := reserve(ctx, benchRetailer.ID, "csv", time.Now().Add(time.Hour), 0); err != nil {
 				return err
 			}
 			if g != baseline {
@@ -125,7 +130,7 @@ func diffOutcome(ctx context.Context, s *pgstore.Stores, gen int64) (catalog.Gen
 		return st, err
 	}
 	switch st.State {
-	case catalog.StateApplying, catalog.StateApplied:
+	case catalog.StateApplying, catalog.StateApplied, catalog.StatePreviewed:
 		return st, nil
 	case catalog.StateRejected, catalog.StateHeld:
 		return st, fmt.Errorf("snapshot %s: %s line %d: %s", st.State, st.ErrorCode, st.ErrorLine, st.ErrorMessage)

@@ -57,6 +57,7 @@ func benchDiff(ctx context.Context, args []string) error {
 	sortMemory := fs.Int64("sort-memory-mb", 0, "the diff's memory budget for sorted runs, MiB (default: the diff's default)")
 	cpuprofile := fs.String("cpuprofile", "", "write a CPU profile of the last shuffled diff to this file")
 	timeout := fs.Duration("timeout", 20*time.Minute, "bound of the whole run (-large: at least 90m)")
+	dryRun := fs.Bool("dry-run", false, "also time a dry run of the shuffled snapshot (DESIGN 13: its plan instead of chunks) beside its diff")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -190,6 +191,15 @@ func benchDiff(ctx context.Context, args []string) error {
 			tableRow{mode.name + " input: pass 1 / plan / pass 2", fmt.Sprintf("%d / %d / %d ms", ours.res.ReadMS, ours.res.PlanMS, ours.res.SendMS), "-", "-"},
 		)
 	}
+	if *dryRun {
+		prof := ""
+		if *cpuprofile != "" {
+			prof = *cpuprofile + ".dry-run"
+		}
+		if err := dryRunRows(ctx, child, pf.newShuf, int64(len(p.old)), *runs, prof, table, &table); err != nil {
+			return err
+		}
+	}
 	table = append(table, tableRow{"first load (no baseline): time", first.elapsed.Round(time.Millisecond).String(), "-", "-"},
 		tableRow{"first load: peak RSS", mib(first.maxRSS), "-", "-"})
 	ids := "ids like SKU-0123456789"
@@ -198,6 +208,44 @@ func benchDiff(ctx context.Context, args []string) error {
 	}
 	printTable(os.Stdout, fmt.Sprintf("diff: %d rows (%s new snapshot, %s), %d changes (2%% updated, 1%% deleted, 1%% inserted); reference `LC_ALL=C comm -3` on the sorted files, run between ours (median of %d); %s",
 		len(p.new), mib(pf.newBytes), ids, p.inserted+p.updated+p.deleted, len(commM), machine()), table)
+	return nil
+}
+
+// dryRunRows times runs dry runs of file (generation 2 against baseline
+// 1) and adds their median beside the shuffled diff's row of table: the
+// same pass 1 and merge, then the plan (the changed rows read again, the
+// shard's values read by id, the plan objects written) instead of the
+// chunks. The bench's shard holds no products, so every "from" read finds
+// nothing (a catalog's would find the changed rows: one more key probe
+// each).
+func dryRunRows(ctx context.Context, o diffChildOptions, file string, baselineProducts int64, runs int, cpuprofile string, table []tableRow, out *[]tableRow) error {
+	o.dryRun = true
+	var ms []childRun
+	for i := 0; i < runs; i++ {
+		os.RemoveAll(filepath.Join(o.blobsDir, "plans", "bench", "2"))
+		prof := ""
+		if i == runs-1 {
+			prof = cpuprofile
+		}
+		r, err := runDiffChild(ctx, o, file, 2, 1, baselineProducts, prof)
+		if err != nil {
+			return fmt.Errorf("dry run: %w", err)
+		}
+		fmt.Fprintf(os.Stderr, "diff: dry run of the shuffled snapshot: %s, peak RSS %s\n", r.elapsed.Round(time.Millisecond), mib(r.maxRSS))
+		ms = append(ms, r)
+	}
+	slices.SortFunc(ms, func(a, b childRun) int { return int(a.elapsed - b.elapsed) })
+	dry := ms[len(ms)/2]
+	var diffTime string
+	for _, row := range table {
+		if row.figure == "shuffled input: time" {
+			diffTime = row.ours
+		}
+	}
+	d, _ := time.ParseDuration(diffTime)
+	*out = append(*out, tableRow{"shuffled input, dry run: time (vs its diff)", dry.elapsed.Round(time.Millisecond).String(), diffTime,
+		ratio(dry.elapsed.Seconds(), d.Seconds()) + " (target ≤ 1)"},
+		tableRow{"shuffled input, dry run: peak RSS", mib(dry.maxRSS), "-", "-"})
 	return nil
 }
 
@@ -212,6 +260,7 @@ type diffChildOptions struct {
 	spillDir   string         // the diff's spilled sorted runs
 	sortMemory int64          // the diff's budget for sorted runs, bytes (0: its default)
 	databases  *diffDatabases // each child's store: copies of its templates
+	dryRun     bool           // the diffed generation is a dry run (DESIGN 13)
 }
 
 // runDiffChild runs one diff of generation gen in a child process (so that
@@ -230,7 +279,7 @@ func runDiffChild(ctx context.Context, o diffChildOptions, file string, gen, bas
 	cmd := exec.CommandContext(ctx, exe, "diff-child", "-control", control, "-shard", shard, "-blobs", o.blobsDir, "-file", file,
 		"-gen", strconv.FormatInt(gen, 10), "-baseline", strconv.FormatInt(baseline, 10),
 		"-baseline-products", strconv.FormatInt(baselineProducts, 10), "-cpuprofile", cpuprofile,
-		"-spill-dir", o.spillDir, "-sort-memory", strconv.FormatInt(o.sortMemory, 10))
+		"-spill-dir", o.spillDir, "-sort-memory", strconv.FormatInt(o.sortMemory, 10), "-dry-run="+strconv.FormatBool(o.dryRun))
 	m, err := runMeasured(cmd)
 	if err != nil {
 		return childRun{}, err
@@ -263,6 +312,7 @@ func diffChild(ctx context.Context, args []string) error {
 	memprofile := fs.String("memprofile", "", "write an allocation profile (every 4 KiB allocated) to this file")
 	spillDir := fs.String("spill-dir", "", "")
 	sortMemory := fs.Int64("sort-memory", 0, "")
+	dryRun := fs.Bool("dry-run", false, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -270,7 +320,7 @@ func diffChild(ctx context.Context, args []string) error {
 	blobs := &inmem.Blobs{Dir: *blobsDir}
 	blobs.Link(key, *file)
 	queue := inmem.NewQueue()
-	store, err := benchStore(ctx, *controlDSN, *shardDSN, *gen, *baseline, *baselineProducts)
+	store, err := benchStore(ctx, *controlDSN, *shardDSN, *gen, *baseline, *baselineProducts, *dryRun)
 	if err != nil {
 		return err
 	}

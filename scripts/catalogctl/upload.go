@@ -56,6 +56,8 @@ exit codes:
      catalogctl confirm R G, or upload a corrected file)
   1  anything else: superseded by a newer upload, expired, --timeout
      passed, the API or the upload URL failed or cannot be reached
+  0  previewed, with --dry-run (the counts and the first field changes on
+     stderr; the whole plan: catalogctl plan R G)
 With --no-wait: 0 once the file is stored, and the status as it is then.`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			retailer := fs.String("retailer", "", "the retailer's `id` (required)")
@@ -65,8 +67,10 @@ With --no-wait: 0 once the file is stored, and the status as it is then.`,
 			wait := fs.Bool("wait", true, "wait until the upload settles (applied, rejected, held, superseded)")
 			noWait := fs.Bool("no-wait", false, "return once the file is stored (same as --wait=false)")
 			timeout := fs.Duration("timeout", time.Hour, "how long to wait for the upload to settle")
+			dryRun := fs.Bool("dry-run", false, "preview FILE: read and diff it, apply nothing; print its counts and first field changes")
 			return func(ctx context.Context, c *Call, args []string) error {
-				u := uploadRun{c: c, retailer: *retailer, format: *format, mode: *mode, gzip: *gz, wait: *wait && !*noWait, timeout: *timeout}
+				u := uploadRun{c: c, retailer: *retailer, format: *format, mode: *mode, gzip: *gz, wait: *wait && !*noWait, timeout: *timeout,
+					dryRun: *dryRun}
 				if len(args) != 1 {
 					return c.Usagef("want one FILE, got %d arguments", len(args))
 				}
@@ -85,6 +89,7 @@ type uploadRun struct {
 	path             string
 	gzip, wait       bool
 	timeout          time.Duration
+	dryRun           bool // a preview (DESIGN 13)
 }
 
 func (u *uploadRun) run(ctx context.Context) error {
@@ -143,7 +148,11 @@ func (u *uploadRun) run(ctx context.Context) error {
 		return fmt.Errorf("%s is %s; one upload is at most %s (a single S3 PUT): %s", u.path, byteSize(size), byteSize(maxSinglePut), hint)
 	}
 
-	slot, err := c.API.ReserveMode(ctx, c.Token, u.retailer, u.format, u.mode)
+	mode := u.mode
+	if mode == "full" {
+		mode = "" // the default
+	}
+	slot, err := c.API.ReserveWith(ctx, c.Token, u.retailer, u.format, apiclient.ReserveOptions{Mode: mode, DryRun: u.dryRun})
 	if err != nil {
 		return fmt.Errorf("reserve a generation for %s: %w", u.retailer, err)
 	}
@@ -166,6 +175,9 @@ func (u *uploadRun) run(ctx context.Context) error {
 	raw, st, err := waiter{retailer: u.retailer, gen: slot.Generation, timeout: u.timeout, stored: true}.wait(ctx, c)
 	if err != nil {
 		return err
+	}
+	if st.State == "previewed" {
+		printPlanHead(ctx, c, u.retailer, slot.Generation, planHeadItems)
 	}
 	return finalStatus(c, raw, st)
 }

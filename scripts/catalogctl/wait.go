@@ -23,7 +23,7 @@ const (
 // settled reports whether an upload's state is final, or waits for a person.
 func settled(state string) bool {
 	switch state {
-	case "applied", "superseded", "rejected", "held", "expired":
+	case "applied", "superseded", "rejected", "held", "expired", "previewed":
 		return true
 	}
 	return false
@@ -32,7 +32,7 @@ func settled(state string) bool {
 // exitCodeFor is the tool's exit code for a settled state.
 func exitCodeFor(state string) int {
 	switch state {
-	case "applied":
+	case "applied", "previewed":
 		return exitApplied
 	case "rejected":
 		return exitRejected
@@ -183,6 +183,12 @@ func finalStatus(c *Call, raw json.RawMessage, st apiclient.Status) error {
 		fmt.Fprintf(c.Stderr, "%s: %s: a newer upload of the retailer wins\n", name, statusNote(st))
 	case "expired":
 		fmt.Fprintf(c.Stderr, "%s: expired: the upload URL expired before a file arrived\n", name)
+	case "previewed":
+		fmt.Fprintf(c.Stderr, "%s: previewed (a dry run, nothing applied): it would insert %d, update %d, delete %d; %d unchanged\n", name,
+			st.Changes.Inserted, st.Changes.Updated, st.Changes.Deleted, st.Changes.Unchanged)
+		if st.Error != nil {
+			fmt.Fprintf(c.Stderr, "%s: a real upload of it would be held: %s\n", name, statusNote(st))
+		}
 	default:
 		fmt.Fprintf(c.Stderr, "%s: %s\n", name, st.State)
 	}

@@ -71,6 +71,9 @@ type DiffDecision struct {
 	// Offboarding: the empty snapshot that removes an offboarded
 	// retailer's catalog; never given up (it is re-driven until it applies).
 	Offboarding bool
+	// DryRun: a preview (DESIGN 13): diffed against Baseline, never taking
+	// over, holding or writing to the catalog.
+	DryRun bool
 	// Undo, when !Proceed, is the rollback reserved because the decision
 	// rejected the generation (a held upload replaced) and the catalog
 	// would otherwise keep a mix: its diff job is the caller's to send.

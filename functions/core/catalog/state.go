@@ -23,16 +23,19 @@ const (
 	// StateExpired is a slot whose upload never arrived before its expiry
 	// (or arrived too late to be taken, see the arrival function).
 	StateExpired State = "expired"
+	// StatePreviewed is a dry run read whole: its changes were counted
+	// and its plan written, and nothing of it was applied (DESIGN 13).
+	StatePreviewed State = "previewed"
 )
 
 // States lists every state, in the order of a generation's life.
 var States = []State{StateAwaitingUpload, StateReceived, StateDiffing, StateApplying,
-	StateApplied, StateSuperseded, StateRejected, StateHeld, StateExpired}
+	StateApplied, StateSuperseded, StateRejected, StateHeld, StateExpired, StatePreviewed}
 
 // Terminal reports whether nothing more happens to a generation in this state
 // (held waits for a confirmation, so it is not terminal).
 func (s State) Terminal() bool {
-	return s == StateApplied || s == StateSuperseded || s == StateRejected || s == StateExpired
+	return s == StateApplied || s == StateSuperseded || s == StateRejected || s == StateExpired || s == StatePreviewed
 }
 
 // HoldPolicy says when a snapshot is held for confirmation instead of

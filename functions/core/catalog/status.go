@@ -47,6 +47,13 @@ type GenerationStatus struct {
 	SourceGeneration *int64
 	// Undoes: for the rollback that undoes a rejected generation, that one.
 	Undoes *int64
+	// DryRun: a preview, which never writes to the catalog (DESIGN 13).
+	DryRun bool
+	// PlanPages is how many pages the generation's plan was written in
+	// (nil: it has no plan); PlanBaseline the applied generation it was
+	// computed against.
+	PlanPages    *int
+	PlanBaseline *int64
 }
 
 // Product is one product of the catalog as the storefront sees it.

@@ -108,6 +108,7 @@ type Store interface {
 	// DeltaStore: what deltas and rollbacks to them need (delta.go).
 	DeltaStore
 	DriftStore
+	PlanStore
 }
 
 // DiffJobSender sends a generation's diff job (message.DiffJobs implements
@@ -534,6 +535,9 @@ func (r *run) diff(ctx context.Context) error {
 	if err := r.keepCounts(ctx); err != nil {
 		return err
 	}
+	if r.decision.DryRun {
+		return r.preview(ctx)
+	}
 	// A held snapshot must not stop older work: decide the hold against the
 	// baseline before taking over.
 	if !r.decision.Confirmed {
@@ -613,9 +617,9 @@ func (r *run) countsOf(plan catalog.Plan) catalog.Counts {
 
 // hold decides the hold rule (I8) against the baseline of d alone.
 func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
-	if d.Baseline == 0 || r.products == 0 {
-		return r.holdPlan(ctx, catalog.Plan{Inserted: r.products}, d)
-	}
+	// Merged even against no baseline, or for an empty snapshot: a held
+	// upload's plan lists what it would change (the walk is not done
+	// twice: the take-over's merge reuses it).
 	plan, err := r.merge(ctx, catalog.DiffDecision{Baseline: d.Baseline})
 	if err != nil {
 		return false, err
@@ -628,18 +632,19 @@ func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 // attribute removed or blanked, dropInput), mass_update (the attribute
 // names differ from the baseline's and over the threshold would be updated).
 func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
-	drop, err := r.dropInput(ctx, plan, d)
-	if err != nil {
+	code, msg, err := r.holdReason(ctx, plan, d)
+	if err != nil || code == "" {
 		return false, err
 	}
-	code, msg := r.retailer.Hold.HoldReason(catalog.HoldInput{
-		BaselineProducts: d.BaselineProducts, NewProducts: r.products, Deletes: plan.Deleted, Updates: plan.Updated,
-		BaselineNames: d.BaselineNames, NewNames: r.names, Drop: drop,
-	})
-	if code == "" {
-		return false, nil
-	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted, "updated", plan.Updated)
+	// Its plan first, so that a held status always has one (DESIGN 13).
+	pages, err := r.writePlan(ctx, plan)
+	if err != nil {
+		return true, err
+	}
+	if err := r.store.RecordPlan(ctx, r.job.RetailerID, r.job.Generation, pages, d.Baseline); err != nil {
+		return true, err
+	}
 	undo, err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan))
 	if err != nil {
 		return true, err
@@ -647,6 +652,20 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDec
 	r.ended(ctx, catalog.StateHeld)
 	r.startUndo(ctx, undo)
 	return true, nil
+}
+
+// holdReason is the hold the rules give plan against d's baseline (I8), or
+// "": a real upload is held for it, a dry run names it.
+func (r *run) holdReason(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (code, message string, err error) {
+	drop, err := r.dropInput(ctx, plan, d)
+	if err != nil {
+		return "", "", err
+	}
+	code, message = r.retailer.Hold.HoldReason(catalog.HoldInput{
+		BaselineProducts: d.BaselineProducts, NewProducts: r.products, Deletes: plan.Deleted, Updates: plan.Updated,
+		BaselineNames: d.BaselineNames, NewNames: r.names, Drop: drop,
+	})
+	return code, message, nil
 }
 
 // readSnapshot is pass 1: every row's id, hash and line, sorted by id, with
@@ -734,7 +753,7 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		if n&0xFFFF == 0 && ctx.Err() != nil {
 			return false, fmt.Errorf("read snapshot: %w", ctx.Err()) // over its budget
 		}
-		if n%r.h.cfg.SupersedeCheckRows == 0 {
+		if n%r.h.cfg.SupersedeCheckRows == 0 && !r.decision.DryRun { // a preview stops for nothing
 			r.log.InfoContext(ctx, "reading snapshot", "rows", n, "bytes", rd.BytesRead())
 			// Before taking over, a newer upload that has merely arrived
 			// stops this one (its state says superseded); the fence
@@ -904,7 +923,7 @@ func (r *run) merge(ctx context.Context, d catalog.DiffDecision) (catalog.Plan, 
 	// The index is written beside the walk, on the other core: it is the
 	// new entries alone, which the sorter copies from its runs.
 	var indexDone chan error
-	if !r.indexed {
+	if !r.indexed && !r.decision.DryRun { // a preview writes no index
 		r.abortIndex(ctx) // a walk that failed half way
 		w, err := r.h.blobs.Create(ctx, keys.Index(r.job.RetailerID, r.job.Generation))
 		if err != nil {

@@ -131,6 +131,9 @@ func (h *Handler) Why(ctx context.Context, retailerID, productID string) (Why, e
 	if err != nil {
 		return Why{}, err
 	}
+	// A dry run changes nothing the storefront shows (DESIGN 13): the
+	// answer is about the real uploads.
+	gens = slices.DeleteFunc(gens, func(g catalog.GenerationStatus) bool { return g.DryRun })
 	fence, err := h.store.Fence(ctx, retailerID)
 	if err != nil {
 		return Why{}, err

@@ -80,6 +80,7 @@ func New(t *testing.T, o Options) *Fixture {
 	log := slog.New(slog.DiscardHandler)
 	f.Upload = upload.New(o.Upload, store, f.Blobs, f.Queue, log)
 	f.Upload.Metrics = metrics.New(f.Metrics, metrics.Options{Function: "upload"})
+	f.Upload.Plans = f.Blobs
 	f.Control = control.New(o.Control, store, f.Blobs, log)
 	t.Cleanup(func() {
 		if err := f.Metrics.Validate(); err != nil {

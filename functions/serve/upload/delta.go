@@ -12,11 +12,15 @@ type reserveFunc func(ctx context.Context, retailerID, format string, expires ti
 
 // reserver is the reservation of a mode (DESIGN 13): "" or "full" a full
 // snapshot, "delta" a delta upload; anything else 400 invalid_mode.
-func (h *Handler) reserver(mode string) (reserveFunc, error) {
-	switch mode {
-	case "", catalog.ModeFull:
+func (h *Handler) reserver(mode string, dryRun bool) (reserveFunc, error) {
+	switch {
+	case dryRun && (mode == "" || mode == catalog.ModeFull):
+		return h.store.ReserveDryRun, nil
+	case dryRun && mode == catalog.ModeDelta:
+		return nil, catalog.Errorf(catalog.ErrInvalid, "invalid_mode", "a dry run of a delta is not supported yet: preview the full snapshot instead")
+	case mode == "" || mode == catalog.ModeFull:
 		return h.store.ReserveGeneration, nil
-	case catalog.ModeDelta:
+	case mode == catalog.ModeDelta:
 		return h.store.ReserveDelta, nil
 	}
 	return nil, catalog.Errorf(catalog.ErrInvalid, "invalid_mode", `mode must be "full" or "delta", got %q`, mode)

@@ -75,6 +75,9 @@ type Store interface {
 	// (decided in the confirmation's transaction: a hold confirmed before
 	// an offboarding is superseded by it, never applied).
 	Confirm(ctx context.Context, retailerID string, gen int64) error
+	// ReserveDryRun reserves the retailer's next generation as a dry run
+	// (DESIGN 13), as ReserveGeneration does, but superseding no slot.
+	ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 }
 
 // Config is what the upload function is told at start.
@@ -101,6 +104,9 @@ type Handler struct {
 	routes httpapi.Routes
 	// Metrics records the generations reserved (nil: none).
 	Metrics *metrics.Recorder
+	// Plans reads the plans the diff wrote (nil: every plan is
+	// unavailable).
+	Plans PlanReader
 }
 
 // New builds the handler.
@@ -122,6 +128,7 @@ func New(cfg Config, store Store, blobs Presigner, queue queue.Sender, log *slog
 		{"POST /v1/retailers/{retailer_id}/snapshots/{generation}/confirm", h.confirm},
 		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}/problems", h.problems},
 		{"POST /v1/retailers/{retailer_id}/rollback", h.rollback},
+		{"GET /v1/retailers/{retailer_id}/snapshots/{generation}/plan", h.plan},
 	} {
 		h.routes.Handle(r.pattern, r.handle)
 	}
@@ -146,6 +153,8 @@ func (h *Handler) authRetailer(r *http.Request) (catalog.Retailer, error) {
 type reserveRequest struct {
 	Format string `json:"format"`
 	Mode   string `json:"mode"` // "full" (default) or "delta" (DESIGN 13)
+	// DryRun reserves a preview (DESIGN 13; plan.go).
+	DryRun bool `json:"dry_run"`
 }
 
 // UploadSlot is the presigned request a retailer makes to upload.
@@ -181,7 +190,7 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_format", `format must be "csv" or "jsonl", got %q`, req.Format))
 		return
 	}
-	reserve, err := h.reserver(req.Mode)
+	reserve, err := h.reserver(req.Mode, req.DryRun)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
@@ -197,7 +206,8 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format, "mode", req.Mode)
+	h.log.InfoContext(r.Context(), "generation reserved", "retailer_id", retailer.ID, "generation", gen, "format", format, "mode", req.Mode,
+		"dry_run", req.DryRun)
 	h.Metrics.Emit(r.Context(), metrics.Fields{RetailerID: retailer.ID, Generation: gen}, metrics.Count(metrics.UploadsReserved, 1))
 	httpapi.WriteJSON(w, http.StatusCreated, reserveResponse{
 		RetailerID: retailer.ID, Generation: gen,

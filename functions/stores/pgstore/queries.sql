@@ -75,11 +75,11 @@ RETURNING reserved_generation;
 -- name: supersede_awaiting
 -- A new reservation supersedes the retailer's older slots still awaiting
 -- their upload (an upload to one later is ignored); one past its expiry
--- ends expired instead.
+-- ends expired instead. A dry run's slot is never superseded (DESIGN 13).
 UPDATE generations
 SET state = CASE WHEN upload_expires_at < now() THEN 'expired' ELSE 'superseded' END,
     superseded_by = CASE WHEN upload_expires_at < now() THEN NULL ELSE $2::bigint END
-WHERE retailer_id = $1 AND generation < $2 AND state = 'awaiting_upload';
+WHERE retailer_id = $1 AND generation < $2 AND state = 'awaiting_upload' AND NOT dry_run;
 
 -- name: lock_state_for_arrival
 -- An arrival holds the fence row FOR KEY SHARE (it waits for an
@@ -98,7 +98,7 @@ SELECT coalesce(offboarding_generation, 0) FROM retailer_state WHERE retailer_id
 -- retried long after the first, DESIGN 5).
 WITH a AS (
     SELECT retailer_id, generation, offboarding OR $3 <= upload_expires_at + $4::interval AS in_time,
-           generation < $5 AS offboarded
+           generation < $5 AND NOT dry_run AS offboarded
     FROM generations WHERE retailer_id = $1 AND generation = $2
 )
 UPDATE generations
@@ -126,7 +126,7 @@ SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_e
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed, error_problems, error_more_problems,
-       mode, source_generation, undoes
+       mode, source_generation, undoes, dry_run, plan_pages, plan_baseline
 FROM generations WHERE retailer_id = $1 AND generation = $2;
 
 -- name: list_generations
@@ -134,7 +134,7 @@ SELECT retailer_id, generation, CASE WHEN state = 'awaiting_upload' AND upload_e
        received_at, applied_at, superseded_by, coalesce(error_code, ''), coalesce(error_message, ''),
        coalesce(error_line, 0), inserted, updated, deleted, unchanged, products,
        chunks_total, chunks_applied, confirmed, error_problems, error_more_problems,
-       mode, source_generation, undoes
+       mode, source_generation, undoes, dry_run, plan_pages, plan_baseline
 FROM generations WHERE retailer_id = $1 AND generation < $3
 ORDER BY generation DESC LIMIT $2;
 
@@ -175,15 +175,16 @@ WHERE retailer_id = $1 AND latest_generation < $2;
 
 -- name: supersede_older
 -- Every older generation that has not finished stops here (I4): its pending
--- chunks will find the fence raised and write nothing.
+-- chunks will find the fence raised and write nothing. A dry run writes
+-- nothing and is never superseded (DESIGN 13).
 UPDATE generations SET state = 'superseded', superseded_by = $2
 WHERE retailer_id = $1 AND generation < $2
-  AND state IN ('received', 'diffing', 'applying', 'held');
+  AND state IN ('received', 'diffing', 'applying', 'held') AND NOT dry_run;
 
 -- name: mark_superseded
 UPDATE generations SET state = 'superseded', superseded_by = nullif($3::bigint, $2::bigint),
        received_at = coalesce(received_at, now())
-WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected', 'expired');
+WHERE retailer_id = $1 AND generation = $2 AND state NOT IN ('applied', 'superseded', 'rejected', 'expired', 'previewed');
 
 -- name: mark_diffing
 -- A re-run of a generation already applying keeps it applying: its chunks in
@@ -228,7 +229,7 @@ WHERE retailer_id = $1 AND generation = $2 AND state IN ('received', 'diffing', 
 SELECT latest_generation FROM retailer_state WHERE retailer_id = $1 FOR NO KEY UPDATE;
 
 -- name: select_generation_for_reject
-SELECT state, offboarding, coalesce(undoes, 0) FROM generations
+SELECT state, offboarding, coalesce(undoes, 0), dry_run FROM generations
 WHERE retailer_id = $1 AND generation = $2 FOR UPDATE;
 
 -- name: undo_needed
@@ -248,7 +249,7 @@ SELECT s.offboarding_generation IS NULL
    AND EXISTS (SELECT 1 FROM generations g WHERE g.retailer_id = $1 AND g.generation > s.applied_generation
                                             AND g.generation <= s.latest_generation AND g.index_written)
    AND NOT EXISTS (SELECT 1 FROM generations g WHERE g.retailer_id = $1 AND g.generation > s.latest_generation
-                                                AND g.generation <> $2 AND g.received_at IS NOT NULL
+                                                AND g.generation <> $2 AND g.received_at IS NOT NULL AND NOT g.dry_run
                                                 AND g.state IN ('received', 'diffing', 'applying'))
 FROM retailer_state s JOIN generations l ON l.retailer_id = s.retailer_id AND l.generation = s.latest_generation
 WHERE s.retailer_id = $1;
@@ -484,10 +485,11 @@ SELECT retailer_id FROM retailers WHERE token_hash = $1;
 -- name: newer_arrived
 -- The newest generation after $2 whose upload arrived and was not rejected
 -- or too late (0: none). An older upload that has not taken over stops for it.
--- A delta stops nothing: it waits for the older ones (DESIGN 13).
+-- A delta stops nothing: it waits for the older ones; a dry run's never
+-- counts: it takes nothing over (DESIGN 13).
 SELECT coalesce(max(generation), 0) FROM generations
 WHERE retailer_id = $1 AND generation > $2 AND received_at IS NOT NULL
-  AND state NOT IN ('rejected', 'expired') AND mode <> 'delta';
+  AND state NOT IN ('rejected', 'expired') AND mode <> 'delta' AND NOT dry_run;
 
 -- name: supersede_not_started
 -- gen stops for a newer arrival: only before it applies (a generation that
@@ -691,7 +693,7 @@ WITH chunks AS (
     INSERT INTO outbox (event_type, retailer_id, generation, status, event_time)
     SELECT 'catalog.snapshot.' || g.state, g.retailer_id, g.generation, to_jsonb(g), g.state_changed_at
     FROM generations g
-    WHERE g.retailer_id = $1 AND g.state_changed_at >= $2 AND g.state IN ('applied', 'rejected', 'held', 'superseded')
+    WHERE g.retailer_id = $1 AND g.state_changed_at >= $2 AND g.state IN ('applied', 'rejected', 'held', 'superseded') AND NOT g.dry_run
       AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.retailer_id = g.retailer_id AND o.generation = g.generation
                                                 AND o.event_type = 'catalog.snapshot.' || g.state)
     RETURNING 1

@@ -13,17 +13,17 @@ SELECT mode, coalesce(source_generation, 0) FROM generations WHERE retailer_id =
 
 -- name: older_unfinished
 -- The newest generation older than $2 that is not final (a held one
--- included): a delta waits for it (0: none).
+-- included): a delta waits for it (0: none). A dry run blocks nothing.
 SELECT coalesce(max(generation), 0) FROM generations
-WHERE retailer_id = $1 AND generation < $2 AND state IN ('received', 'diffing', 'applying', 'held');
+WHERE retailer_id = $1 AND generation < $2 AND state IN ('received', 'diffing', 'applying', 'held') AND NOT dry_run;
 
 -- name: waiting_delta
 -- The oldest delta received and waiting whose older generations are all
--- final now: its diff may start (0: none).
+-- final now (a dry run blocks nothing): its diff may start (0: none).
 SELECT coalesce(min(g.generation), 0) FROM generations g
-WHERE g.retailer_id = $1 AND g.mode = 'delta' AND g.state = 'received'
+WHERE g.retailer_id = $1 AND g.mode = 'delta' AND g.state = 'received' AND NOT g.dry_run
   AND NOT EXISTS (SELECT 1 FROM generations o WHERE o.retailer_id = g.retailer_id AND o.generation < g.generation
-                                               AND o.state IN ('received', 'diffing', 'applying', 'held'));
+                                               AND o.state IN ('received', 'diffing', 'applying', 'held') AND NOT o.dry_run);
 
 -- name: chain_link
 -- One generation of the chain that makes a generation's catalog.

@@ -182,7 +182,7 @@ WHERE g.state IN ('received', 'diffing', 'applying', 'held')
   -- the older one is, if anything; once it ends the delta is re-driven.
   AND NOT (g.mode = 'delta' AND g.state = 'received'
            AND EXISTS (SELECT 1 FROM generations o WHERE o.retailer_id = g.retailer_id AND o.generation < g.generation
-                                                    AND o.state IN ('received', 'diffing', 'applying', 'held')))
+                                                    AND o.state IN ('received', 'diffing', 'applying', 'held') AND NOT o.dry_run))
 ORDER BY p.moved LIMIT $2;
 
 -- name: record_redrive

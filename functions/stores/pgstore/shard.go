@@ -203,7 +203,7 @@ func scanStatus(row pgx.Row) (catalog.GenerationStatus, error) {
 	err := row.Scan(&g.RetailerID, &g.Generation, &state, &g.Format, &g.ObjectKey, &g.UploadExpires, &g.CreatedAt,
 		&g.ReceivedAt, &g.AppliedAt, &g.SupersededBy, &g.ErrorCode, &g.ErrorMessage, &g.ErrorLine,
 		&g.Inserted, &g.Updated, &g.Deleted, &g.Unchanged, &g.Products, &g.ChunksTotal, &g.ChunksApplied, &g.Confirmed,
-		&problems, &g.MoreProblems, &g.Mode, &g.SourceGeneration, &g.Undoes)
+		&problems, &g.MoreProblems, &g.Mode, &g.SourceGeneration, &g.Undoes, &g.DryRun, &g.PlanPages, &g.PlanBaseline)
 	g.State = catalog.State(state)
 	if err == nil && problems != nil {
 		err = json.Unmarshal(problems, &g.Problems)
@@ -331,6 +331,15 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 		if st.Terminal() {
 			d.Reason = "generation is " + state
 			return nil
+		}
+		if err := tx.QueryRow(ctx, q("select_dry_run"), retailerID, gen).Scan(&d.DryRun); err != nil {
+			return err
+		}
+		if d.DryRun {
+			// A preview (DESIGN 13): read against the applied generation
+			// as it is now; it never takes over, is never superseded and
+			// stops nothing, so none of the checks below apply to it.
+			return beginDryRun(ctx, tx, &d, retailerID, gen, etag, pinned, st, applied, appliedProducts)
 		}
 		if offboarding > 0 && gen != offboarding {
 			// The retailer is offboarded: nothing but its offboarding is
@@ -615,7 +624,8 @@ func rejectTx(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, rej 
 	var state string
 	var offboarding bool
 	var undoes int64
-	err := tx.QueryRow(ctx, q("select_generation_for_reject"), retailerID, gen).Scan(&state, &offboarding, &undoes)
+	var dryRun bool
+	err := tx.QueryRow(ctx, q("select_generation_for_reject"), retailerID, gen).Scan(&state, &offboarding, &undoes, &dryRun)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return catalog.Undo{}, nil
 	}
@@ -625,9 +635,11 @@ func rejectTx(ctx context.Context, tx pgx.Tx, retailerID string, gen int64, rej 
 	if offboarding || !slices.Contains(unfinishedStates, catalog.State(state)) {
 		return catalog.Undo{}, nil
 	}
-	undo, err := reserveUndoIfNeeded(ctx, tx, retailerID, gen)
-	if err != nil {
-		return undo, err
+	var undo catalog.Undo
+	if !dryRun { // a dry run wrote nothing: there is nothing to undo
+		if undo, err = reserveUndoIfNeeded(ctx, tx, retailerID, gen); err != nil {
+			return undo, err
+		}
 	}
 	if undo.Generation > 0 {
 		rej.Message = fmt.Sprintf("%s; generation %d returns the catalog to %s", rej.Message, undo.Generation, sourceName(undo.Source))
@@ -761,6 +773,13 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 		}
 		if tag.RowsAffected() == 0 {
 			return catalog.ErrSuperseded
+		}
+		if confirmed {
+			// A held plan is what the confirmation changes only against
+			// the baseline it was computed on (DESIGN 13).
+			if _, err := tx.Exec(ctx, q("drop_stale_plan"), retailerID, gen); err != nil {
+				return err
+			}
 		}
 		if catalog.State(state) == catalog.StateDiffing {
 			// The diff's state change, once per generation (a re-run of an

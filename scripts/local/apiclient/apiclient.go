@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -214,19 +215,76 @@ func (c *Client) Reserve(ctx context.Context, token, retailerID, format string) 
 	return s, err
 }
 
-// ReserveMode reserves the next generation of a mode ("" or "full": a full
-// snapshot, "delta": a delta upload, DESIGN 13); format may be "".
-func (c *Client) ReserveMode(ctx context.Context, token, retailerID, format, mode string) (Slot, error) {
-	if mode == "" {
-		return c.Reserve(ctx, token, retailerID, format)
-	}
+// ReserveOptions are what a reservation may ask besides its format
+// (DESIGN 13).
+type ReserveOptions struct {
+	Mode   string // "" or "full": a full snapshot; "delta": a delta upload
+	DryRun bool   // a preview: read and diffed, never applied
+}
+
+// ReserveWith reserves the next generation with opts; format may be "".
+func (c *Client) ReserveWith(ctx context.Context, token, retailerID, format string, opts ReserveOptions) (Slot, error) {
 	var s Slot
-	body := map[string]string{"mode": mode}
+	body := map[string]any{}
 	if format != "" {
 		body["format"] = format
 	}
+	if opts.Mode != "" {
+		body["mode"] = opts.Mode
+	}
+	if opts.DryRun {
+		body["dry_run"] = true
+	}
 	err := c.Do(ctx, http.MethodPost, "/v1/retailers/"+url.PathEscape(retailerID)+"/snapshots", token, body, &s)
 	return s, err
+}
+
+// ReserveMode reserves the next generation of a mode ("" or "full": a full
+// snapshot, "delta": a delta upload, DESIGN 13); format may be "".
+func (c *Client) ReserveMode(ctx context.Context, token, retailerID, format, mode string) (Slot, error) {
+	return c.ReserveWith(ctx, token, retailerID, format, ReserveOptions{Mode: mode})
+}
+
+// ReserveDryRun reserves a dry run (DESIGN 13): a slot whose upload is
+// previewed, never applied; format may be "".
+func (c *Client) ReserveDryRun(ctx context.Context, token, retailerID, format string) (Slot, error) {
+	return c.ReserveWith(ctx, token, retailerID, format, ReserveOptions{DryRun: true})
+}
+
+// PlanItem is one product of a plan: its op and the attributes that
+// differ, each from and to (JSON; null when absent).
+type PlanItem struct {
+	ProductID string `json:"product_id"`
+	Op        string `json:"op"`
+	Fields    map[string]struct {
+		From json.RawMessage `json:"from"`
+		To   json.RawMessage `json:"to"`
+	} `json:"fields"`
+}
+
+// PlanPage is a page of a generation's plan.
+type PlanPage struct {
+	Items     []PlanItem `json:"items"`
+	NextAfter *string    `json:"next_after"`
+}
+
+// Plan reads a page of a generation's plan: at most limit items (0: the
+// route's default) after product id after ("" from the first).
+func (c *Client) Plan(ctx context.Context, token, retailerID string, gen int64, after string, limit int) (PlanPage, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	path := fmt.Sprintf("/v1/retailers/%s/snapshots/%d/plan", url.PathEscape(retailerID), gen)
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	var p PlanPage
+	err := c.Do(ctx, http.MethodGet, path, token, nil, &p)
+	return p, err
 }
 
 // Put uploads data through the slot's presigned request.
@@ -322,7 +380,7 @@ func (c *Client) Rollback(ctx context.Context, token, retailerID string, to int6
 // Settled reports whether a state is final or waiting for a person.
 func Settled(state string) bool {
 	switch state {
-	case "applied", "superseded", "rejected", "held":
+	case "applied", "superseded", "rejected", "held", "previewed":
 		return true
 	}
 	return false

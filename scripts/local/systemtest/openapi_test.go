@@ -3,6 +3,7 @@ package systemtest_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -179,6 +180,18 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	_, err = api.Rollback(ctx, e.Token("r3"), "r3", 99)
 	requireStatus(t, err, 404)
 	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/retailers/r3/rollback", e.Token("r3"), map[string]any{"to_generation": "x"}, nil), 400)
+	// dry runs and plans (DESIGN 13)
+	slot, err = api.ReserveDryRun(ctx, tok1, "r1", "csv")
+	require.NoError(t, err)
+	require.NoError(t, api.Put(ctx, slot, c1.CSV(nil)))
+	require.Equal(t, "previewed", e.Wait("r1", slot.Generation).State)
+	_, err = api.Plan(ctx, tok1, "r1", slot.Generation, "", 10)
+	require.NoError(t, err)
+	_, err = api.Plan(ctx, e.Token("r3"), "r3", held.Generation, "", 0)
+	require.NoError(t, err, "an applied generation that was held keeps its plan")
+	_, err = api.Plan(ctx, tok1, "r1", 1, "", 0)
+	requireStatus(t, err, 409)
+	requireStatus(t, api.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan?limit=0", slot.Generation), tok1, nil, nil), 400)
 
 	// settings, tokens, limits, offboarding
 	require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/retailers/r1/settings", tok1, nil, nil))

@@ -329,6 +329,10 @@ type retailerRun struct {
 	current fixtures.Catalog
 	uploads []upload
 	granted int // reservations made (the hourly limit counts them)
+	// previews are the dry runs' generations (DESIGN 13): their files are
+	// never registered as known, so the storefront's sampling proves that
+	// previews never change anything.
+	previews []int64
 
 	// known are the values each product had in any file that may be
 	// applied, in whole or in part (registered before its PUT): the only
@@ -470,6 +474,17 @@ func (r *retailerRun) put(ctx context.Context, slot apiclient.Slot, data []byte)
 	require.NoError(r.sc.t, r.sc.e.API.Put(ctx, slot, data), "seed %d: PUT generation %d of %s", r.sc.seed, slot.Generation, r.id)
 }
 
+// dryRun reserves a dry run and PUTs a changed catalog to it, which must
+// end previewed and never be applied.
+func (r *retailerRun) dryRun(ctx context.Context) {
+	r.sc.t.Helper()
+	slot, err := r.sc.e.API.ReserveDryRun(ctx, r.token, r.id, "")
+	require.NoError(r.sc.t, err, "seed %d: reserve a dry run for %s", r.sc.seed, r.id)
+	r.granted++
+	r.put(ctx, slot, r.encode(r.mutate()))
+	r.previews = append(r.previews, slot.Generation)
+}
+
 func (r *retailerRun) pause() {
 	if r.sc.rng.chance(40) {
 		time.Sleep(time.Duration(r.sc.rng.IntN(100)) * time.Millisecond)
@@ -490,6 +505,9 @@ func (r *retailerRun) play(ctx context.Context) {
 			r.playRollback(ctx)
 		}
 		slot := r.reserve(ctx)
+		if rng.chance(15) { // a dry run between a slot and its upload: it stops nothing
+			r.dryRun(ctx)
+		}
 		switch roll := rng.IntN(100); {
 		case roll < 8: // what the catalog cannot hold
 			u := unstorable[rng.IntN(len(unstorable))]
@@ -581,7 +599,7 @@ func (r *retailerRun) play(ctx context.Context) {
 }
 
 // final are the states nothing happens to any more.
-var final = []string{"applied", "superseded", "rejected", "expired"}
+var final = []string{"applied", "superseded", "rejected", "expired", "previewed"}
 
 // finalWithin bounds how long after its file arrived a generation is final
 // (I10), as the schedule sees it (it looks once every schedule of its
@@ -640,6 +658,11 @@ func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
 			continue
 		}
 		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s generation %d: %+v", seed, r.id, u.gen, s.Error)
+	}
+	for _, g := range r.previews {
+		s := byGen[g]
+		require.Equal(t, "previewed", s.State, "seed %d: %s dry run %d: %+v", seed, r.id, g, s.Error)
+		require.True(t, s.DryRun, "seed %d: %s dry run %d", seed, r.id, g)
 	}
 	// Each undo (I10) returns the catalog to the generation applied before
 	// the one it undoes, which was rejected half way.

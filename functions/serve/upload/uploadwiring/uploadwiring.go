@@ -86,6 +86,7 @@ func Build(c *config.Config, d Deps) (*upload.Handler, *control.Handler, error) 
 	uc.AdminToken = d.AdminToken
 	h := upload.New(uc, d.Stores, d.Blobs, d.Sender, d.Logger)
 	h.Metrics = d.Metrics
+	h.Plans = d.Blobs
 	cc := ControlConfig(c)
 	cc.AdminToken = d.AdminToken
 	cc.Costs = &control.CostsConfig{Usage: d.Stores, Pricer: costs.DefaultPricer(), Deployment: deployment, ReadsNote: metering.ReadsNote(), Reports: d.Blobs}

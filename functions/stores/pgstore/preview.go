@@ -1,0 +1,165 @@
+package pgstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/finance/usage"
+)
+
+// ReserveDryRun reserves the retailer's next generation as a dry run
+// (DESIGN 13): a slot like any other, counted against perHour and refused
+// for an offboarded retailer as ReserveGeneration's, that supersedes no
+// older slot (a preview stops nothing).
+func (s *Shard) ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
+	var gen int64
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := lockForReservation(ctx, tx, retailerID, perHour); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, q("insert_dry_run"), retailerID, gen, format, keys.Upload(retailerID, gen), expires)
+		return err
+	})
+	var de *catalog.Error
+	if errors.As(err, &de) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("reserve a dry run for %s: %w", retailerID, err)
+	}
+	return gen, nil
+}
+
+// beginDryRun is BeginDiff for a dry run, in its transaction: the preview
+// is read against the applied generation of now; the upload's version is
+// pinned as any upload's; no fence is raised, nothing is superseded.
+func beginDryRun(ctx context.Context, tx pgx.Tx, d *catalog.DiffDecision, retailerID string, gen int64, etag, pinned string,
+	st catalog.State, applied, appliedProducts int64) error {
+	if etag != "" && pinned != "" && etag != pinned {
+		d.Reason = fmt.Sprintf("another version of the upload (%s) refused: the generation holds %s", etag, pinned)
+		return nil
+	}
+	if pinned == "" && etag != "" {
+		if err := tx.QueryRow(ctx, q("pin_upload"), retailerID, gen, etag).Scan(&pinned); err != nil {
+			return err
+		}
+	}
+	firstArrival := st == catalog.StateAwaitingUpload || st == catalog.StateReceived
+	if _, err := tx.Exec(ctx, q("mark_diffing"), retailerID, gen); err != nil {
+		return err
+	}
+	if err := tx.QueryRow(ctx, q("start_diff_run"), retailerID, gen).Scan(&d.Format, &d.ObjectKey, &d.Attempt, &d.Undoes, &d.Offboarding, &d.LastFailure); err != nil {
+		return err
+	}
+	if firstArrival {
+		// A preview reads the whole file: one upload (DESIGN 10).
+		if err := addShardUsage(ctx, tx, retailerID, usage.Usage{Uploads: 1}); err != nil {
+			return err
+		}
+	}
+	var err error
+	if d.BaselineNames, err = attributeNames(ctx, tx, retailerID, applied); err != nil {
+		return err
+	}
+	d.Proceed, d.Baseline, d.BaselineProducts, d.ETag = true, applied, appliedProducts, pinned
+	return nil
+}
+
+// Preview ends a dry run read whole (DESIGN 13): previewed, with its
+// counts, the hold a real upload would meet (code "" when none) and its
+// plan (pages computed against applied generation baseline). Nothing else
+// changes; a generation that is not a dry run being diffed is left as it is.
+func (s *Shard) Preview(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts, pages int, baseline int64) error {
+	var codeArg, messageArg *string
+	if code != "" {
+		m := catalog.BoundMessage(message)
+		codeArg, messageArg = &code, &m
+	}
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, q("mark_previewed"), retailerID, gen, codeArg, messageArg,
+			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, pages, baseline, c.AttributeNames)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err
+		}
+		// The preview read the snapshot whole (DESIGN 10).
+		return addShardUsage(ctx, tx, retailerID, usage.Usage{BytesUploaded: c.Bytes, RowsReceived: c.Products})
+	})
+	if err != nil {
+		return fmt.Errorf("record the preview of %s/%d: %w", retailerID, gen, err)
+	}
+	return nil
+}
+
+// RecordPlan records that a held (or about to be held) generation's plan
+// was written in pages, computed against applied generation baseline.
+func (s *Shard) RecordPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error {
+	if _, err := s.pool.Exec(ctx, q("record_plan"), retailerID, gen, pages, baseline); err != nil {
+		return fmt.Errorf("record the plan of %s/%d: %w", retailerID, gen, err)
+	}
+	return nil
+}
+
+// CurrentAttributes returns the catalog's live attributes of ids (a plan's
+// "from"; absent and deleted ids are left out), read by the primary key.
+func (s *Shard) CurrentAttributes(ctx context.Context, retailerID string, ids []string) (map[string][]byte, error) {
+	rows, err := s.pool.Query(ctx, q("current_attributes"), retailerID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("current attributes of %s: %w", retailerID, err)
+	}
+	defer rows.Close()
+	out := make(map[string][]byte, len(ids))
+	for rows.Next() {
+		var id string
+		var attrs []byte
+		if err := rows.Scan(&id, &attrs); err != nil {
+			return nil, fmt.Errorf("current attributes of %s: %w", retailerID, err)
+		}
+		out[id] = attrs
+	}
+	return out, rows.Err()
+}
+
+// ReserveDryRun routes Shard.ReserveDryRun to the retailer's shard.
+func (s *Stores) ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	return sh.ReserveDryRun(ctx, retailerID, format, expires, perHour)
+}
+
+// Preview routes Shard.Preview to the retailer's shard.
+func (s *Stores) Preview(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts, pages int, baseline int64) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.Preview(ctx, retailerID, gen, code, message, c, pages, baseline)
+}
+
+// RecordPlan routes Shard.RecordPlan to the retailer's shard.
+func (s *Stores) RecordPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.RecordPlan(ctx, retailerID, gen, pages, baseline)
+}
+
+// CurrentAttributes routes Shard.CurrentAttributes to the retailer's shard.
+func (s *Stores) CurrentAttributes(ctx context.Context, retailerID string, ids []string) (map[string][]byte, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return nil, err
+	}
+	return sh.CurrentAttributes(ctx, retailerID, ids)
+}
