@@ -89,6 +89,7 @@ type opsResources struct {
 	reconcileJobs, jobsDLQ  awssqs.Queue
 	schedulerRole           awsiam.Role
 	sweepSchedule, reconcil awsscheduler.Schedule
+	moves                   awsscheduler.Schedule
 	queries                 []awslogs.CfnQueryDefinition
 }
 
@@ -167,6 +168,12 @@ func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *op
 	o.reconcil = schedule("ReconcileSchedule",
 		"Starts the daily reconciliation of every catalog against its newest applied snapshot (DESIGN 9)",
 		awsscheduler.ScheduleExpression_Expression(jsii.String(reconcileCron), nil), ops.TaskReconcile, time.Hour)
+	// Moves between shards run in slices (ops.MoveSlice, within the
+	// function's 15 minutes), each resuming from the move's checkpoint; an
+	// invocation that finds a move held by another's lease leaves it.
+	o.moves = schedule("MovesSchedule",
+		"Runs the moves of retailers between shards from their checkpoints (DESIGN 14)",
+		awsscheduler.ScheduleExpression_Rate(dur(time.Minute)), ops.TaskMoves, time.Minute)
 	return o
 }
 

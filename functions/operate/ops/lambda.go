@@ -17,6 +17,8 @@ const (
 	TaskSweep     = "sweep"     // the stuck-generation sweeper
 )
 
+// TaskMoves (move.go) runs the moves of retailers between shards.
+
 // ScheduledEvent is the input a schedule sends the ops function.
 type ScheduledEvent struct {
 	Task string `json:"ops_task"`
@@ -64,6 +66,8 @@ func (h *Handler) RunTask(ctx context.Context, task string) error {
 	case TaskSweep:
 		_, err := h.Sweep(ctx)
 		return err
+	case TaskMoves:
+		return h.RunMoves(ctx)
 	}
 	return fmt.Errorf("ops: unknown task %q", task)
 }

@@ -22,11 +22,11 @@ func (s *Stores) shardOf(ctx context.Context, retailerID string) (*Shard, error)
 
 // Retailer returns a registered retailer as the control database has it
 // now (thresholds, offboarding); catalog.ErrNotFound when unknown. Its
-// shard is cached for the life of the process (a retailer never moves).
+// shard is cached for RouteTTL (a move changes it).
 func (s *Stores) Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error) {
 	r, err := s.Control.Retailer(ctx, retailerID)
 	if err == nil && r.Shard >= 0 && r.Shard < len(s.Shards) {
-		s.retailers.Store(retailerID, r)
+		storeRoute(&s.retailers, r)
 	}
 	return r, err
 }
