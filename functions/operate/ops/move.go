@@ -59,10 +59,6 @@ func (h *Handler) startMove(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_shard", "to_shard is required"))
 		return
 	}
-	if h.Mover == nil {
-		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrConflict, "moves_unavailable", "this deployment runs no moves"))
-		return
-	}
 	id, err := h.Mover.StartMove(r.Context(), retailerID, *req.ToShard)
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
@@ -79,10 +75,6 @@ func (h *Handler) startMove(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) getMove(w http.ResponseWriter, r *http.Request) {
 	if err := h.authAdmin(r); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
-	if h.Mover == nil {
-		httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrNotFound, "move_not_found", "no move %q", r.PathValue("move_id")))
 		return
 	}
 	m, err := h.Mover.Move(r.Context(), r.PathValue("move_id"))

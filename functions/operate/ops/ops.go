@@ -264,7 +264,8 @@ type Handler struct {
 	// Redriver moves dead letters back to their queues (dlq redrive; nil:
 	// that route answers 503).
 	Redriver queue.Redriver
-	// Mover moves retailers between shards (nil: no moves; move.go).
+	// Mover moves retailers between shards (move.go; the routes need it,
+	// the schedule's task does nothing without).
 	Mover Mover
 	// MoveStarted, when set, is called after a move is recorded (the local
 	// stack wakes its move poller; on AWS the schedule runs it).

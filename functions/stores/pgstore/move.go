@@ -141,6 +141,21 @@ func (s *Stores) StartMove(ctx context.Context, retailerID string, toShard int) 
 	return id, nil
 }
 
+// movingError is err, or, when the shard refused the write because the
+// retailer is being switched to another shard (the guard's CM001, a few
+// seconds), a catalog.ErrRateLimited the client retries after RetryAfter.
+// The pipeline's own writes keep the database's error: their messages are
+// retried.
+func movingError(err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "CM001" {
+		e := catalog.Errorf(catalog.ErrRateLimited, "retailer_moving", "the retailer's catalog is being moved to another shard: retry in a few seconds")
+		e.RetryAfter = 5 * time.Second
+		return e
+	}
+	return err
+}
+
 // moveRow is a move as its runner sees it: the answer and the checkpoint.
 type moveRow struct {
 	catalog.Move

@@ -238,7 +238,6 @@ func (f *moveFixture) runMoves(ctx context.Context) {
 	f.t.Fatal("the move did not end within 2 minutes")
 }
 
-
 // catalogOn reads the retailer's products on shard i: live ones with
 // attributes, tombstones with "".
 func (f *moveFixture) catalogOn(ctx context.Context, i int) map[string]string {
