@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -52,6 +53,11 @@ func benchMove(ctx context.Context, args []string) error {
 		}
 		dsns = append(dsns, dsn)
 	}
+	// The loading and the reference are long single statements: no
+	// statement timeout in this bench's pools.
+	for i, dsn := range dsns {
+		dsns[i] = dsn + map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "statement_timeout=0"
+	}
 	s, err := pgstore.Open(ctx, dsns[0], dsns[1:], pgstore.PoolOptions{MaxConns: 8})
 	if err != nil {
 		return err
@@ -74,15 +80,18 @@ func benchMove(ctx context.Context, args []string) error {
 		VALUES ($1, 1, 'applied', 'snapshots/bench/1', now(), $2)`, id, *products); err != nil {
 		return err
 	}
-	// ~250 bytes of attributes a product, as fixtures.Generate's.
-	if _, err := src.Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
+	// ~250 bytes of attributes a product, as fixtures.Generate's; in
+	// statements of 100,000 (each within the pools' statement timeout).
+	for lo := 1; lo <= *products; lo += 100_000 {
+		if _, err := src.Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
 		SELECT $1, 'p-' || lpad(i::text, 8, '0'),
 		       jsonb_build_object('title', 'BENCH product ' || i, 'brand', (ARRAY['Acme','Globex','Initech','Umbrella'])[1 + i % 4],
 		                          'price', (5 + i % 90) || '.' || lpad((i % 100)::text, 2, '0'), 'availability', 'in stock',
 		                          'description', 'A fine item, number ' || i || ', with "quotes", commas, and a second line'),
 		       sha256(i::text::bytea), 1
-		FROM generate_series(1, $2) AS i`, id, *products); err != nil {
-		return err
+		FROM generate_series($2::int, $3::int) AS i`, id, lo, min(lo+100_000-1, *products)); err != nil {
+			return err
+		}
 	}
 	for _, p := range []*pgxpool.Pool{src, dst} {
 		if _, err := p.Exec(ctx, "VACUUM ANALYZE products"); err != nil {
