@@ -97,10 +97,12 @@ BEGIN
     RETURN NULL;
 END $$;
 
--- The ops function runs the move: it reads and writes every table of a
--- retailer on both shards.
-GRANT SELECT, INSERT, UPDATE, DELETE ON shard_moves, move_changes, retailer_state, generations, products,
+-- The ops function runs the move: it copies (INSERT) and removes (DELETE)
+-- every row of a retailer on both shards, and changes only the move's
+-- record (UPDATE: the rows it copies keep their values).
+GRANT SELECT, INSERT, DELETE ON shard_moves, move_changes, retailer_state, generations, products,
     applied_chunks, outbox, consumer_versions, generation_redrives, generation_repairs, usage_daily TO catalog_ops;
+GRANT UPDATE ON shard_moves TO catalog_ops;
 GRANT USAGE ON SEQUENCE move_changes_seq_seq, outbox_id_seq TO catalog_ops;
 -- Every writer of a guarded table logs through the guard.
 GRANT INSERT ON move_changes TO catalog_upload, catalog_diff, catalog_apply, catalog_relay, catalog_consumers;
