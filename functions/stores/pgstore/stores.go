@@ -148,7 +148,7 @@ func (s *Stores) AttachReaders(controlReaders []string, shardReaders [][]string,
 }
 
 // ReadersFor returns the reader set of a retailer's shard, looking the
-// retailer up (once per process) through the control database's readers;
+// retailer up (again after RouteTTL) through the control database's readers;
 // catalog.ErrNotFound when unknown.
 func (s *Stores) ReadersFor(ctx context.Context, retailerID string) (*ReaderSet, error) {
 	if r, ok := loadRoute(&s.readShard, retailerID); ok {
