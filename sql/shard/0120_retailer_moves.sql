@@ -7,8 +7,9 @@
 --                    products and consumer versions they touch are logged
 --                    (move_changes) to be copied again;
 --   source frozen    the copy is being finished: every write of the
---                    retailer is refused (SQLSTATE CM001, retried by the
---                    pipeline) until the move lets the target take them;
+--                    retailer waits (up to 3 s) and is then refused (SQLSTATE
+--                    CM001, retried by the pipeline) until the move lets the
+--                    target take them;
 --   source moved     the retailer lives on the other shard: its rows here
 --                    are removed, and a late writer that still routes here
 --                    is refused (the forwarding address, kept: the only row
@@ -53,7 +54,18 @@ BEGIN
     IF TG_OP = 'DELETE' THEN rid := OLD.retailer_id; ELSE rid := NEW.retailer_id; END IF;
     PERFORM pg_advisory_xact_lock_shared(hashtextextended('catalog.move:' || rid, 0));
     SELECT m.state INTO st FROM shard_moves m WHERE m.retailer_id = rid;
-    IF FOUND THEN
+    -- Held back while the move switches (frozen, incoming): the writer
+    -- waits up to 3 s for the switch to end (the target's record goes: the
+    -- write goes on there; the source's record is moved: it is refused and
+    -- tried again through the new route), so that a queue's message does
+    -- not spend its receives on the few seconds of a switch.
+    FOR i IN 1..30 LOOP
+        EXIT WHEN st IS NULL OR st NOT IN ('frozen', 'incoming');
+        PERFORM pg_sleep(0.1);
+        st := NULL;
+        SELECT m.state INTO st FROM shard_moves m WHERE m.retailer_id = rid;
+    END LOOP;
+    IF st IS NOT NULL THEN
         IF st <> 'copying' THEN
             RAISE EXCEPTION 'retailer % is moving between shards (%): try again shortly', rid, st
                 USING ERRCODE = 'CM001';
