@@ -56,6 +56,8 @@ var Routes = []Route{
 	{Method: "POST", Path: "/v1/admin/reconcile", Function: "ops", RateLimit: 1, BurstLimit: 5},
 	{Method: "POST", Path: "/v1/admin/gc", Function: "ops", RateLimit: 1, BurstLimit: 2},
 	{Method: "GET", Path: "/v1/admin/reconcile/{run_id}", Function: "ops", RateLimit: 20, BurstLimit: 40},
+	{Method: "POST", Path: "/v1/admin/retailers/{retailer_id}/move", Function: "ops", RateLimit: 2, BurstLimit: 5},
+	{Method: "GET", Path: "/v1/admin/moves/{move_id}", Function: "ops", RateLimit: 20, BurstLimit: 40},
 	{Method: "GET", Path: "/v1/admin/dlq", Function: "ops", RateLimit: 5, BurstLimit: 10},
 	{Method: "GET", Path: "/v1/admin/dlq/{queue}", Function: "ops", RateLimit: 5, BurstLimit: 10},
 	{Method: "POST", Path: "/v1/admin/dlq/{queue}/redrive", Function: "ops", RateLimit: 5, BurstLimit: 10},

@@ -93,6 +93,7 @@ type opsResources struct {
 	schedulerRole           awsiam.Role
 	sweepSchedule, reconcil awsscheduler.Schedule
 	gcSchedule              awsscheduler.Schedule
+	moves                   awsscheduler.Schedule
 	queries                 []awslogs.CfnQueryDefinition
 }
 
@@ -174,6 +175,12 @@ func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *op
 	o.gcSchedule = schedule("CollectionSchedule",
 		"Starts the daily collection of tombstones, directory entries, chunk progress and parked events of every retailer (DESIGN 14)",
 		awsscheduler.ScheduleExpression_Expression(jsii.String(gcCron), nil), ops.TaskGC, time.Hour)
+	// Moves between shards run in slices (ops.MoveSlice, within the
+	// function's 15 minutes), each resuming from the move's checkpoint; an
+	// invocation that finds a move held by another's lease leaves it.
+	o.moves = schedule("MovesSchedule",
+		"Runs the moves of retailers between shards from their checkpoints (DESIGN 14)",
+		awsscheduler.ScheduleExpression_Rate(dur(time.Minute)), ops.TaskMoves, time.Minute)
 	return o
 }
 

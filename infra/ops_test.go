@@ -69,7 +69,8 @@ func TestOps(t *testing.T) {
 		}
 		tasks[input.Task] = fmt.Sprint(p["ScheduleExpression"])
 	}
-	equal(t, "ops schedules", tasks, map[string]string{ops.TaskSweep: "rate(5 minutes)", ops.TaskReconcile: reconcileCron, ops.TaskGC: gcCron})
+	equal(t, "ops schedules", tasks, map[string]string{ops.TaskSweep: "rate(5 minutes)", ops.TaskReconcile: reconcileCron, ops.TaskGC: gcCron,
+		ops.TaskMoves: "rate(1 minute)"})
 	equalLines(t, "scheduler role", grants(r.statements(t, schedRole)), []string{
 		"Allow lambda:InvokeFunction ${" + fn + ".Arn}", "Allow lambda:InvokeFunction ${" + fn + ".Arn}:*"})
 

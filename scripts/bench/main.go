@@ -8,6 +8,7 @@
 //	go run ./scripts/bench reconcile  reconciliation of a catalog vs a SELECT of its hashes
 //	go run ./scripts/bench events  change events: relay, Parquet and webhook lag, apply with the relay on vs off
 //	go run ./scripts/bench retention  a year of daily uploads: the shard's rows and bytes against the live catalog's, collection on and off
+//	go run ./scripts/bench move   a move of a retailer between shards vs COPY, and the storefront's p99 during it
 package main
 
 import (
@@ -24,7 +25,7 @@ import (
 // package registers its own in an init function.
 var benches = map[string]func(ctx context.Context, args []string) error{}
 
-const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|events|retention> [flags]
+const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|events|retention|move> [flags]
        go run ./scripts/bench <bench> -h    that bench's flags
 
   read   storefront reads vs raw primary-key SELECTs
@@ -35,7 +36,9 @@ const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|even
   events  change events on the local stack: relay events/s vs bare PublishBatch,
           commit to Parquet file and to webhook (p50/p99), apply rows/s with the relay on vs off
   retention  a year (-days) of daily uploads of a -products catalog, 1% deletes and 1% inserts a day:
-          the shard's rows and bytes against the live catalog's, collection daily and off`
+          the shard's rows and bytes against the live catalog's, collection daily and off
+  move   a move of a 1M-product retailer between two shard databases vs COPY between them,
+         and the storefront's p99 for that retailer during the move vs before`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -18,6 +18,8 @@ const (
 	TaskGC        = "gc"        // the daily collection of every retailer (DESIGN 14)
 )
 
+// TaskMoves (move.go) runs the moves of retailers between shards.
+
 // ScheduledEvent is the input a schedule sends the ops function.
 type ScheduledEvent struct {
 	Task string `json:"ops_task"`
@@ -68,6 +70,8 @@ func (h *Handler) RunTask(ctx context.Context, task string) error {
 	case TaskGC:
 		_, err := h.Collect(ctx, "")
 		return err
+	case TaskMoves:
+		return h.RunMoves(ctx)
 	}
 	return fmt.Errorf("ops: unknown task %q", task)
 }

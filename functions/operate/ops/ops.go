@@ -285,6 +285,12 @@ type Handler struct {
 	// Redriver moves dead letters back to their queues (dlq redrive; nil:
 	// that route answers 503).
 	Redriver queue.Redriver
+	// Mover moves retailers between shards (move.go; the routes need it,
+	// the schedule's task does nothing without).
+	Mover Mover
+	// MoveStarted, when set, is called after a move is recorded (the local
+	// stack wakes its move poller; on AWS the schedule runs it).
+	MoveStarted func()
 }
 
 // New builds the handler.
@@ -308,6 +314,8 @@ func New(cfg Config, store Store, blobs Blobs, q Queue, log *slog.Logger) *Handl
 		{"POST /v1/admin/reconcile", h.startReconcile},
 		{"GET /v1/admin/reconcile/{run_id}", h.reconcileReport},
 		{"POST /v1/admin/gc", h.gc},
+		{"POST /v1/admin/retailers/{retailer_id}/move", h.startMove},
+		{"GET /v1/admin/moves/{move_id}", h.getMove},
 	} {
 		h.mux.HandleFunc(r.pattern, r.handle)
 		h.routes = append(h.routes, r.pattern)

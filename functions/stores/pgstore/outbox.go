@@ -422,14 +422,14 @@ func (s *Stores) outboxShards(ctx context.Context, retailerID string) ([]int, er
 // RetailerShard is the shard a registered retailer is on; catalog.ErrNotFound
 // when unknown. It reads only the registry's retailer_id and shard columns
 // (the relay's and the consumers' roles may read no more), through the
-// control database's readers, and remembers the answer: a retailer never
-// moves shard.
+// control database's readers, and remembers the answer for RouteTTL (a
+// move changes it).
 func (s *Stores) RetailerShard(ctx context.Context, retailerID string) (int, error) {
-	if r, ok := s.retailers.Load(retailerID); ok {
-		return r.(catalog.Retailer).Shard, nil
+	if r, ok := loadRoute(&s.retailers, retailerID); ok {
+		return r.Shard, nil
 	}
-	if shard, ok := s.shardOfRetailer.Load(retailerID); ok {
-		return shard.(int), nil
+	if r, ok := loadRoute(&s.shardOfRetailer, retailerID); ok {
+		return r.Shard, nil
 	}
 	r, err := s.ControlReaders.retailer(ctx, retailerID)
 	if err != nil {
@@ -438,7 +438,7 @@ func (s *Stores) RetailerShard(ctx context.Context, retailerID string) (int, err
 	if r.Shard < 0 || r.Shard >= len(s.Shards) {
 		return 0, fmt.Errorf("retailer %s is on shard %d, but %d shards are configured", retailerID, r.Shard, len(s.Shards))
 	}
-	s.shardOfRetailer.Store(retailerID, r.Shard)
+	storeRoute(&s.shardOfRetailer, catalog.Retailer{ID: retailerID, Shard: r.Shard})
 	return r.Shard, nil
 }
 

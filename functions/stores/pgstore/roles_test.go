@@ -43,13 +43,16 @@ var roleMatrix = map[string]map[string][]string{
 		catalogsql.RoleOps: {"retailers SELECT", "directory_floors SELECT", // collection writes it through gc_collect_directory (0110)
 			"product_directory SELECT", "product_directory INSERT", "product_directory UPDATE", "usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE", "usage_functions SELECT", "usage_functions INSERT", "usage_functions UPDATE",
 			"reconcile_runs SELECT", "reconcile_runs INSERT", "reconcile_runs UPDATE", "reconcile_runs DELETE",
-			"reconcile_results SELECT", "reconcile_results INSERT", "reconcile_results UPDATE", "reconcile_results DELETE"},
+			"reconcile_results SELECT", "reconcile_results INSERT", "reconcile_results UPDATE", "reconcile_results DELETE",
+			// moves between shards (0120): the moves, and the switch
+			"retailer_moves SELECT", "retailer_moves INSERT", "retailer_moves UPDATE", "retailers(shard) UPDATE"},
 	},
 	"shard": {
 		catalogsql.RoleUpload: {"retailer_state SELECT", "retailer_state INSERT", "retailer_state(reserved_generation) UPDATE",
 			"retailer_state(offboarding_generation) UPDATE", // the offboarding, which raises the fence by trigger (0082)
 			"generations SELECT", "generations INSERT", "generations UPDATE",
-			"outbox INSERT", "outbox_id_seq USAGE", "usage_daily SELECT"},
+			"outbox INSERT", "outbox_id_seq USAGE", "usage_daily SELECT",
+			moveGuard[0], moveGuard[1], moveGuard[2]},
 		catalogsql.RoleDiff: {"retailer_state SELECT", "retailer_state(latest_generation) UPDATE",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
@@ -60,7 +63,9 @@ var roleMatrix = map[string]map[string][]string{
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
 			"products SELECT", // a delta's diff reads the products it names (0095)
 			// attribute_dropped's blank rule: old values of updated and deleted products (0101)
-			"products(retailer_id) SELECT", "products(product_id) SELECT", "products(attributes) SELECT", "products(deleted) SELECT"},
+			"products(retailer_id) SELECT", "products(product_id) SELECT", "products(attributes) SELECT", "products(deleted) SELECT",
+
+			moveGuard[0], moveGuard[1], moveGuard[2]},
 		catalogsql.RoleApply: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
@@ -68,12 +73,14 @@ var roleMatrix = map[string]map[string][]string{
 			"products SELECT", "products INSERT", "products UPDATE",
 			"applied_chunks SELECT", "applied_chunks INSERT",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
-			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE"},
+			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
+			moveGuard[0], moveGuard[1], moveGuard[2]},
 		catalogsql.RoleRead: {"products SELECT", "retailer_state(retailer_id) SELECT",
 			"retailer_state(latest_generation) SELECT", "retailer_state(applied_generation) SELECT"},
-		catalogsql.RoleConsumers: {"consumer_versions SELECT", "consumer_versions INSERT", "consumer_versions UPDATE"},
+		catalogsql.RoleConsumers: {"consumer_versions SELECT", "consumer_versions INSERT", "consumer_versions UPDATE",
+			moveGuard[0], moveGuard[1], moveGuard[2]},
 		catalogsql.RoleRelay: {"outbox SELECT", "outbox UPDATE", "outbox DELETE",
-			"products SELECT", "generations SELECT"},
+			"products SELECT", "generations SELECT", moveGuard[0], moveGuard[1], moveGuard[2]},
 		catalogsql.RoleOps: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
@@ -84,15 +91,29 @@ var roleMatrix = map[string]map[string][]string{
 			"outbox(attempts) UPDATE", "outbox(claimed_until) UPDATE", "outbox(claim) UPDATE", "outbox(parked_at) UPDATE",
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
 			"generation_redrives SELECT", "generation_redrives INSERT", "generation_redrives UPDATE",
-			"generation_repairs SELECT", "generation_repairs INSERT", "generation_repairs UPDATE"},
+			"generation_repairs SELECT", "generation_repairs INSERT", "generation_repairs UPDATE",
+			// moves between shards (0120): the retailer's rows copied in and
+			// removed, the move's records
+			"retailer_state INSERT", "retailer_state DELETE", "generations DELETE", "products DELETE",
+			"applied_chunks INSERT", "applied_chunks DELETE", "outbox DELETE",
+			"consumer_versions SELECT", "consumer_versions INSERT", "consumer_versions DELETE",
+			"generation_redrives DELETE", "generation_repairs DELETE", "usage_daily DELETE",
+			"shard_moves SELECT", "shard_moves INSERT", "shard_moves UPDATE", "shard_moves DELETE",
+			"move_changes SELECT", "move_changes INSERT", "move_changes DELETE", "move_changes_seq_seq USAGE"},
 	},
 }
+
+// moveGuard is what every writer of a retailer's tables needs for the move
+// guard (sql/shard/0120), which runs as the writer: read the moves' records,
+// log its write.
+var moveGuard = []string{"shard_moves SELECT", "move_changes INSERT", "move_changes_seq_seq USAGE"}
 
 // knownTables are the tables and sequences of each database whose grants
 // roleMatrix decides (schema_migrations: the migrate function's alone).
 var knownTables = map[string][]string{
-	"control": {"directory_floors", "product_directory", "reconcile_results", "reconcile_runs", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
-	"shard":   {"applied_chunks", "consumer_versions", "generation_redrives", "generation_repairs", "generations", "outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "usage_daily"},
+	"control": {"directory_floors", "product_directory", "reconcile_results", "reconcile_runs", "retailer_moves", "retailers", "schema_migrations", "usage_daily", "usage_functions", "webhooks"},
+	"shard": {"applied_chunks", "consumer_versions", "generation_redrives", "generation_repairs", "generations", "move_changes", "move_changes_seq_seq",
+		"outbox", "outbox_id_seq", "products", "retailer_state", "schema_migrations", "shard_moves", "usage_daily"},
 }
 
 // asRole is dsn (a URL of the local server, trust authentication on
@@ -647,10 +668,13 @@ func TestEachFunctionRoleIsRefusedTheRest(t *testing.T) {
 		},
 		catalogsql.RoleOps: {
 			shard: []string{
-				`DELETE FROM products`,
+				// a move deletes a retailer's rows (0120), it never rewrites them
+				`TRUNCATE products`,
 				`UPDATE retailer_state SET latest_generation = 0`,
-				`DELETE FROM outbox`,
-				`DELETE FROM generations`,
+				`UPDATE outbox SET retailer_id = ''`,
+				`TRUNCATE generations`,
+				`UPDATE consumer_versions SET generation = 0`,
+				`UPDATE move_changes SET seq = 0`,
 			},
 			control: []string{
 				`UPDATE retailers SET token_hash = '\x00'`,

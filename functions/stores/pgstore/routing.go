@@ -22,11 +22,11 @@ func (s *Stores) shardOf(ctx context.Context, retailerID string) (*Shard, error)
 
 // Retailer returns a registered retailer as the control database has it
 // now (thresholds, offboarding); catalog.ErrNotFound when unknown. Its
-// shard is cached for the life of the process (a retailer never moves).
+// shard is cached for RouteTTL (a move changes it).
 func (s *Stores) Retailer(ctx context.Context, retailerID string) (catalog.Retailer, error) {
 	r, err := s.Control.Retailer(ctx, retailerID)
 	if err == nil && r.Shard >= 0 && r.Shard < len(s.Shards) {
-		s.retailers.Store(retailerID, r)
+		storeRoute(&s.retailers, r)
 	}
 	return r, err
 }
@@ -86,7 +86,8 @@ func (s *Stores) ReserveGeneration(ctx context.Context, retailerID, format strin
 	if err != nil {
 		return 0, err
 	}
-	return sh.ReserveGeneration(ctx, retailerID, format, expires, perHour)
+	gen, err := sh.ReserveGeneration(ctx, retailerID, format, expires, perHour)
+	return gen, movingError(err)
 }
 
 // MarkArrived is Shard.MarkArrived on the retailer's shard.
@@ -140,7 +141,7 @@ func (s *Stores) Confirm(ctx context.Context, retailerID string, gen int64) erro
 	if err != nil {
 		return err
 	}
-	return sh.Confirm(ctx, retailerID, gen)
+	return movingError(sh.Confirm(ctx, retailerID, gen))
 }
 
 // BeginDiff is Shard.BeginDiff on the retailer's shard.
@@ -176,7 +177,8 @@ func (s *Stores) Rollback(ctx context.Context, retailerID string, source int64, 
 	if err != nil {
 		return 0, err
 	}
-	return sh.Rollback(ctx, retailerID, source, perHour)
+	gen, err := sh.Rollback(ctx, retailerID, source, perHour)
+	return gen, movingError(err)
 }
 
 // Reject is Shard.Reject on the retailer's shard.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -23,11 +24,51 @@ type Stores struct {
 	ControlReaders *ReaderSet
 	ShardReaders   []*ReaderSet
 
-	retailers sync.Map // retailer id -> catalog.Retailer (a retailer never moves shard)
-	// shardOfRetailer: retailer id -> shard, for the roles that may read
-	// nothing else of the registry (RetailerShard)
+	// The routes of retailers to shards, each kept for RouteTTL (a move
+	// changes a retailer's shard, and waits RouteTTL before the new shard
+	// takes writes: move.go):
+	retailers sync.Map // retailer id -> route (whole record)
+	// shardOfRetailer: retailer id -> route (shard only), for the roles
+	// that may read nothing else of the registry (RetailerShard)
 	shardOfRetailer sync.Map
-	readShard       sync.Map // retailer id -> shard index, for the storefront (ReadersFor)
+	readShard       sync.Map // retailer id -> route (shard only), for the storefront (ReadersFor)
+
+	// Moves are the settings of the moves this process runs (RunMoves).
+	Moves MoveOptions
+}
+
+// RouteTTL is how long a process keeps a retailer's route to its shard
+// before it reads the registry again. A move waits longer than that
+// between changing the route and letting the new shard take writes, so
+// that no process reads the old shard while the new one moves on.
+const RouteTTL = 2 * time.Second
+
+// route is a cached answer of the registry.
+type route struct {
+	r  catalog.Retailer
+	at time.Time
+}
+
+func storeRoute(m *sync.Map, r catalog.Retailer) { m.Store(r.ID, &route{r: r, at: time.Now()}) }
+
+func loadRoute(m *sync.Map, retailerID string) (catalog.Retailer, bool) {
+	v, ok := m.Load(retailerID)
+	if !ok {
+		return catalog.Retailer{}, false
+	}
+	rt := v.(*route)
+	if time.Since(rt.at) >= RouteTTL {
+		m.CompareAndDelete(retailerID, v)
+		return catalog.Retailer{}, false
+	}
+	return rt.r, true
+}
+
+// forgetRoute drops every cached route of a retailer (its shard changed).
+func (s *Stores) forgetRoute(retailerID string) {
+	s.retailers.Delete(retailerID)
+	s.shardOfRetailer.Delete(retailerID)
+	s.readShard.Delete(retailerID)
 }
 
 // PoolOptions size the connection pools of one process.
@@ -107,11 +148,11 @@ func (s *Stores) AttachReaders(controlReaders []string, shardReaders [][]string,
 }
 
 // ReadersFor returns the reader set of a retailer's shard, looking the
-// retailer up (once per process) through the control database's readers;
+// retailer up (again after RouteTTL) through the control database's readers;
 // catalog.ErrNotFound when unknown.
 func (s *Stores) ReadersFor(ctx context.Context, retailerID string) (*ReaderSet, error) {
-	if shard, ok := s.readShard.Load(retailerID); ok {
-		return s.ShardReaders[shard.(int)], nil
+	if r, ok := loadRoute(&s.readShard, retailerID); ok {
+		return s.ShardReaders[r.Shard], nil
 	}
 	// Only the id and shard are read (the read role may see no more), so
 	// this cache is not the one ForRetailer fills with whole records.
@@ -122,7 +163,7 @@ func (s *Stores) ReadersFor(ctx context.Context, retailerID string) (*ReaderSet,
 	if r.Shard < 0 || r.Shard >= len(s.Shards) {
 		return nil, fmt.Errorf("retailer %s is on shard %d, but %d shards are configured", retailerID, r.Shard, len(s.Shards))
 	}
-	s.readShard.Store(retailerID, r.Shard)
+	storeRoute(&s.readShard, catalog.Retailer{ID: retailerID, Shard: r.Shard})
 	return s.ShardReaders[r.Shard], nil
 }
 
@@ -207,9 +248,8 @@ func (s *Stores) Close() {
 
 // ForRetailer returns a registered retailer and its shard; catalog.ErrNotFound when unknown.
 func (s *Stores) ForRetailer(ctx context.Context, retailerID string) (catalog.Retailer, *Shard, error) {
-	if r, ok := s.retailers.Load(retailerID); ok {
-		rr := r.(catalog.Retailer)
-		return rr, s.Shards[rr.Shard], nil
+	if r, ok := loadRoute(&s.retailers, retailerID); ok {
+		return r, s.Shards[r.Shard], nil
 	}
 	r, err := s.Control.Retailer(ctx, retailerID)
 	if err != nil {
@@ -218,7 +258,7 @@ func (s *Stores) ForRetailer(ctx context.Context, retailerID string) (catalog.Re
 	if r.Shard < 0 || r.Shard >= len(s.Shards) {
 		return r, nil, fmt.Errorf("retailer %s is on shard %d, but %d shards are configured", retailerID, r.Shard, len(s.Shards))
 	}
-	s.retailers.Store(retailerID, r)
+	storeRoute(&s.retailers, r)
 	return r, s.Shards[r.Shard], nil
 }
 

@@ -705,6 +705,9 @@ func (st *Stack) startWork(ctx context.Context) {
 			_, err := st.Ops.Sweep(ctx)
 			return err
 		})
+		// The moves of retailers between shards (the ops function's
+		// schedule on AWS): a running move goes on from its checkpoint.
+		st.every(runCtx, time.Second, "moves", st.Ops.RunMoves)
 		st.every(runCtx, o.SweepEvery, "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err

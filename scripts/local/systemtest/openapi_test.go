@@ -338,6 +338,37 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/costs?from="+today+"&to="+today, "", nil, nil), 401)
 	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/costs?from="+today+"&to="+today, tok1, nil, nil), 403)
 
+	// moves between shards (DESIGN 14), last: r1 changes shard
+	from := e.ShardOf("r1")
+	to := 1 - from
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/nobody/move", admin, map[string]int{"to_shard": to}, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/move", admin, map[string]int{"to_shard": 9}, nil), 400)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/move", admin, map[string]int{"to_shard": from}, nil), 409)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/move", tok1, map[string]int{"to_shard": to}, nil), 403)
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/move", "", map[string]int{"to_shard": to}, nil), 401)
+	var started struct {
+		MoveID string `json:"move_id"`
+	}
+	require.NoError(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/move", admin, map[string]int{"to_shard": to}, &started))
+	requireStatus(t, api.Do(ctx, http.MethodPost, "/v1/admin/retailers/r1/move", admin, map[string]int{"to_shard": to}, nil), 409)
+	moveCtx := systemtest.Context(t, time.Minute)
+	for {
+		var m catalog.Move
+		require.NoError(t, api.Do(ctx, http.MethodGet, "/v1/admin/moves/"+started.MoveID, admin, nil, &m))
+		if m.State == catalog.MoveDone {
+			break
+		}
+		require.Equal(t, "", m.Error)
+		select {
+		case <-moveCtx.Done():
+			t.Fatalf("move %s not done: %+v", started.MoveID, m)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/moves/mv_000000000000000000000000", admin, nil, nil), 404)
+	requireStatus(t, api.Do(ctx, http.MethodGet, "/v1/admin/moves/"+started.MoveID, tok1, nil, nil), 403)
+	require.Equal(t, 200, e.get("/v1/retailers/r1/products/p-00002").status)
+
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	var summary []string

@@ -58,6 +58,7 @@ func Build(c *config.Config, d Deps) *ops.Handler {
 	h := ops.New(oc, d.Stores, d.Blobs, queues, d.Logger)
 	h.Metrics = d.Metrics
 	h.Redriver = sqsqueue.NewRedriver(d.SQS)
+	h.Mover = d.Stores
 	return h
 }
 
