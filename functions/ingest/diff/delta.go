@@ -116,6 +116,9 @@ func (r *run) diffDelta(ctx context.Context) (done bool, err error) {
 	if err != nil {
 		return true, err
 	}
+	if err := r.keepCounts(ctx); err != nil { // the catalog it leaves: the next upload's baseline counts
+		return true, err
+	}
 	plan := catalog.Plan{Unchanged: unchanged}
 	for _, c := range changes {
 		switch {
@@ -131,7 +134,7 @@ func (r *run) diffDelta(ctx context.Context) (done bool, err error) {
 	if !r.decision.Confirmed && r.decision.BaselineProducts > 0 {
 		// The holds of any generation (I8), on what the delta changes;
 		// attribute_dropped (DESIGN 13, "a delta is checked only on the
-		// products it names") is decided here too, from ops and changes.
+		// products it names") from what deltaChanges gathered (deltaDrift).
 		if held, err := r.holdPlan(ctx, plan, r.decision); err != nil || held {
 			return true, err
 		}
@@ -244,6 +247,12 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 	var changes []deltaChange
 	var unchanged int64
 	maxAttrs := snapshot.Limits{}.WithDefaults().MaxAttributesBytes
+	base, err := r.store.AttributeCounts(ctx, r.job.RetailerID, r.decision.Baseline)
+	if err != nil {
+		return nil, 0, err
+	}
+	drift := newDeltaDrift(base)
+	defer func() { r.deltaDrop, r.counts = &drift.drop, drift.counts }()
 	for start := 0; start < len(ops); start += currentBatch {
 		batch := ops[start:min(start+currentBatch, len(ops))]
 		ids := make([]string, len(batch))
@@ -269,6 +278,9 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 			after, live, err := op.Apply(before, maxAttrs)
 			if err != nil {
 				return nil, 0, err
+			}
+			if err := drift.add(op, before, after, live, exists); err != nil {
+				return nil, 0, fmt.Errorf("product %q: %w", op.ProductID, err)
 			}
 			switch {
 			case !live && !exists:

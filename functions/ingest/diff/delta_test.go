@@ -360,3 +360,59 @@ func TestDeltaMassDeleteIsHeld(t *testing.T) {
 	require.Equal(t, catalog.StateApplied, f.status(g2).State)
 	require.Len(t, f.catalogNow(), 50)
 }
+
+// A delta is checked for attribute drift on the products it names (DESIGN
+// 13): removing b (null) from 40 of the 110 named products that had it
+// applies, removing a from 60 of the 111 that had it (over hold_drop_pct
+// 50) is held attribute_dropped; the catalog the delta
+// leaves keeps its per-attribute counts, so the next full snapshot that
+// drops a column is held too.
+func TestDeltaAttributeDroppedIsHeld(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	var full strings.Builder
+	full.WriteString("product_id,a,b\n")
+	for i := range 120 {
+		fmt.Fprintf(&full, "p%03d,1,x\n", i)
+	}
+	g1 := f.uploadFull(full.String())
+	f.settle(g1)
+	other := map[string]string{"a": "b", "b": "a"}
+	blanking := func(attr string, n int) string {
+		var d strings.Builder
+		d.WriteString(`{"product_id":"new","a":"2"}` + "\n") // an insert counts as named
+		for i := range 110 {
+			if i < n {
+				fmt.Fprintf(&d, `{"product_id":"p%03d","%s":null}`+"\n", i, attr)
+			} else {
+				fmt.Fprintf(&d, `{"product_id":"p%03d","%s":"3"}`+"\n", i, other[attr])
+			}
+		}
+		return d.String()
+	}
+	g2 := f.uploadDelta(blanking("b", 40))
+	f.settle(g2)
+	st := f.status(g2)
+	require.Equal(t, catalog.StateApplied, st.State, "40 of 110 is under 50%%: %s %s", st.ErrorCode, st.ErrorMessage)
+	require.Len(t, f.catalogNow(), 121)
+
+	g3 := f.uploadDelta(blanking("a", 60))
+	f.diff(g3)
+	require.Empty(t, f.take())
+	st = f.status(g3)
+	require.Equal(t, catalog.StateHeld, st.State)
+	require.Equal(t, catalog.HoldAttributeDropped, st.ErrorCode)
+	require.Contains(t, st.ErrorMessage, "60 of the 111")
+
+	var noA strings.Builder
+	noA.WriteString("product_id,b\n")
+	for i := range 120 {
+		fmt.Fprintf(&noA, "p%03d,x\n", i)
+	}
+	fmt.Fprintf(&noA, "new,x\n")
+	g4 := f.uploadFull(noA.String())
+	f.diff(g4)
+	st = f.status(g4)
+	require.Equal(t, catalog.StateHeld, st.State)
+	require.Equal(t, catalog.HoldAttributeDropped, st.ErrorCode, "the delta kept the counts of the catalog it left: every product has a")
+}

@@ -446,8 +446,11 @@ type run struct {
 	products int64
 	names    []string                // the snapshot's attribute names (union over its products, sorted)
 	counts   catalog.AttributeCounts // the snapshot's per-attribute counts (attribute_dropped)
-	sizes    *catalog.RowSizes       // chunk-line sizes of the large rows, by line
-	size     int64                   // the upload's bytes, for the usage counters
+	// deltaDrop is a delta's attribute_dropped input (deltaDrift); nil for
+	// any other generation.
+	deltaDrop *catalog.DropInput
+	sizes     *catalog.RowSizes // chunk-line sizes of the large rows, by line
+	size      int64             // the upload's bytes, for the usage counters
 
 	// The last merge: its plan against planBase (no stopped generations).
 	plan     *catalog.Plan

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/snapshot"
 )
 
 // DriftStore is what the attribute_dropped hold (DESIGN 13) needs of the
@@ -34,6 +35,9 @@ const compareBatch = 1000
 // per-product comparison of the products the plan updates and deletes. A
 // baseline without counts (applied before they were kept) never holds.
 func (r *run) dropInput(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (catalog.DropInput, error) {
+	if r.deltaDrop != nil {
+		return *r.deltaDrop, nil // a delta: the products it names (deltaDrift)
+	}
 	if d.Baseline == 0 || r.counts == nil {
 		return catalog.DropInput{}, nil
 	}
@@ -184,4 +188,77 @@ func (r *run) keepCounts(ctx context.Context) error {
 		return nil
 	}
 	return r.store.SetAttributeCounts(ctx, r.job.RetailerID, r.job.Generation, r.counts)
+}
+
+// deltaDrift gathers what the attribute_dropped rule asks of a delta
+// ("checked only on the products it names", DESIGN 13): drop.Products the
+// named products it does not delete, drop.Had[a] those of them that had a
+// value of a, drop.Blanked[a] those of them it sets to "" or null (or, for
+// a row that replaces the product whole, leaves without a value); and the
+// per-attribute counts of the catalog it leaves (counts: the baseline's,
+// each change laid over them; nil when the baseline has none), kept as the
+// next upload's baseline counts.
+type deltaDrift struct {
+	drop   catalog.DropInput
+	counts catalog.AttributeCounts
+}
+
+func newDeltaDrift(base catalog.AttributeCounts) *deltaDrift {
+	d := &deltaDrift{drop: catalog.DropInput{Had: map[string]int64{}, Blanked: map[string]int64{}}}
+	if base != nil {
+		d.counts = make(catalog.AttributeCounts, len(base))
+		for n, c := range base {
+			d.counts[n] = c
+		}
+	}
+	return d
+}
+
+// add counts one named product: before its canonical attributes (nil when
+// it is not in the catalog), after and live what the delta leaves of it.
+func (d *deltaDrift) add(op snapshot.DeltaOp, before, after []byte, live, exists bool) error {
+	var old, now map[string]json.RawMessage
+	var err error
+	if exists {
+		if old, err = topLevel(before); err != nil {
+			return err
+		}
+	}
+	if live {
+		if now, err = topLevel(after); err != nil {
+			return err
+		}
+	}
+	if !op.Delete {
+		d.drop.Products++
+		for n := range old {
+			if !valued(old, n) {
+				continue
+			}
+			d.drop.Had[n]++
+			if blank(op.Set, n) || (op.Replace && !valued(now, n)) {
+				d.drop.Blanked[n]++
+			}
+		}
+	}
+	if d.counts == nil {
+		return nil
+	}
+	step := func(vals map[string]json.RawMessage, by int64) {
+		for n := range vals {
+			c := d.counts[n]
+			c.Present += by
+			if valued(vals, n) {
+				c.Valued += by
+			}
+			if c.Present <= 0 {
+				delete(d.counts, n)
+				continue
+			}
+			d.counts[n] = c
+		}
+	}
+	step(old, -1)
+	step(now, +1)
+	return nil
 }
