@@ -95,9 +95,6 @@ func Problems(retailerID string, generation int64) string {
 	return fmt.Sprintf("problems/%s/%d", retailerID, generation)
 }
 
-// ProblemsPrefix is the prefix of every problems key of a retailer.
-func ProblemsPrefix(retailerID string) string { return "problems/" + retailerID + "/" }
-
 // PlanIndex is where the diff writes the page index of a generation's
 // plan (DESIGN 13): the first product_id and item count of each page.
 func PlanIndex(retailerID string, generation int64) string {
@@ -109,6 +106,3 @@ func PlanIndex(retailerID string, generation int64) string {
 func PlanPage(retailerID string, generation int64, n int) string {
 	return fmt.Sprintf("plans/%s/%d/%d", retailerID, generation, n)
 }
-
-// PlanPrefix is the prefix of every plan object of a retailer.
-func PlanPrefix(retailerID string) string { return "plans/" + retailerID + "/" }
