@@ -218,6 +218,9 @@ var awsOnlyVariables = []string{
 	// the meters' and the cost report's: the stack makes its own meters and
 	// sizes its deployment from its shards.
 	"AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "CATALOG_METER_FLUSH", "CATALOG_OBJECT_RETENTION_DAYS", "CATALOG_COST_DEPLOYMENT",
+	// the read function's access-log sampling: the stack logs the
+	// storefront's errors and slow requests only (docs/RUNBOOK.md).
+	"CATALOG_READ_ACCESS_LOG_SAMPLE", "CATALOG_READ_SLOW_REQUEST",
 }
 
 // secretVariables are printed by name only.

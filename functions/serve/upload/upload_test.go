@@ -123,7 +123,7 @@ func TestConfirmResendsTheDiffJob(t *testing.T) {
 func TestRoutes(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	require.Len(t, f.Routes(), 13)
+	require.Len(t, f.Routes(), 14)
 	req := httptest.NewRequest("GET", "/v1/nothing", nil)
 	w := httptest.NewRecorder()
 	f.Handler().ServeHTTP(w, req)

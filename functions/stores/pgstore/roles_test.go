@@ -57,14 +57,12 @@ var roleMatrix = map[string]map[string][]string{
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
 			"retailer_state(reserved_generation) UPDATE", "generations INSERT", // an undo (I10)
 			"generations SELECT", "generations UPDATE",
-			// a plan's "from" (DESIGN 13): the live values, not the fence columns
+			// a plan's "from" (DESIGN 13, 0090) and attribute_dropped's blank rule (0101):
+			// the live values of updated and deleted products, not the fence columns
 			"products(retailer_id) SELECT", "products(product_id) SELECT", "products(attributes) SELECT", "products(deleted) SELECT",
 			"outbox INSERT", "outbox SELECT", "outbox UPDATE", "outbox DELETE", "outbox_id_seq USAGE",
 			"usage_daily SELECT", "usage_daily INSERT", "usage_daily UPDATE",
 			"products SELECT", // a delta's diff reads the products it names (0095)
-			// attribute_dropped's blank rule: old values of updated and deleted products (0101)
-			"products(retailer_id) SELECT", "products(product_id) SELECT", "products(attributes) SELECT", "products(deleted) SELECT",
-
 			moveGuard[0], moveGuard[1], moveGuard[2]},
 		catalogsql.RoleApply: {"retailer_state SELECT",
 			"retailer_state(applied_generation) UPDATE", "retailer_state(applied_products) UPDATE",
