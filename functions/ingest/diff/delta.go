@@ -247,9 +247,12 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 	var changes []deltaChange
 	var unchanged int64
 	maxAttrs := snapshot.Limits{}.WithDefaults().MaxAttributesBytes
-	base, err := r.store.AttributeCounts(ctx, r.job.RetailerID, r.decision.Baseline)
-	if err != nil {
-		return nil, 0, err
+	var base catalog.AttributeCounts // nil: unknown (no baseline, or one read before counts were kept)
+	if r.decision.Baseline > 0 {
+		var err error
+		if base, err = r.store.AttributeCounts(ctx, r.job.RetailerID, r.decision.Baseline); err != nil {
+			return nil, 0, err
+		}
 	}
 	drift := newDeltaDrift(base)
 	defer func() { r.deltaDrop, r.counts = &drift.drop, drift.counts }()

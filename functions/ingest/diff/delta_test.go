@@ -416,3 +416,15 @@ func TestDeltaAttributeDroppedIsHeld(t *testing.T) {
 	require.Equal(t, catalog.StateHeld, st.State)
 	require.Equal(t, catalog.HoldAttributeDropped, st.ErrorCode, "the delta kept the counts of the catalog it left: every product has a")
 }
+
+// A delta may be a retailer's first upload: it inserts what it names into
+// the empty catalog (there is no baseline, and so no baseline counts).
+func TestDeltaAsTheFirstUpload(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	g1 := f.uploadDelta(`{"product_id":"a","price":"1"}` + "\n" + `{"product_id":"b","_delete":true}` + "\n")
+	f.settle(g1)
+	st := f.status(g1)
+	require.Equal(t, catalog.StateApplied, st.State, "%s %s", st.ErrorCode, st.ErrorMessage)
+	require.Equal(t, map[string]string{"a": `{"price":"1"}`}, f.catalogNow())
+}
