@@ -28,7 +28,7 @@ func test(ctx context.Context, args []string) error {
 		fmt.Println(`usage: go run ./scripts/local test [go test flags and packages]
 
 Starts one PostgreSQL server and one SQS emulator (installed on first use),
-runs go test against them (default: -count=1 -parallel 4 ./...), then fuzzes each
+runs go test against them (default: -count=1 -parallel 4 -timeout 15m ./...), then fuzzes each
 snapshot parser for $CATALOG_FUZZTIME inputs (default 40000x). With
 arguments, they go to go test as given and nothing is fuzzed.`)
 		return flag.ErrHelp
@@ -77,8 +77,10 @@ arguments, they go to go test as given and nothing is fuzzed.`)
 		// -parallel 4: the whole-stack tests spend most of their time
 		// waiting on their stacks (timers, pollers, PostgreSQL), so twice
 		// as many at once as cores keeps the 2 cores busy (systemtest
-		// alone: 2m40s instead of about 4 min).
-		testArgs = append(testArgs, "-count=1", "-parallel", "4", "./...")
+		// alone: 2m40s instead of about 4 min). -timeout 15m: a package
+		// stopped by go test's default 10 min says less than its own
+		// failing assertion would (the whole-stack tests bound each wait).
+		testArgs = append(testArgs, "-count=1", "-parallel", "4", "-timeout", "15m", "./...")
 	}
 	started := time.Now()
 	err = run(testArgs...)
