@@ -36,7 +36,9 @@ CREATE TABLE move_changes (
 CREATE INDEX move_changes_retailer ON move_changes (retailer_id, seq);
 
 -- move_guard runs before every row write of a retailer's tables. The move's
--- own transactions set catalog.move (SET LOCAL) and pass. Every other
+-- own transactions set catalog.move (SET LOCAL) and pass: the triggers'
+-- WHEN clause is false for them, so the move's COPY calls no PL/pgSQL a row
+-- (the function's own first test stays for a trigger made without it). Every other
 -- writer takes the retailer's move lock shared (held to its commit), so the
 -- move, taking it exclusively to start the log or to freeze, waits for the
 -- writes in flight and every later one sees the new state.
