@@ -21,9 +21,17 @@ import (
 func churn(t *testing.T, sh *pgstore.Shard, n, rounds int) {
 	t.Helper()
 	ctx := context.Background()
+	// The test databases are emptied by DELETE and reused: leave them no
+	// bloated index (nor a stale row count) for the next test.
+	t.Cleanup(func() {
+		_, err := sh.Pool().Exec(context.Background(), `TRUNCATE products`)
+		require.NoError(t, err)
+	})
 	insert := `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
 		SELECT 'r1', 'SKU-' || md5(random()::text), '{"v":1}', '\x00', 1 FROM generate_series(1, $1)`
 	_, err := sh.Pool().Exec(ctx, insert, n)
+	require.NoError(t, err)
+	_, err = sh.Pool().Exec(ctx, `VACUUM products`)
 	require.NoError(t, err)
 	for range rounds {
 		_, err := sh.Pool().Exec(ctx, `DELETE FROM products WHERE ctid IN (SELECT ctid FROM products WHERE retailer_id = 'r1' ORDER BY random() LIMIT $1)`, n/20)
@@ -134,13 +142,13 @@ func TestRebuildLeavesUnfinishedRebuildsNoTrace(t *testing.T) {
 	ctx := context.Background()
 	s := newStores(t)
 	sh := s.Shards[0]
-	churn(t, sh, 40_000, 30)
+	churn(t, sh, 40_000, 0)
 	// What a rebuild cancelled while it built leaves: an invalid copy.
 	_, err := sh.Pool().Exec(ctx, `CREATE UNIQUE INDEX CONCURRENTLY products_pkey_ccnew ON products (retailer_id, product_id)`)
 	require.NoError(t, err)
 	_, err = sh.Pool().Exec(ctx, `UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'products_pkey_ccnew'::regclass`)
 	require.NoError(t, err)
-	done, err := sh.RebuildBloatedIndexes(ctx, 0)
+	done, err := sh.RebuildBloatedIndexes(ctx, 0.5) // any index of products (of at least 1 MiB)
 	require.NoError(t, err)
 	require.NotEmpty(t, done)
 	var n int
@@ -154,11 +162,14 @@ func TestRebuildNeedsTheOwner(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	admin := newStores(t)
-	churn(t, admin.Shards[0], 40_000, 30)
+	churn(t, admin.Shards[0], 40_000, 0)
 	ops := openAs(t, admin, catalogsql.RoleOps)
-	_, err := ops.Shards[0].RebuildBloatedIndexes(ctx, 0)
+	// A threshold that any index of products (of at least 1 MiB) passes.
+	_, err := ops.Shards[0].RebuildBloatedIndexes(ctx, 0.5)
 	require.True(t, errors.Is(err, pgstore.ErrRebuildNotOwner), "got %v", err)
-	got, err := ops.Collect(ctx, "r1", policy(time.Now()), nil)
+	p := policy(time.Now())
+	p.RebuildAbove = 0.5
+	got, err := ops.Collect(ctx, "r1", p, nil)
 	require.NoError(t, err)
 	require.Empty(t, got.IndexesRebuilt)
 	require.Contains(t, got.RebuildSkipped, "owner")
