@@ -24,6 +24,10 @@ type CollectPolicy struct {
 	// Window is how many catalog rows one batch looks at, and the most
 	// chunk or outbox rows one batch deletes [10,000].
 	Window int
+	// RebuildAbove: the run ends by rebuilding the shard's churned indexes
+	// (products', consumer_versions') whose size is past RebuildAbove times
+	// a fresh build's [0: 1.2; negative: never].
+	RebuildAbove float64
 }
 
 // Collected is what a collection removed.
@@ -37,6 +41,12 @@ type Collected struct {
 	OutboxRows       int64 // parked outbox rows past their retention
 	ConsumerVersions int64 // consumers' versions of the collected products
 	Batches          int   // transactions it took
+	// IndexesRebuilt are the shard's indexes the run rebuilt (REINDEX
+	// CONCURRENTLY: they were past CollectPolicy.RebuildAbove).
+	IndexesRebuilt []string
+	// RebuildSkipped says why the run rebuilt no index although one was
+	// past the threshold ("" when none was, or it did).
+	RebuildSkipped string
 }
 
 // Add sums o into c (not the floor).

@@ -130,7 +130,12 @@ func (h *Handler) collectRetailer(ctx context.Context, retailerID string, p cata
 	took := h.cfg.Now().Sub(start)
 	h.log.InfoContext(ctx, "collected", "retailer_id", retailerID, "generation", c.Floor, "write_floor", c.Floor,
 		"tombstones", c.Tombstones, "directory_entries", c.DirectoryEntries, "chunk_rows", c.ChunkRows,
-		"outbox_rows", c.OutboxRows, "consumer_versions", c.ConsumerVersions, "batches", c.Batches, "seconds", took.Seconds())
+		"outbox_rows", c.OutboxRows, "consumer_versions", c.ConsumerVersions, "batches", c.Batches,
+		"indexes_rebuilt", c.IndexesRebuilt, "seconds", took.Seconds())
+	if c.RebuildSkipped != "" {
+		h.log.WarnContext(ctx, "churned indexes left unrebuilt", "retailer_id", retailerID, "generation", c.Floor,
+			"reason", c.RebuildSkipped)
+	}
 	if h.Metrics != nil {
 		h.Metrics.Emit(ctx, metrics.Fields{RetailerID: retailerID, Generation: c.Floor},
 			metrics.Count(metrics.RowsCollected, c.Tombstones).By("Kind", "tombstones"),

@@ -2,6 +2,7 @@ package pgstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -99,7 +100,10 @@ func (c *Control) CollectDirectory(ctx context.Context, retailerID string, floor
 //     again; the other order could leave entries no tombstone points to.
 //  2. the chunk progress of generations finished before p.AppliedBefore,
 //     p.Window rows a transaction;
-//  3. the outbox rows parked before p.ParkedBefore, p.Window a transaction.
+//  3. the outbox rows parked before p.ParkedBefore, p.Window a transaction;
+//  4. the shard's churned indexes past p.RebuildAbove rebuilt
+//     (RebuildBloatedIndexes: REINDEX INDEX CONCURRENTLY); a role that may
+//     not rebuild them leaves them, and says so in RebuildSkipped.
 //
 // A retailer the registry does not know is catalog.ErrNotFound.
 func (s *Stores) Collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (catalog.Collected, error) {
@@ -167,6 +171,18 @@ func (s *Stores) Collect(ctx context.Context, retailerID string, p catalog.Colle
 			if n < int64(p.Window) {
 				break
 			}
+		}
+	}
+	if p.RebuildAbove >= 0 {
+		done, err := sh.RebuildBloatedIndexes(ctx, p.RebuildAbove)
+		for _, b := range done {
+			out.IndexesRebuilt = append(out.IndexesRebuilt, b.Index)
+		}
+		switch {
+		case errors.Is(err, ErrRebuildNotOwner):
+			out.RebuildSkipped = err.Error()
+		case err != nil:
+			return out, fmt.Errorf("collect %s: %w", retailerID, err)
 		}
 	}
 	return out, nil
