@@ -196,7 +196,7 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 	}
 	defer rd.Close()
 	seen := map[string]int{}
-	var dups []snapshot.Problem
+	var rowProblems []snapshot.Problem
 	ops = []snapshot.DeltaOp{}
 	for {
 		row, err := rd.Next()
@@ -205,16 +205,20 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 		}
 		var se *snapshot.Error
 		if errors.As(err, &se) {
-			return nil, true, r.reject(ctx, snapshot.Merge(se, dups...))
+			return nil, true, r.reject(ctx, snapshot.Merge(se, rowProblems...))
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("read delta: %w", err)
 		}
 		if first, ok := seen[row.ProductID]; ok {
-			dups = append(dups, snapshot.DuplicateProblem(row.ProductID, first, row.Line))
+			rowProblems = append(rowProblems, snapshot.DuplicateProblem(row.ProductID, first, row.Line))
 			continue
 		}
 		seen[row.ProductID] = row.Line
+		if se := snapshot.DeleteProblem(row, rd.Format()); se != nil {
+			rowProblems = append(rowProblems, se.List()...)
+			continue
+		}
 		op, err := snapshot.ParseDelta(row, rd.Format())
 		if err != nil {
 			return nil, false, err
@@ -224,8 +228,8 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 			return nil, false, fmt.Errorf("read delta: %w", ctx.Err())
 		}
 	}
-	if len(dups) > 0 {
-		return nil, true, r.reject(ctx, snapshot.Reject(dups, false))
+	if len(rowProblems) > 0 {
+		return nil, true, r.reject(ctx, snapshot.Reject(rowProblems, false))
 	}
 	r.names = slices.DeleteFunc(rd.AttributeNames(), func(n string) bool { return n == snapshot.DeleteAttribute })
 	// The generation's attribute names: the baseline's and the delta's.
