@@ -1,6 +1,10 @@
 package systemtest_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +67,47 @@ func TestDeltaOddDeleteRejected(t *testing.T) {
 	}
 	want["B"]["title"] = "beta2"
 	e.RequireCatalog("acme", want)
+}
+
+// A rejected delta's problems file lists every problem, as a full
+// snapshot's does (up to 100,000, DESIGN 13), not only the status's first
+// 100: rows the reader refuses, duplicate ids and odd _delete values, in
+// line order, without a truncation mark.
+func TestDeltaProblemsFileListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{})
+	e.Onboard("acme")
+	require.Equal(t, "applied", e.Upload("acme", fixtures.Catalog{"A": fixtures.Row("alpha")}.CSV(nil)).State)
+	var b strings.Builder
+	b.WriteString("product_id,title,_delete\n")
+	var want []int // the lines with a problem
+	line := 1
+	for i := 0; i < 60; i++ {
+		b.WriteString(fmt.Sprintf("d%03d,x,\nd%03d,y,\n", i, i)) // a duplicate on the second
+		b.WriteString(fmt.Sprintf("m%03d,x\n", i))               // malformed: 2 columns
+		b.WriteString(fmt.Sprintf("t%03d,,TRUE\n", i))           // odd _delete
+		want = append(want, line+2, line+3, line+4)
+		line += 4
+	}
+	st := e.delta("acme", "csv", []byte(b.String()))
+	require.Equal(t, "rejected", st.State)
+	require.Len(t, st.Error.Problems, 100)
+	require.True(t, st.Error.MoreProblems)
+	var body bytes.Buffer
+	require.NoError(t, e.API.Problems(systemtest.Context(t, time.Minute), e.Token("acme"), "acme", st.Generation, &body))
+	var got []int
+	codes := map[string]int{}
+	for _, l := range strings.Split(strings.TrimSuffix(body.String(), "\n"), "\n") {
+		var p struct {
+			Code      string `json:"code"`
+			Line      int    `json:"line"`
+			Truncated bool   `json:"truncated"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &p), l)
+		require.False(t, p.Truncated, "the list is whole")
+		got = append(got, p.Line)
+		codes[p.Code]++
+	}
+	require.Equal(t, want, got)
+	require.Equal(t, map[string]int{"duplicate_product_id": 60, "malformed_csv": 60, "unsupported_value": 60}, codes)
 }
