@@ -351,6 +351,10 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	// signature binds the exact key; the role bounds it to snapshots/),
 	// re-enqueues diffs on confirm, reads the admin token.
 	s3(f.upload.Role(), "PresignSnapshotPuts", []string{"s3:PutObject"}, objects(prefixSnapshots))
+	// A reservation HEADs the uploads of the slots it would supersede (one
+	// PUT whose notification has not come is taken, not lost), and a
+	// rollback its source's: a HEAD needs s3:GetObject.
+	s3(f.upload.Role(), "SeeSnapshotUploads", []string{"s3:GetObject"}, objects(prefixSnapshots))
 	// Cost reports too large for an answer: written, then linked (presigned GET).
 	s3(f.upload.Role(), "KeepLargeReports", []string{"s3:GetObject", "s3:PutObject"}, objects(prefixReports))
 	// The problems route streams the problems file the diff wrote.

@@ -429,7 +429,7 @@ func TestStack(t *testing.T) {
 			"Allow kms:Decrypt " + arn(topicsKey), "Allow kms:GenerateDataKey* " + arn(topicsKey),
 			"Allow s3:GetObject " + obj(prefixChanges), "Allow s3:PutObject " + obj(prefixChanges)}
 		want := map[string][]string{
-			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots),
+			"upload": cat([]string{"Allow s3:PutObject " + obj(prefixSnapshots), "Allow s3:GetObject " + obj(prefixSnapshots),
 				"Allow s3:GetObject " + obj(prefixReports), "Allow s3:PutObject " + obj(prefixReports),
 				"Allow s3:GetObject " + obj(prefixProblems), "Allow s3:GetObject " + obj(prefixPlans)}, send(diffJobs), readSecrets(admin),
 				readSecrets(webhookKeys), connect(catalogsql.RoleUpload, true)),

@@ -28,6 +28,32 @@ type DeltaOp struct {
 
 var jsonTrue, jsonNull, csvTrue = []byte("true"), []byte("null"), []byte(`"true"`)
 
+// DeleteProblem is the problem of a delta row (as ParseDelta reads it)
+// whose DeleteAttribute is neither a delete nor a keep: JSON Lines takes
+// true, false or null, CSV the cells "true", "false" or empty
+// (case-sensitive, no spaces). Anything else ("True", "1", "true ", a
+// JSON "true" string) is refused (unsupported_value) rather than read as
+// a keep: a row meant as a delete would otherwise update the product
+// (in CSV, blank its attributes). nil when the row is fine.
+func DeleteProblem(row Row, format Format) *Error {
+	var attrs map[string]json.RawMessage
+	if json.Unmarshal(row.Attributes, &attrs) != nil {
+		return nil // ParseDelta reports it
+	}
+	v, ok := attrs[DeleteAttribute]
+	if !ok {
+		return nil
+	}
+	allowed, say := []string{"true", "false", "null"}, "true (delete), false or null (keep)"
+	if format == FormatCSV {
+		allowed, say = []string{`"true"`, `"false"`, `""`}, "the cell true (delete), false or an empty cell (keep), lower case without spaces"
+	}
+	if slices.Contains(allowed, string(v)) {
+		return nil
+	}
+	return lineErr(CodeUnsupportedValue, row.Line, "product %s: _delete is %s; it takes %s", quoteCutString(row.ProductID), quoteCut(v), say)
+}
+
 // ParseDelta reads a delta row (a Row of a Reader with Limits.Delta set)
 // of format (FormatCSV or FormatJSONL, the reader's Format): its
 // DeleteAttribute marks a delete when it is JSON true (JSON Lines) or the

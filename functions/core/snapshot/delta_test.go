@@ -124,3 +124,45 @@ func TestAppendJSONLineReadsBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "{}", string(r2.Attributes))
 }
+
+// A _delete that is neither a delete nor a keep is a problem of its row:
+// "True", "1", "true " in CSV, a string or a number in JSON Lines.
+func TestDeltaDeleteProblem(t *testing.T) {
+	t.Parallel()
+	rows := func(in string, format Format) []Row {
+		rd, err := NewReader(strings.NewReader(in), format, Limits{Delta: true})
+		require.NoError(t, err)
+		var out []Row
+		for {
+			row, err := rd.Next()
+			if err == io.EOF {
+				return out
+			}
+			require.NoError(t, err)
+			out = append(out, row)
+		}
+	}
+	csvRows := rows("product_id,price,_delete\nok1,1,true\nok2,2,false\nok3,3,\nbad1,4,True\nbad2,5,TRUE\nbad3,6,true \nbad4,7,1\nbad5,8,yes\n", FormatCSV)
+	jsonRows := rows(`{"product_id":"ok1","_delete":true}
+{"product_id":"ok2","_delete":false}
+{"product_id":"ok3","_delete":null}
+{"product_id":"ok4","price":"1"}
+{"product_id":"bad1","_delete":"true"}
+{"product_id":"bad2","_delete":1}
+{"product_id":"bad3","_delete":"True"}
+{"product_id":"bad4","_delete":[true]}
+`, FormatJSONL)
+	for format, rs := range map[Format][]Row{FormatCSV: csvRows, FormatJSONL: jsonRows} {
+		for _, row := range rs {
+			se := DeleteProblem(row, format)
+			if strings.HasPrefix(row.ProductID, "ok") {
+				require.Nil(t, se, "%v %s", format, row.ProductID)
+				continue
+			}
+			require.NotNil(t, se, "%v %s", format, row.ProductID)
+			require.Equal(t, CodeUnsupportedValue, se.Code)
+			require.Equal(t, row.Line, se.Line)
+			require.Contains(t, se.Message, "_delete")
+		}
+	}
+}

@@ -195,8 +195,23 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 		return nil, rejected, err
 	}
 	defer rd.Close()
+	spill, err := newProblemSpill(r.h.cfg.SpillDir)
+	if err != nil {
+		return nil, false, err
+	}
+	defer spill.Close()
+	rd.AllProblems = spill // every problem, for the problems file (DESIGN 13), as a full snapshot's
 	seen := map[string]int{}
-	var dups []snapshot.Problem
+	// The problems of rows the reader takes (duplicate ids, odd _delete
+	// values), in line order: the first MaxListedProblems kept (I12),
+	// every one counted.
+	var rowProblems []snapshot.Problem
+	var rowProblemCount int
+	rowProblem := func(p snapshot.Problem) {
+		if rowProblemCount++; len(rowProblems) < snapshot.MaxListedProblems {
+			rowProblems = append(rowProblems, p)
+		}
+	}
 	ops = []snapshot.DeltaOp{}
 	for {
 		row, err := rd.Next()
@@ -205,16 +220,24 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 		}
 		var se *snapshot.Error
 		if errors.As(err, &se) {
-			return nil, true, r.reject(ctx, snapshot.Merge(se, dups...))
+			cut := rowProblemCount > len(rowProblems)
+			se = snapshot.Merge(se, rowProblems...)
+			se.More = se.More || cut
+			r.problems = readerProblems(spill, rowProblems, rd.ProblemsCut() || cut)
+			return nil, true, r.reject(ctx, se)
 		}
 		if err != nil {
 			return nil, false, fmt.Errorf("read delta: %w", err)
 		}
 		if first, ok := seen[row.ProductID]; ok {
-			dups = append(dups, snapshot.DuplicateProblem(row.ProductID, first, row.Line))
+			rowProblem(snapshot.DuplicateProblem(row.ProductID, first, row.Line))
 			continue
 		}
 		seen[row.ProductID] = row.Line
+		if se := snapshot.DeleteProblem(row, rd.Format()); se != nil {
+			rowProblem(se.List()[0])
+			continue
+		}
 		op, err := snapshot.ParseDelta(row, rd.Format())
 		if err != nil {
 			return nil, false, err
@@ -224,8 +247,10 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 			return nil, false, fmt.Errorf("read delta: %w", ctx.Err())
 		}
 	}
-	if len(dups) > 0 {
-		return nil, true, r.reject(ctx, snapshot.Reject(dups, false))
+	if len(rowProblems) > 0 {
+		cut := rowProblemCount > len(rowProblems)
+		r.problems = readerProblems(nil, rowProblems, cut)
+		return nil, true, r.reject(ctx, snapshot.Reject(rowProblems, cut))
 	}
 	r.names = slices.DeleteFunc(rd.AttributeNames(), func(n string) bool { return n == snapshot.DeleteAttribute })
 	// The generation's attribute names: the baseline's and the delta's.

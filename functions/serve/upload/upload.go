@@ -78,6 +78,12 @@ type Store interface {
 	// ReserveDryRun reserves the retailer's next generation as a dry run
 	// (DESIGN 13), as ReserveGeneration does, but superseding no slot.
 	ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
+	// AwaitingUploads lists at most limit of the retailer's slots still
+	// awaiting their upload within their expiry (not dry runs), oldest first.
+	AwaitingUploads(ctx context.Context, retailerID string, limit int) ([]int64, error)
+	// MarkArrived records that gen's upload arrived at at (the arrival
+	// function's), and returns the generation's state.
+	MarkArrived(ctx context.Context, retailerID string, gen int64, at time.Time, grace time.Duration) (catalog.State, error)
 }
 
 // Config is what the upload function is told at start.
@@ -194,6 +200,12 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
+	}
+	if !req.DryRun { // a dry run supersedes no slot
+		if err := h.takeArrivedUploads(r.Context(), retailer.ID); err != nil {
+			httpapi.WriteError(w, r, h.log, err)
+			return
+		}
 	}
 	expires := time.Now().Add(h.cfg.UploadTTL)
 	gen, err := reserve(r.Context(), retailer.ID, string(format), expires, h.cfg.ReservationsPerHour)

@@ -152,7 +152,8 @@ func (s *Stores) ReserveDelta(ctx context.Context, retailerID, format string, ex
 	if err != nil {
 		return 0, err
 	}
-	return sh.ReserveDelta(ctx, retailerID, format, expires, perHour)
+	gen, err := sh.ReserveDelta(ctx, retailerID, format, expires, perHour)
+	return gen, movingError(err) // 429 retailer_moving while it switches shards, as any reservation
 }
 
 // WaitingDelta is Shard.WaitingDelta on the retailer's shard.

@@ -134,7 +134,8 @@ func (s *Stores) ReserveDryRun(ctx context.Context, retailerID, format string, e
 	if err != nil {
 		return 0, err
 	}
-	return sh.ReserveDryRun(ctx, retailerID, format, expires, perHour)
+	gen, err := sh.ReserveDryRun(ctx, retailerID, format, expires, perHour)
+	return gen, movingError(err) // 429 retailer_moving while it switches shards, as any reservation
 }
 
 // Preview routes Shard.Preview to the retailer's shard.

@@ -208,6 +208,10 @@ type Options struct {
 	WrapPublisher func(topic.Publisher) topic.Publisher
 	// NoPollers starts no event-source pollers (tests drive handlers by hand).
 	NoPollers bool
+	// NotifyDelay sends each S3 object-created notification this long
+	// after its PUT answered (a test seam: S3's own are late by a second
+	// or more).
+	NotifyDelay time.Duration
 }
 
 func (o *Options) defaults() {
@@ -579,6 +583,15 @@ func (st *Stack) startS3(ctx context.Context, dataDir string, sender *sqsqueue.S
 			body, err := json.Marshal(ev)
 			if err != nil {
 				return err
+			}
+			if o.NotifyDelay > 0 {
+				go func() {
+					time.Sleep(o.NotifyDelay)
+					if err := sender.Send(context.WithoutCancel(ctx), st.ArrivalQueue.URL, string(body), "", ""); err != nil {
+						st.progress("s3: late notification of %s: %v", ev.Records[0].S3.Object.Key, err)
+					}
+				}()
+				return nil
 			}
 			return sender.Send(ctx, st.ArrivalQueue.URL, string(body), "", "")
 		},
