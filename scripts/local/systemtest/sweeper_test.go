@@ -127,7 +127,8 @@ func TestSweeperNeverGivesUpAnOffboarding(t *testing.T) {
 	var lines metricstest.Capture
 	e := newEnv(t, stack.Options{
 		MaxReceives: 1, StallAfter: time.Second, StuckSweepEvery: 200 * time.Millisecond, MaxRedrives: 2,
-		HandlerTimeout: time.Second, VisibilityTimeout: 2 * time.Second, Metrics: &lines,
+		// the first upload's diff must fit its budget on a loaded machine
+		HandlerTimeout: 3 * time.Second, VisibilityTimeout: 6 * time.Second, Metrics: &lines,
 		WrapDiff: failWhile(&fails, "snapshots/gone/"),
 	})
 	e.Onboard("gone")
