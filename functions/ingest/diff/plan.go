@@ -22,9 +22,7 @@ type PlanStore interface {
 	// RecordPlan records that gen's plan was written in pages, computed
 	// against applied generation baseline.
 	RecordPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error
-	// CurrentAttributes returns the live attributes (JSON objects) of the
-	// ids the catalog holds; absent and deleted ids are left out.
-	CurrentAttributes(ctx context.Context, retailerID string, ids []string) (map[string][]byte, error)
+	// A plan's "from" is DriftStore.ProductAttributes: the live values.
 }
 
 // planReadBatch is how many ids one read of the catalog's current values asks for.
@@ -114,7 +112,7 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 	add := func(ids []string, to func(i int) []byte) error {
 		for start := 0; start < len(ids); start += planReadBatch {
 			batch := ids[start:min(start+planReadBatch, len(ids))]
-			current, err := r.store.CurrentAttributes(ctx, r.job.RetailerID, batch)
+			current, err := r.store.ProductAttributes(ctx, r.job.RetailerID, batch)
 			if err != nil {
 				return fmt.Errorf("plan: %w", err)
 			}

@@ -108,26 +108,6 @@ func (s *Shard) RecordPlan(ctx context.Context, retailerID string, gen int64, pa
 	return nil
 }
 
-// CurrentAttributes returns the catalog's live attributes of ids (a plan's
-// "from"; absent and deleted ids are left out), read by the primary key.
-func (s *Shard) CurrentAttributes(ctx context.Context, retailerID string, ids []string) (map[string][]byte, error) {
-	rows, err := s.pool.Query(ctx, q("current_attributes"), retailerID, ids)
-	if err != nil {
-		return nil, fmt.Errorf("current attributes of %s: %w", retailerID, err)
-	}
-	defer rows.Close()
-	out := make(map[string][]byte, len(ids))
-	for rows.Next() {
-		var id string
-		var attrs []byte
-		if err := rows.Scan(&id, &attrs); err != nil {
-			return nil, fmt.Errorf("current attributes of %s: %w", retailerID, err)
-		}
-		out[id] = attrs
-	}
-	return out, rows.Err()
-}
-
 // ReserveDryRun routes Shard.ReserveDryRun to the retailer's shard.
 func (s *Stores) ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	sh, err := s.shardOf(ctx, retailerID)
@@ -154,13 +134,4 @@ func (s *Stores) RecordPlan(ctx context.Context, retailerID string, gen int64, p
 		return err
 	}
 	return sh.RecordPlan(ctx, retailerID, gen, pages, baseline)
-}
-
-// CurrentAttributes routes Shard.CurrentAttributes to the retailer's shard.
-func (s *Stores) CurrentAttributes(ctx context.Context, retailerID string, ids []string) (map[string][]byte, error) {
-	sh, err := s.shardOf(ctx, retailerID)
-	if err != nil {
-		return nil, err
-	}
-	return sh.CurrentAttributes(ctx, retailerID, ids)
 }

@@ -29,11 +29,5 @@ UPDATE generations SET plan_pages = NULL, plan_baseline = NULL
 WHERE retailer_id = $1 AND generation = $2 AND plan_pages IS NOT NULL
   AND plan_baseline IS DISTINCT FROM (SELECT applied_generation FROM retailer_state WHERE retailer_id = $1);
 
--- name: current_attributes
--- The catalog's live values of the ids $2 (a plan's "from"), by the
--- primary key; absent and deleted ids have no row.
-SELECT product_id, attributes FROM products
-WHERE retailer_id = $1 AND product_id = ANY($2::text[]) AND NOT deleted;
-
 -- name: select_dry_run
 SELECT dry_run FROM generations WHERE retailer_id = $1 AND generation = $2;
