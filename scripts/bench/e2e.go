@@ -92,42 +92,8 @@ func benchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 
-	// upload PUTs a snapshot and follows it to applied: the status route
-	// polled every 10 ms, the functions' log lines for the stages between.
 	upload := func(data []byte) (timeline, error) {
-		var tl timeline
-		slot, err := api.Reserve(ctx, r.Token, benchRetailer.ID, "csv")
-		if err != nil {
-			return tl, err
-		}
-		tl.gen = slot.Generation
-		tl.putStart = time.Now()
-		if err := api.Put(ctx, slot, data); err != nil {
-			return tl, err
-		}
-		tl.putEnd = time.Now()
-		for {
-			s, err := api.Status(ctx, r.Token, benchRetailer.ID, slot.Generation)
-			if err != nil {
-				return tl, err
-			}
-			if s.ReceivedAt != nil {
-				tl.received = *s.ReceivedAt
-			}
-			if apiclient.Settled(s.State) {
-				if s.State != "applied" {
-					return tl, fmt.Errorf("generation %d ended %s", slot.Generation, s.State)
-				}
-				tl.applied, tl.status = time.Now(), s
-				tl.planned, tl.sent, tl.firstApplied, tl.lastApplied = stages.times(slot.Generation)
-				return tl, nil
-			}
-			select {
-			case <-ctx.Done():
-				return tl, fmt.Errorf("generation %d still %s: %w", slot.Generation, s.State, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+		return timedUpload(ctx, api, r.Token, stages, data, "")
 	}
 	if err := runComm(); err != nil {
 		return err
@@ -177,6 +143,50 @@ func benchE2E(ctx context.Context, args []string) error {
 }
 
 // timeline is one upload's way from the PUT to applied.
+// timedUpload reserves a slot (mode "" for a full snapshot), PUTs data
+// and follows the generation to applied: the status route polled every
+// 10 ms, the functions' log lines (stages) for the stages between. Any
+// other final state is an error naming its code.
+func timedUpload(ctx context.Context, api *apiclient.Client, token string, stages *stageLog, data []byte, mode string) (timeline, error) {
+	var tl timeline
+	slot, err := api.ReserveMode(ctx, token, benchRetailer.ID, "csv", mode)
+	if err != nil {
+		return tl, err
+	}
+	tl.gen = slot.Generation
+	tl.putStart = time.Now()
+	if err := api.Put(ctx, slot, data); err != nil {
+		return tl, err
+	}
+	tl.putEnd = time.Now()
+	for {
+		s, err := api.Status(ctx, token, benchRetailer.ID, slot.Generation)
+		if err != nil {
+			return tl, err
+		}
+		if s.ReceivedAt != nil {
+			tl.received = *s.ReceivedAt
+		}
+		if apiclient.Settled(s.State) {
+			if s.State != "applied" {
+				why := ""
+				if s.Error != nil {
+					why = ": " + s.Error.Code + ": " + s.Error.Message
+				}
+				return tl, fmt.Errorf("generation %d ended %s%s", slot.Generation, s.State, why)
+			}
+			tl.applied, tl.status = time.Now(), s
+			tl.planned, tl.sent, tl.firstApplied, tl.lastApplied = stages.times(slot.Generation)
+			return tl, nil
+		}
+		select {
+		case <-ctx.Done():
+			return tl, fmt.Errorf("generation %d still %s: %w", slot.Generation, s.State, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 type timeline struct {
 	gen                                      int64
 	putStart, putEnd, received               time.Time

@@ -49,43 +49,7 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 	fullSet, deltaSet := perm[:changed], perm[changed:2*changed]
 
 	upload := func(data []byte, mode string) (timeline, error) {
-		var tl timeline
-		slot, err := api.ReserveMode(ctx, r.Token, benchRetailer.ID, "csv", mode)
-		if err != nil {
-			return tl, err
-		}
-		tl.gen = slot.Generation
-		tl.putStart = time.Now()
-		if err := api.Put(ctx, slot, data); err != nil {
-			return tl, err
-		}
-		tl.putEnd = time.Now()
-		for {
-			s, err := api.Status(ctx, r.Token, benchRetailer.ID, slot.Generation)
-			if err != nil {
-				return tl, err
-			}
-			if s.ReceivedAt != nil {
-				tl.received = *s.ReceivedAt
-			}
-			if apiclient.Settled(s.State) {
-				if s.State != "applied" {
-					why := ""
-					if s.Error != nil {
-						why = ": " + s.Error.Code + ": " + s.Error.Message
-					}
-					return tl, fmt.Errorf("generation %d ended %s%s", slot.Generation, s.State, why)
-				}
-				tl.applied, tl.status = time.Now(), s
-				tl.planned, tl.sent, tl.firstApplied, tl.lastApplied = stages.times(slot.Generation)
-				return tl, nil
-			}
-			select {
-			case <-ctx.Done():
-				return tl, fmt.Errorf("generation %d still %s: %w", slot.Generation, s.State, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+		return timedUpload(ctx, api, r.Token, stages, data, mode)
 	}
 
 	fmt.Fprintf(os.Stderr, "e2e -delta: loading %d products\n", rows)

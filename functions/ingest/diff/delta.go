@@ -16,7 +16,6 @@ import (
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/keys"
 	"github.com/retailcatalog/catalog/functions/core/snapshot"
-	"github.com/retailcatalog/catalog/functions/platform/metrics"
 	"github.com/retailcatalog/catalog/functions/ports/blob"
 )
 
@@ -349,27 +348,15 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	}
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, sizes, plan.Deletes, message.DeleteLineLen)
 	counts := r.countsOf(plan)
-	if err := r.store.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, len(chunkPlan)); err != nil {
-		if errors.Is(err, catalog.ErrSuperseded) {
-			r.log.InfoContext(ctx, "superseded before sending chunks")
-			r.ended(ctx, catalog.StateSuperseded)
-			return nil
-		}
+	if started, err := r.startApplying(ctx, takeover, plan, counts, len(chunkPlan)); err != nil || !started {
 		return err
 	}
-	r.h.Metrics.Emit(ctx, r.fields(), metrics.Count(metrics.RowsInserted, plan.Inserted), metrics.Count(metrics.RowsUpdated, plan.Updated),
-		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
-	r.retire(ctx, takeover)
 	r.log.InfoContext(ctx, "delta planned", "baseline", takeover.Baseline, "inserted", plan.Inserted, "updated", plan.Updated,
 		"deleted", plan.Deleted, "unchanged", plan.Unchanged, "chunks", len(chunkPlan),
 		"elapsed_ms", time.Since(r.started).Milliseconds(), "read_ms", r.read.Sub(r.started).Milliseconds(),
 		"merge_ms", merged.Sub(r.read).Milliseconds(), "index_ms", indexed.Sub(merged).Milliseconds())
 	if len(chunkPlan) == 0 {
-		var took []metrics.Value
-		if !r.job.EventTime.IsZero() {
-			took = append(took, metrics.Duration(metrics.PutToAppliedSeconds, time.Since(r.job.EventTime)))
-		}
-		r.ended(ctx, catalog.StateApplied, took...)
+		r.appliedWithoutChunks(ctx)
 		return nil
 	}
 	queueURL := r.h.cfg.SmallQueueURL

@@ -578,28 +578,16 @@ func (r *run) diff(ctx context.Context) error {
 	slices.Sort(lines)
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, r.sizes, plan.Deletes, message.DeleteLineLen)
 	chunks := len(chunkPlan)
-	if err := r.store.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, chunks); err != nil {
-		if errors.Is(err, catalog.ErrSuperseded) {
-			r.log.InfoContext(ctx, "superseded before sending chunks")
-			r.ended(ctx, catalog.StateSuperseded)
-			return nil
-		}
+	if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
 		return err
 	}
-	r.h.Metrics.Emit(ctx, r.fields(), metrics.Count(metrics.RowsInserted, plan.Inserted), metrics.Count(metrics.RowsUpdated, plan.Updated),
-		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
-	r.retire(ctx, takeover)
 	planned := time.Now()
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
 		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", planned.Sub(start).Milliseconds(),
 		"read_ms", read.Sub(start).Milliseconds(), "plan_ms", planned.Sub(read).Milliseconds())
 	if chunks == 0 {
-		var took []metrics.Value
-		if !r.job.EventTime.IsZero() {
-			took = append(took, metrics.Duration(metrics.PutToAppliedSeconds, time.Since(r.job.EventTime)))
-		}
-		r.ended(ctx, catalog.StateApplied, took...)
+		r.appliedWithoutChunks(ctx)
 		return nil
 	}
 	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan)
@@ -609,6 +597,34 @@ func (r *run) diff(ctx context.Context) error {
 	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds(),
 		"send_ms", time.Since(planned).Milliseconds())
 	return nil
+}
+
+// startApplying records that the generation applies in chunks (its
+// counts and chunk total), counts its rows and retires what it took over;
+// false when it was superseded meanwhile (it ended so).
+func (r *run) startApplying(ctx context.Context, takeover catalog.DiffDecision, plan catalog.Plan, counts catalog.Counts, chunks int) (bool, error) {
+	if err := r.store.StartApplying(ctx, r.job.RetailerID, r.job.Generation, counts, chunks); err != nil {
+		if errors.Is(err, catalog.ErrSuperseded) {
+			r.log.InfoContext(ctx, "superseded before sending chunks")
+			r.ended(ctx, catalog.StateSuperseded)
+			return false, nil
+		}
+		return false, err
+	}
+	r.h.Metrics.Emit(ctx, r.fields(), metrics.Count(metrics.RowsInserted, plan.Inserted), metrics.Count(metrics.RowsUpdated, plan.Updated),
+		metrics.Count(metrics.RowsDeleted, plan.Deleted), metrics.Count(metrics.RowsUnchanged, plan.Unchanged))
+	r.retire(ctx, takeover)
+	return true, nil
+}
+
+// appliedWithoutChunks ends a generation that changes nothing: StartApplying
+// with zero chunks made it applied.
+func (r *run) appliedWithoutChunks(ctx context.Context) {
+	var took []metrics.Value
+	if !r.job.EventTime.IsZero() {
+		took = append(took, metrics.Duration(metrics.PutToAppliedSeconds, time.Since(r.job.EventTime)))
+	}
+	r.ended(ctx, catalog.StateApplied, took...)
 }
 
 // countsOf is what the generation records of a plan: its counts and the

@@ -44,20 +44,12 @@ type gcRequest struct {
 
 // POST /v1/admin/gc {"retailer_id"?} -> 200 GCResult.
 func (h *Handler) gc(w http.ResponseWriter, r *http.Request) {
-	if err := h.authAdmin(r); err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
 	var req gcRequest
-	if err := httpapi.DecodeJSON(r, 1<<10, &req); err != nil {
+	if err := h.adminRequest(r, 1<<10, &req, &req.RetailerID); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
 	if req.RetailerID != "" {
-		if err := catalog.ValidateRetailerID(req.RetailerID); err != nil {
-			httpapi.WriteError(w, r, h.log, err)
-			return
-		}
 		if _, err := h.store.Retailer(r.Context(), req.RetailerID); err != nil {
 			httpapi.WriteError(w, r, h.log, err)
 			return

@@ -17,22 +17,28 @@ type reconcileStarted struct {
 	RunID string `json:"run_id"`
 }
 
+// adminRequest authenticates an operator's request and decodes its JSON
+// body (at most maxBytes) into req; *retailerID, a field of req, is
+// validated when given.
+func (h *Handler) adminRequest(r *http.Request, maxBytes int64, req any, retailerID *string) error {
+	if err := h.authAdmin(r); err != nil {
+		return err
+	}
+	if err := httpapi.DecodeJSON(r, maxBytes, req); err != nil {
+		return err
+	}
+	if *retailerID != "" {
+		return catalog.ValidateRetailerID(*retailerID)
+	}
+	return nil
+}
+
 // POST /v1/admin/reconcile {"retailer_id"?, "repair": false} -> 202 {"run_id"}.
 func (h *Handler) startReconcile(w http.ResponseWriter, r *http.Request) {
-	if err := h.authAdmin(r); err != nil {
-		httpapi.WriteError(w, r, h.log, err)
-		return
-	}
 	var req reconcileRequest
-	if err := httpapi.DecodeJSON(r, 1<<16, &req); err != nil {
+	if err := h.adminRequest(r, 1<<16, &req, &req.RetailerID); err != nil {
 		httpapi.WriteError(w, r, h.log, err)
 		return
-	}
-	if req.RetailerID != "" {
-		if err := catalog.ValidateRetailerID(req.RetailerID); err != nil {
-			httpapi.WriteError(w, r, h.log, err)
-			return
-		}
 	}
 	runID, err := h.StartReconcile(r.Context(), req.RetailerID, req.Repair, false)
 	if err != nil {

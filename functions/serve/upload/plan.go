@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/keys"
@@ -58,14 +57,10 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	query := r.URL.Query()
-	limit := DefaultPlanLimit
-	if v := query.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v))
-			return
-		}
-		limit = n
+	limit, err := parseLimit(query.Get("limit"), DefaultPlanLimit)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	st, err := h.store.Generation(r.Context(), retailer.ID, gen)
 	if err != nil {

@@ -227,6 +227,18 @@ func (h *Handler) reserve(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// parseLimit reads a page's limit parameter: 1 to 1000, def when v is "".
+func parseLimit(v string, def int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 1000 {
+		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v)
+	}
+	return n, nil
+}
+
 func parseGeneration(r *http.Request) (int64, error) {
 	v := r.PathValue("generation")
 	g, err := strconv.ParseInt(v, 10, 64)
@@ -280,14 +292,10 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	query := r.URL.Query()
-	limit := DefaultListLimit
-	if v := query.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			httpapi.WriteError(w, r, h.log, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v))
-			return
-		}
-		limit = n
+	limit, err := parseLimit(query.Get("limit"), DefaultListLimit)
+	if err != nil {
+		httpapi.WriteError(w, r, h.log, err)
+		return
 	}
 	var before int64
 	if v := query.Get("before"); v != "" {
