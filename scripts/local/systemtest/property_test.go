@@ -203,6 +203,12 @@ func TestPropertyLatestWins(t *testing.T) {
 		ChunkRows: 8, HandlerTimeout: 15 * time.Second, VisibilityTimeout: 15 * time.Second,
 		DiffConcurrency: 4, ApplyConcurrency: 4,
 		SweepEvery: 500 * time.Millisecond, SweepAge: time.Second,
+		// The stuck-generation sweeper on the test's clock (10 min in
+		// production): work lost for good (a diff job whose every attempt
+		// was cut short on a loaded machine goes to its DLQ with the
+		// generation still diffing) is re-driven, then given up, within
+		// finalWithin, as I10 says it is in production within its bound.
+		StallAfter: 20 * time.Second, StuckSweepEvery: 2 * time.Second,
 		ReservationsPerHour: propertyReservationsPerHour, MaxRowBytes: propertyMaxRowBytes,
 		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
 		WrapApply:     faultyApply(all, func() *stack.Stack { return e.Stack }),
