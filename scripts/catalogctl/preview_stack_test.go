@@ -42,9 +42,17 @@ func TestGuideDryRunAndPlan(t *testing.T) {
 	require.Len(t, jsonl, 1, "the section shows plan's output in a ```jsonl block")
 	require.Equal(t, jsonl[0], plan.stdout, "the guide's plan vs the tool's")
 
+	// The first upload, applied: its plan inserts every product.
 	r = runTool(t, vars, "plan", "acme", "1")
+	require.Equal(t, 0, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.NotEmpty(t, lines)
+	for _, line := range lines {
+		require.Contains(t, line, `"op":"insert"`)
+	}
+	r = runTool(t, vars, "plan", "acme", "9")
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "plan_unavailable")
+	require.NotContains(t, r.stderr, "panic")
 	products := runTool(t, vars, "status", "acme", "1")
 	require.Equal(t, 0, products.code, products.stderr)
 }

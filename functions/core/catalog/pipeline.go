@@ -71,6 +71,9 @@ type DiffDecision struct {
 	// Offboarding: the empty snapshot that removes an offboarded
 	// retailer's catalog; never given up (it is re-driven until it applies).
 	Offboarding bool
+	// Resumed: the generation was already applying when this run began (a
+	// re-run re-sends its chunks; some may have changed the catalog).
+	Resumed bool
 	// DryRun: a preview (DESIGN 13): diffed against Baseline, never taking
 	// over, holding or writing to the catalog.
 	DryRun bool

@@ -168,6 +168,14 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, b...)
 }
 
+// The bounds of an applied generation's plan (DESIGN 13): it is held in
+// memory until sorted, so a generation changing more products, or with
+// more bytes of plan lines, keeps none (409 plan_unavailable).
+const (
+	MaxAppliedPlanOps   = 100_000
+	MaxAppliedPlanBytes = 128 << 20
+)
+
 // PlanEntry is one item of a plan as written: its product_id and its JSON line.
 type PlanEntry struct {
 	ProductID string

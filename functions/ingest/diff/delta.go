@@ -363,25 +363,25 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan}
+	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan,
+		applied: r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)}
 	for _, u := range upserts {
-		c.buf = message.AppendUpsertLine(c.buf, []byte(u.id), u.hash, u.attrs)
-		if err := c.added(ctx); err != nil || c.stopped {
+		if err := c.upsert(ctx, []byte(u.id), u.hash, u.attrs); err != nil || c.stopped {
 			return err
 		}
 	}
 	for _, id := range plan.Deletes {
-		c.buf = message.AppendDeleteLine(c.buf, id)
-		if err := c.added(ctx); err != nil || c.stopped {
+		if err := c.delete(ctx, id); err != nil || c.stopped {
 			return err
 		}
 	}
-	if err := c.flush(ctx); err != nil {
+	if err := c.flush(ctx); err != nil || c.stopped {
 		return err
 	}
-	if !c.stopped && c.seq != c.total {
+	if c.seq != c.total {
 		return fmt.Errorf("sent %d chunks, planned %d", c.seq, c.total)
 	}
+	c.applied.write(ctx)
 	return nil
 }
 

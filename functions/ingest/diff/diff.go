@@ -109,6 +109,7 @@ type Store interface {
 	DeltaStore
 	DriftStore
 	PlanStore
+	AppliedPlanStore
 }
 
 // DiffJobSender sends a generation's diff job (message.DiffJobs implements
@@ -590,7 +591,8 @@ func (r *run) diff(ctx context.Context) error {
 		r.appliedWithoutChunks(ctx)
 		return nil
 	}
-	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan)
+	ap := r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)
+	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan, ap)
 	if err != nil {
 		return err
 	}
@@ -1058,13 +1060,13 @@ func (h *Handler) limits() catalog.ChunkLimits {
 // sendChunks is pass 2: the changed rows (lines, ascending), read again in
 // file order, then the deletes, in the chunks of chunkPlan (ops per chunk);
 // before each chunk the generation must still be the latest (I4). Only
-// the chunk being filled is held.
-func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int) (int, error) {
+// the chunk being filled is held, and the plan ap records (nil: none).
+func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int, ap *appliedPlan) (int, error) {
 	queueURL := r.h.cfg.SmallQueueURL
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan}
+	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan, applied: ap}
 
 	if len(lines) > 0 {
 		// Only the upserted rows are parsed again: the others are skipped
@@ -1094,8 +1096,7 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 				return c.seq, fmt.Errorf("reread snapshot: %w", err)
 			}
 			found++
-			c.buf = message.AppendUpsertLine(c.buf, row.ID, row.Hash, row.Attributes)
-			if err := c.added(ctx); err != nil {
+			if err := c.upsert(ctx, row.ID, row.Hash, row.Attributes); err != nil {
 				return c.seq, err
 			}
 			if c.stopped {
@@ -1110,8 +1111,7 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 		if c.stopped {
 			break
 		}
-		c.buf = message.AppendDeleteLine(c.buf, id)
-		if err := c.added(ctx); err != nil {
+		if err := c.delete(ctx, id); err != nil {
 			return c.seq, err
 		}
 	}
@@ -1125,6 +1125,7 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 	if c.seq != c.total {
 		return c.seq, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", c.seq, c.total)
 	}
+	ap.write(ctx)
 	return c.seq, nil
 }
 
@@ -1139,6 +1140,21 @@ type chunker struct {
 	rows     int
 	buf      []byte
 	stopped  bool
+	applied  *appliedPlan // the plan recorded as the chunks go (nil: none)
+}
+
+// upsert appends an upsert op (attrs canonical) to the chunk being filled.
+func (c *chunker) upsert(ctx context.Context, id []byte, hash catalog.Hash, attrs []byte) error {
+	c.buf = message.AppendUpsertLine(c.buf, id, hash, attrs)
+	c.applied.add(string(id), attrs)
+	return c.added(ctx)
+}
+
+// delete appends a delete op to the chunk being filled.
+func (c *chunker) delete(ctx context.Context, id string) error {
+	c.buf = message.AppendDeleteLine(c.buf, id)
+	c.applied.add(id, nil)
+	return c.added(ctx)
 }
 
 // added counts the op just appended to c.buf and flushes a full chunk.
@@ -1165,6 +1181,10 @@ func (c *chunker) flush(ctx context.Context) error {
 	if !latest {
 		c.stopped = true
 		return nil
+	}
+	// The plan's "from" is read before the chunk can change it.
+	if err := c.applied.beforeSend(ctx); err != nil {
+		return err
 	}
 	key := keys.Chunk(r.job.RetailerID, r.job.Generation, c.seq)
 	if err := r.h.blobs.Put(ctx, key, c.buf); err != nil {

@@ -71,7 +71,8 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 	case st.State != catalog.StatePreviewed && st.State != catalog.StateHeld && st.State != catalog.StateApplied:
 		err = planUnavailable(gen, fmt.Sprintf("it is %s (a plan is kept for previewed, held and applied generations)", st.State))
 	case st.PlanPages == nil || h.Plans == nil:
-		err = planUnavailable(gen, "none was kept for it (only dry runs and held uploads keep one, DESIGN 13)")
+		err = planUnavailable(gen, fmt.Sprintf("none was kept for it (an applied generation keeps one when it changes at most %d products "+
+			"and its diff was not interrupted; a confirmed hold keeps its own unless it applied against another baseline)", catalog.MaxAppliedPlanOps))
 	}
 	var out planResponse
 	if err == nil {

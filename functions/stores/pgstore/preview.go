@@ -108,6 +108,16 @@ func (s *Shard) RecordPlan(ctx context.Context, retailerID string, gen int64, pa
 	return nil
 }
 
+// RecordAppliedPlan records that an applying or applied generation's plan,
+// written as its chunks were sent, is in pages, computed against applied
+// generation baseline; a generation that has a plan keeps it.
+func (s *Shard) RecordAppliedPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error {
+	if _, err := s.pool.Exec(ctx, q("record_applied_plan"), retailerID, gen, pages, baseline); err != nil {
+		return fmt.Errorf("record the applied plan of %s/%d: %w", retailerID, gen, err)
+	}
+	return nil
+}
+
 // ReserveDryRun routes Shard.ReserveDryRun to the retailer's shard.
 func (s *Stores) ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
 	sh, err := s.shardOf(ctx, retailerID)
@@ -134,4 +144,13 @@ func (s *Stores) RecordPlan(ctx context.Context, retailerID string, gen int64, p
 		return err
 	}
 	return sh.RecordPlan(ctx, retailerID, gen, pages, baseline)
+}
+
+// RecordAppliedPlan routes Shard.RecordAppliedPlan to the retailer's shard.
+func (s *Stores) RecordAppliedPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return err
+	}
+	return sh.RecordAppliedPlan(ctx, retailerID, gen, pages, baseline)
 }

@@ -31,3 +31,9 @@ WHERE retailer_id = $1 AND generation = $2 AND plan_pages IS NOT NULL
 
 -- name: select_dry_run
 SELECT dry_run FROM generations WHERE retailer_id = $1 AND generation = $2;
+
+-- name: record_applied_plan
+-- An applied generation's plan, recorded once its chunks were sent ($3
+-- pages, against applied generation $4); the first one recorded stays.
+UPDATE generations SET plan_pages = $3, plan_baseline = $4
+WHERE retailer_id = $1 AND generation = $2 AND state IN ('applying', 'applied') AND plan_pages IS NULL;

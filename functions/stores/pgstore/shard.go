@@ -384,6 +384,7 @@ func (s *Shard) BeginDiff(ctx context.Context, retailerID string, gen int64, eta
 				return nil
 			}
 		}
+		d.Resumed = st == catalog.StateApplying
 		if d.Mode, d.Source, err = generationSource(ctx, tx, retailerID, gen); err != nil {
 			return err
 		}

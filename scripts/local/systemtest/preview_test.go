@@ -189,8 +189,9 @@ func TestDryRunChangesNothing(t *testing.T) {
 // every attribute from null, deletes with every attribute to null, an
 // attribute removed (to null); read in pages of 7 it is in product_id
 // order, each product once; it stays the plan of the applied generation.
-// An upload applied without a hold keeps no plan (409 plan_unavailable),
-// nor does a generation still awaiting its upload; limit outside 1-1000 is 400.
+// The first load's plan inserts every product; a generation still
+// awaiting its upload has none (409 plan_unavailable); limit outside
+// 1-1000 is 400.
 func TestPlanOfAHeldUploadIsWhatConfirmingChanges(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, stack.Options{ChunkRows: 10})
@@ -235,11 +236,12 @@ func TestPlanOfAHeldUploadIsWhatConfirmingChanges(t *testing.T) {
 	require.Equal(t, wantFields, gotFields)
 	require.Equal(t, plan, e.wholePlan("r1", gen, 1000), "the applied generation keeps its plan")
 
-	for _, path := range []string{
-		fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan", g1.Generation),
-	} {
-		requireCode(t, e.API.Do(ctx, "GET", path, tok, nil, nil), 409, "plan_unavailable")
-	}
+	// The first load, applied without a hold: its plan is every product
+	// inserted.
+	wantOps, wantFields = changesBetween(fixtures.Catalog{}, day1)
+	gotOps, gotFields = planOf(t, e.wholePlan("r1", g1.Generation, 1000))
+	require.Equal(t, wantOps, gotOps)
+	require.Equal(t, wantFields, gotFields)
 	slot, err := e.API.Reserve(ctx, tok, "r1", "")
 	require.NoError(t, err)
 	requireCode(t, e.API.Do(ctx, "GET", fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan", slot.Generation), tok, nil, nil), 409, "plan_unavailable")
@@ -247,4 +249,73 @@ func TestPlanOfAHeldUploadIsWhatConfirmingChanges(t *testing.T) {
 		requireCode(t, e.API.Do(ctx, "GET", fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan?limit=%s", gen, limit), tok, nil, nil), 400, "invalid_limit")
 	}
 	requireCode(t, e.API.Do(ctx, "GET", fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan", gen), e.Onboard("r2"), nil, nil), 403, "forbidden")
+}
+
+// The plan of a generation applied without a hold (DESIGN 13) is what it
+// changed, field for field, read back from the storefront before and
+// after: for a full snapshot (updates, inserts, deletes, an attribute
+// removed, and products it names unchanged, which the plan leaves out),
+// for a delta (an attribute merged, one removed by null, a product
+// deleted, one inserted), and for a rollback; chunks of 10 rows, so the
+// plan is recorded across many chunks.
+func TestPlanOfAnAppliedGenerationIsWhatItChanged(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{ChunkRows: 10})
+	e.Onboard("r1")
+	tok := e.Token("r1")
+	ctx := systemtest.Context(t, 2*time.Minute)
+	requirePlan := func(gen int64, before, after fixtures.Catalog) {
+		t.Helper()
+		wantOps, wantFields := changesBetween(before, after)
+		gotOps, gotFields := planOf(t, e.wholePlan("r1", gen, 13))
+		require.Equal(t, wantOps, gotOps, "generation %d", gen)
+		require.Equal(t, wantFields, gotFields, "generation %d", gen)
+	}
+	day1 := fixtures.Generate("p", 150)
+	g1 := e.Upload("r1", day1.CSV(nil))
+	require.Equal(t, "applied", g1.State)
+	requirePlan(g1.Generation, fixtures.Catalog{}, day1)
+
+	day2 := day1.Clone()
+	for i := range 12 {
+		delete(day2, fmt.Sprintf("p-%05d", i))
+	}
+	for i := 20; i < 45; i++ {
+		day2[fmt.Sprintf("p-%05d", i)]["price"] = fmt.Sprintf("%d.50", i)
+	}
+	delete(day2["p-00050"], "description")
+	for i := range 7 {
+		day2[fmt.Sprintf("n-%d", i)] = map[string]string{"title": fmt.Sprintf("new %d", i), "price": "3.00"}
+	}
+	before := e.Catalog("r1")
+	gen2, err := e.API.Upload(ctx, tok, "r1", "jsonl", day2.JSONL())
+	require.NoError(t, err)
+	g2 := e.Wait("r1", gen2)
+	require.Equal(t, "applied", g2.State, "%+v", g2.Error)
+	after := e.Catalog("r1")
+	require.Equal(t, day2, after)
+	requirePlan(g2.Generation, before, after)
+
+	delta := `{"product_id":"p-00060","price":"0.01"}
+{"product_id":"p-00061","description":null}
+{"product_id":"p-00062","_delete":true}
+{"product_id":"d-1","title":"from a delta","price":"9.99"}
+{"product_id":"p-00063","title":"` + day2["p-00063"]["title"] + `"}
+`
+	slot, err := e.API.ReserveMode(ctx, tok, "r1", "jsonl", "delta")
+	require.NoError(t, err)
+	require.NoError(t, e.API.Put(ctx, slot, []byte(delta)))
+
+	g3 := e.Wait("r1", slot.Generation)
+	require.Equal(t, "applied", g3.State, "%+v", g3.Error)
+	afterDelta := e.Catalog("r1")
+	requirePlan(g3.Generation, after, afterDelta)
+	require.Len(t, e.wholePlan("r1", g3.Generation, 100), 4, "the product the delta names unchanged is not in its plan")
+
+	rb, err := e.API.Rollback(ctx, tok, "r1", g1.Generation)
+	require.NoError(t, err)
+	g4 := e.Wait("r1", rb.Generation)
+	require.Equal(t, "applied", g4.State, "%+v", g4.Error)
+	require.Equal(t, day1, e.Catalog("r1"))
+	requirePlan(g4.Generation, afterDelta, day1)
 }

@@ -1,0 +1,164 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/core/keys"
+	"github.com/retailcatalog/catalog/functions/core/snapshot"
+)
+
+// The plan of an applied generation (DESIGN 13: what it changed, field by
+// field). It is recorded while the chunks are sent, at no extra read of
+// the upload: each row already read for its chunk is its "to", and just
+// before a chunk is sent the catalog's live values of its products are
+// its "from" (no chunk of the generation has touched them yet: a product
+// is in one chunk, and older generations are fenced out). A first load
+// (no baseline, nothing stopped) reads nothing: every "from" is absent.
+// The pages are written after the last chunk is sent, off the path of the
+// chunks, and recorded with AppliedPlanStore.RecordAppliedPlan.
+//
+// A plan is kept only by the run that starts applying the generation (a
+// resumed run re-sends chunks over values already changed: its "from"
+// would be the new values; a confirmed hold keeps the plan it was held
+// with, unless it applies against another baseline), and only up to catalog.MaxAppliedPlanOps operations and
+// catalog.MaxAppliedPlanBytes of lines, since it is held in memory until sorted:
+// a bigger generation answers 409 plan_unavailable, and its change events
+// (the chunk objects) say what it changed.
+
+// AppliedPlanStore records the plan of an applied generation.
+// pgstore.Stores implements it.
+type AppliedPlanStore interface {
+	// RecordAppliedPlan records that gen's plan, computed against applied
+	// generation baseline as its chunks were sent, was written in pages;
+	// it changes nothing when gen already has one (the first one stays).
+	RecordAppliedPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error
+}
+
+
+// appliedPlan accumulates the plan of the generation whose chunks are sent.
+type appliedPlan struct {
+	r        *run
+	baseline int64
+	readFrom bool // the catalog may hold some of the products (not a first load)
+
+	pending []pendingOp // the chunk being filled
+	entries []catalog.PlanEntry
+	bytes   int
+	dropped bool // over a bound: nothing is kept
+
+	canon     snapshot.Canonicalizer
+	from, buf []byte
+}
+
+// pendingOp is an op of the chunk being filled: attrs nil for a delete.
+type pendingOp struct {
+	id    string
+	attrs []byte
+}
+
+// newAppliedPlan starts the plan of a generation sending ops operations
+// against baseline, or returns nil when none is kept (see above). stopped
+// is whether a stopped generation may have written rows (I5).
+func (r *run) newAppliedPlan(ops int, baseline int64, stopped bool) *appliedPlan {
+	if ops > catalog.MaxAppliedPlanOps || r.decision.Resumed || r.decision.DryRun || r.decision.Confirmed {
+		return nil
+	}
+	return &appliedPlan{r: r, baseline: baseline, readFrom: baseline != 0 || stopped}
+}
+
+// add records an op of the chunk being filled; attrs is copied.
+func (p *appliedPlan) add(id string, attrs []byte) {
+	if p == nil || p.dropped {
+		return
+	}
+	var a []byte
+	if attrs != nil {
+		a = slices.Clone(attrs)
+	}
+	p.pending = append(p.pending, pendingOp{id: id, attrs: a})
+}
+
+// beforeSend turns the pending ops into plan entries, reading their live
+// values first; called before the chunk holding them is sent.
+func (p *appliedPlan) beforeSend(ctx context.Context) error {
+	if p == nil || p.dropped || len(p.pending) == 0 {
+		return nil
+	}
+	defer func() { p.pending = p.pending[:0] }()
+	for start := 0; start < len(p.pending); start += planReadBatch {
+		batch := p.pending[start:min(start+planReadBatch, len(p.pending))]
+		var current map[string][]byte
+		if p.readFrom {
+			ids := make([]string, len(batch))
+			for i, op := range batch {
+				ids[i] = op.id
+			}
+			var err error
+			if current, err = p.r.store.ProductAttributes(ctx, p.r.job.RetailerID, ids); err != nil {
+				return fmt.Errorf("applied plan: %w", err)
+			}
+		}
+		for _, op := range batch {
+			var before []byte
+			if cur, ok := current[op.id]; ok {
+				var err error
+				if p.from, err = p.canon.Append(p.from[:0], cur); err != nil {
+					return fmt.Errorf("applied plan: the catalog's value of %q: %w", op.id, err)
+				}
+				before = p.from
+			}
+			var changed bool
+			var err error
+			if p.buf, changed, err = catalog.PlanLine(p.buf[:0], op.id, before, op.attrs); err != nil {
+				return fmt.Errorf("applied plan: %w", err)
+			}
+			if !changed {
+				continue
+			}
+			p.bytes += len(p.buf) + len(op.id)
+			if p.bytes > catalog.MaxAppliedPlanBytes {
+				p.drop(ctx, "its plan would pass the bytes kept for one")
+				return nil
+			}
+			p.entries = append(p.entries, catalog.PlanEntry{ProductID: op.id, Line: slices.Clone(p.buf)})
+		}
+	}
+	return nil
+}
+
+func (p *appliedPlan) drop(ctx context.Context, why string) {
+	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", catalog.MaxAppliedPlanBytes)
+	p.dropped, p.entries, p.pending = true, nil, nil
+}
+
+// write writes the plan's pages and records them, once every chunk was
+// sent. A failure is logged, not returned: the chunks are out, and the
+// plan route answers plan_unavailable for a plan that is not recorded.
+func (p *appliedPlan) write(ctx context.Context) {
+	if p == nil || p.dropped {
+		return
+	}
+	r := p.r
+	err := func() error {
+		pages, index, err := catalog.BuildPlanPages(p.entries)
+		if err != nil {
+			return err
+		}
+		p.entries = nil
+		for n, page := range pages {
+			if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
+				return fmt.Errorf("write page %d: %w", n, err)
+			}
+		}
+		if err := r.h.blobs.Put(ctx, keys.PlanIndex(r.job.RetailerID, r.job.Generation), index); err != nil {
+			return fmt.Errorf("write its index: %w", err)
+		}
+		return r.store.RecordAppliedPlan(ctx, r.job.RetailerID, r.job.Generation, len(pages), p.baseline)
+	}()
+	if err != nil {
+		r.log.WarnContext(ctx, "the applied plan is not kept", "err", err)
+	}
+}
