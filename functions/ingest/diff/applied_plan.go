@@ -37,7 +37,6 @@ type AppliedPlanStore interface {
 	RecordAppliedPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error
 }
 
-
 // appliedPlan accumulates the plan of the generation whose chunks are sent.
 type appliedPlan struct {
 	r        *run
