@@ -190,6 +190,10 @@ func TestOpenAPIDocumentsEveryRoute(t *testing.T) {
 	_, err = api.Plan(ctx, e.Token("r3"), "r3", held.Generation, "", 0)
 	require.NoError(t, err, "an applied generation that was held keeps its plan")
 	_, err = api.Plan(ctx, tok1, "r1", 1, "", 0)
+	require.NoError(t, err, "an applied generation has its plan")
+	awaiting, err := api.Reserve(ctx, tok1, "r1", "")
+	require.NoError(t, err)
+	_, err = api.Plan(ctx, tok1, "r1", awaiting.Generation, "", 0)
 	requireStatus(t, err, 409)
 	requireStatus(t, api.Do(ctx, http.MethodGet, fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan?limit=0", slot.Generation), tok1, nil, nil), 400)
 
