@@ -357,7 +357,9 @@ func grantPermissions(d functionDeps, f *catalogFunctions) {
 	s3(f.upload.Role(), "SeeSnapshotUploads", []string{"s3:GetObject"}, objects(prefixSnapshots))
 	// Cost reports too large for an answer: written, then linked (presigned GET).
 	s3(f.upload.Role(), "KeepLargeReports", []string{"s3:GetObject", "s3:PutObject"}, objects(prefixReports))
-	// The problems route streams the problems file the diff wrote.
+	// The problems route answers the problems file the diff wrote, or over
+	// 5 MB a 303 to a presigned GET of it (which works with this
+	// permission: a presigned URL acts with its signer's).
 	s3(f.upload.Role(), "ReadProblems", []string{"s3:GetObject"}, objects(prefixProblems))
 	// The plans of previewed and held generations (DESIGN 13): read only.
 	s3(f.upload.Role(), "ReadPlans", []string{"s3:GetObject"}, objects(prefixPlans))

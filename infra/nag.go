@@ -80,8 +80,8 @@ func addNagSuppressions(r nagRefs) {
 			suppress("AwsSolutions-IAM5", "upload keeps a cost report too large for an API answer under "+
 				"reports/costs/{from}_{to}_{random}.{ext} and presigns a GET of it; the key is made per request, so the "+
 				"role may put and get objects under reports/costs/ only (expired after a day).", objects(prefixReports)),
-			suppress("AwsSolutions-IAM5", "upload streams the problems file of the generation a retailer asks for, "+
-				"problems/{retailer_id}/{generation}: s3:GetObject only, under problems/.", objects(prefixProblems)),
+			suppress("AwsSolutions-IAM5", "upload reads the problems file of the generation a retailer asks for, "+
+				"problems/{retailer_id}/{generation}, or presigns a GET of it (over 5 MB): s3:GetObject only, under problems/.", objects(prefixProblems)),
 			suppress("AwsSolutions-IAM5", "upload reads the plan of any retailer's previewed or held generation "+
 				"(plans/{retailer_id}/{generation}/...) for the plan route: s3:GetObject only, under plans/.", objects(prefixPlans)),
 		}},

@@ -13,8 +13,10 @@ func init() {
 		Help: `Streams every problem of retailer R's generation G to stdout as the API sends it
 (GET .../snapshots/G/problems): one {"code","line","message"} a line in line
 order, up to 100,000, then {"truncated":true} when the file had more; nothing
-for a file read without a problem. 409 problems_unavailable before the upload
-was read and once the problems are past their retention (upload_retention_days).`,
+for a file read without a problem. A list over 5 MB the API answers with a 303
+to a presigned URL valid 15 minutes, which catalogctl follows (without the
+token). 409 problems_unavailable before the upload was read and once the
+problems are past their retention (upload_retention_days).`,
 		Flags: func(fs *flag.FlagSet) Runner {
 			return func(ctx context.Context, c *Call, args []string) error {
 				if len(args) != 2 {

@@ -27,12 +27,18 @@ type Blobs struct {
 	Dir string
 	// BucketName is what Bucket returns ["inmem"].
 	BucketName string
+	// BaseURL, when set, is where the store is served (ServeHTTP, say by an
+	// httptest.Server): PresignGet's URLs point there, path-style
+	// (BaseURL/bucket/key). Unset, they name the object
+	// (inmem://bucket/key?...) and nothing serves them.
+	BaseURL string
 
 	mu      sync.Mutex
 	objects map[string]memObject
 	links   map[string]string // key -> a file holding the object
 	tags    map[string]map[string]string
 	version int64
+	signKey []byte // signs the presigned GETs (made at the first)
 }
 
 type memObject struct {

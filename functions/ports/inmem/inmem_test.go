@@ -1,6 +1,7 @@
 package inmem_test
 
 import (
+	"net/http/httptest"
 	"testing"
 
 	"github.com/retailcatalog/catalog/functions/ports/blob/blobtest"
@@ -10,12 +11,20 @@ import (
 
 func TestBlobsContract(t *testing.T) {
 	t.Parallel()
-	blobtest.Run(t, func(t *testing.T) blobtest.Store { return inmem.NewBlobs() })
+	blobtest.Run(t, func(t *testing.T) blobtest.Store { return served(t, inmem.NewBlobs()) })
 }
 
 func TestDirBlobsContract(t *testing.T) {
 	t.Parallel()
-	blobtest.Run(t, func(t *testing.T) blobtest.Store { return &inmem.Blobs{Dir: t.TempDir()} })
+	blobtest.Run(t, func(t *testing.T) blobtest.Store { return served(t, &inmem.Blobs{Dir: t.TempDir()}) })
+}
+
+// served serves b's presigned GETs until the test ends.
+func served(t *testing.T, b *inmem.Blobs) *inmem.Blobs {
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	b.BaseURL = srv.URL
+	return b
 }
 
 func TestQueueContract(t *testing.T) {

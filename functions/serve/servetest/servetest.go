@@ -1,7 +1,7 @@
 // Package servetest runs the upload function's routes, package upload's
 // and package control's together as the function serves them, on
-// databases of the test's own and the in-memory blob store and queue: the
-// fixture of both packages' tests.
+// databases of the test's own and the in-memory blob store (its presigned
+// GETs served on loopback) and queue: the fixture of both packages' tests.
 package servetest
 
 import (
@@ -77,6 +77,10 @@ func New(t *testing.T, o Options) *Fixture {
 	if o.Upload.Region == "" {
 		o.Upload.Region = "us-east-1"
 	}
+	// The blob store's presigned GETs are served, as S3 serves them.
+	blobServer := httptest.NewServer(f.Blobs)
+	t.Cleanup(blobServer.Close)
+	f.Blobs.BaseURL = blobServer.URL
 	log := slog.New(slog.DiscardHandler)
 	f.Upload = upload.New(o.Upload, store, f.Blobs, f.Queue, log)
 	f.Upload.Metrics = metrics.New(f.Metrics, metrics.Options{Function: "upload"})

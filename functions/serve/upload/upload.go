@@ -36,9 +36,12 @@ type Presigner interface {
 	// Size returns an object's size; blob.ErrNotFound when there is none
 	// (a rollback's source upload that is no longer retained).
 	Size(ctx context.Context, key string) (int64, error)
-	// Open streams an object (a generation's problems file); blob.ErrNotFound
-	// when there is none.
+	// Open streams an object (a generation's problems file) with its size;
+	// blob.ErrNotFound when there is none.
 	Open(ctx context.Context, key, ifMatch string) (blob.Object, error)
+	// PresignGet returns a URL that GETs key without credentials until ttl
+	// passes (a problems file too large for an answer).
+	PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error)
 }
 
 // Store is what the upload routes need of the databases: the retailer

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -31,9 +32,28 @@ type Client struct {
 	Transfer *http.Client
 }
 
-// New returns a client of the API at baseURL.
+// New returns a client of the API at baseURL. Its HTTP client follows the
+// API's redirects (303 to a presigned GET of a large answer) without the
+// token (withoutCredentialsElsewhere).
 func New(baseURL string) *Client {
-	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 60 * time.Second}}
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 60 * time.Second, CheckRedirect: withoutCredentialsElsewhere}}
+}
+
+// withoutCredentialsElsewhere is a CheckRedirect that sends no
+// Authorization header to any host but the API's (host and port: Go's
+// client only compares host names, so locally, where the API and the S3
+// stand-in are both on 127.0.0.1, it would forward the token). A
+// presigned URL carries its own authentication, and S3 refuses a request
+// with both (400 InvalidArgument); the retailer's token is no business of
+// the bucket either. At most 10 redirects, as Go's default.
+func withoutCredentialsElsewhere(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host {
+		req.Header.Del("Authorization")
+	}
+	return nil
 }
 
 // APIError is a non-2xx answer.

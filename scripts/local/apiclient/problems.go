@@ -9,7 +9,9 @@ import (
 )
 
 // Problems streams every problem of generation gen (GET
-// .../snapshots/{gen}/problems, JSON Lines) to w as the API sends it.
+// .../snapshots/{gen}/problems, JSON Lines) to w as the API sends it: a
+// file over 5 MB from the presigned URL the API redirects to (303),
+// fetched without the token.
 func (c *Client) Problems(ctx context.Context, token, retailerID string, gen int64, w io.Writer) error {
 	path := fmt.Sprintf("/v1/retailers/%s/snapshots/%d/problems", url.PathEscape(retailerID), gen)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)

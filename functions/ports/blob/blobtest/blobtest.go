@@ -10,6 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,6 +33,8 @@ type Store interface {
 	Tag(ctx context.Context, key, tagKey, tagValue string) error
 	Tags(ctx context.Context, key string) (map[string]string, error)
 	PresignPut(ctx context.Context, key string, ttl time.Duration) (blob.PresignedRequest, error)
+	// PresignGet's URL must be served over HTTP (inmem.Blobs: BaseURL).
+	PresignGet(ctx context.Context, key string, ttl time.Duration) (string, error)
 	Bucket() string
 }
 
@@ -52,6 +57,7 @@ func Run(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ListUnderPrefixInKeyOrder", testList},
 		{"TagsReplaceTags", testTags},
 		{"PresignPut", testPresign},
+		{"PresignGetUntilItExpires", testPresignGet},
 		{"PutNewOnlyOnce", testPutNew},
 	}
 	for _, tc := range tests {
@@ -217,6 +223,73 @@ func testPresign(t *testing.T, s Store, prefix string) {
 	if s.Bucket() == "" {
 		t.Fatal("no bucket name")
 	}
+}
+
+// A presigned GET reads the object's exact bytes without credentials; a
+// URL changed in any way (another key, another expiry, one more query
+// parameter) is refused 403, as is one expired; one sent with an
+// Authorization header besides is refused (S3: 400 InvalidArgument, only
+// one auth mechanism).
+func testPresignGet(t *testing.T, s Store, prefix string) {
+	key, other := prefix+"problems/r1/7", prefix+"problems/r2/7"
+	body := append(bytes.Repeat([]byte(`{"code":"malformed_csv","line":2,"message":"\"quoted\" é"}`+"\n"), 1000), 0, 0xff)
+	check(t, s.Put(ctx(t), key, body), "put")
+	check(t, s.Put(ctx(t), other, []byte("another retailer's")), "put other")
+	link, err := s.PresignGet(ctx(t), key, 10*time.Minute)
+	check(t, err, "presign get")
+	if status, got := httpGet(t, link, ""); status != http.StatusOK || !bytes.Equal(got, body) {
+		t.Fatalf("GET presigned: %d, %d bytes, want 200 and the %d bytes put (%.300s)", status, len(got), len(body), got)
+	}
+	u, err := url.Parse(link)
+	check(t, err, "parse presigned URL")
+	otherKey := *u
+	otherKey.Path = strings.Replace(u.Path, "/r1/", "/r2/", 1)
+	otherKey.RawPath = ""
+	later := *u
+	q := u.Query()
+	for name, v := range q {
+		if strings.HasSuffix(strings.ToLower(name), "expires") {
+			q.Set(name, v[0]+"0")
+		}
+	}
+	later.RawQuery = q.Encode()
+	more := *u
+	more.RawQuery += "&response-content-type=text%2Fhtml"
+	for what, changed := range map[string]string{"another key": otherKey.String(), "a later expiry": later.String(), "one more parameter": more.String()} {
+		if later.RawQuery == u.RawQuery && what == "a later expiry" {
+			t.Fatalf("no expiry parameter in %s", link)
+		}
+		if status, got := httpGet(t, changed, ""); status != http.StatusForbidden {
+			t.Fatalf("GET presigned URL with %s: %d %s, want 403", what, status, got)
+		}
+	}
+	if status, got := httpGet(t, link, "Bearer rt_x"); status != http.StatusBadRequest {
+		t.Fatalf("GET presigned with an Authorization header: %d %s, want 400", status, got)
+	}
+
+	short, err := s.PresignGet(ctx(t), key, time.Second)
+	check(t, err, "presign get")
+	time.Sleep(2100 * time.Millisecond)
+	if status, got := httpGet(t, short, ""); status != http.StatusForbidden {
+		t.Fatalf("GET expired presigned URL: %d %s, want 403", status, got)
+	}
+}
+
+// httpGet GETs a URL with a client of its own (no credentials but the
+// authorization given, no redirect followed).
+func httpGet(t *testing.T, link, authorization string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx(t), http.MethodGet, link, nil)
+	check(t, err, "request")
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
+	resp, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+	check(t, err, "GET "+link)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	check(t, err, "read answer")
+	return resp.StatusCode, b
 }
 
 // A streamed object appears whole at Close, not before (an older version

@@ -66,7 +66,7 @@ func CostDeployment(c *config.Config) (costs.Deployment, error) {
 // Deps are the adapters the upload function's handlers use.
 type Deps struct {
 	Stores     *pgstore.Stores
-	Blobs      *s3blob.Store      // presigned uploads, reports' objects
+	Blobs      *s3blob.Store      // presigned uploads, problems files and their links, reports' objects
 	Sender     queue.Sender       // the diff jobs of confirmations
 	Secrets    *webhook.SecretBox // seals the webhooks' secrets
 	AdminToken string             // resolved (connect.Adapters.AdminToken)
