@@ -389,6 +389,7 @@ func (s *Server) launch(ctx context.Context, port int, extra []string) error {
 		attempts = 5
 	}
 	var lastErr error
+	shmemWaits := 0
 	for i := 0; i < attempts; i++ {
 		p := port
 		if p == 0 {
@@ -402,6 +403,18 @@ func (s *Server) launch(ctx context.Context, port int, extra []string) error {
 			return nil
 		}
 		lastErr = err
+		if errors.Is(err, errShmemInUse) && shmemWaits < 40 {
+			// The backends of a killed postmaster still hold its shared
+			// memory until they notice it died: wait for them (up to 20 s).
+			shmemWaits++
+			i--
+			select {
+			case <-ctx.Done():
+				return errors.Join(lastErr, ctx.Err())
+			case <-time.After(500 * time.Millisecond):
+			}
+			continue
+		}
 		if !errors.Is(err, errPortInUse) {
 			break
 		}
@@ -410,7 +423,10 @@ func (s *Server) launch(ctx context.Context, port int, extra []string) error {
 	return lastErr
 }
 
-var errPortInUse = errors.New("port in use")
+var (
+	errPortInUse  = errors.New("port in use")
+	errShmemInUse = errors.New("the shared memory of an earlier server on this data directory is still in use")
+)
 
 func (s *Server) launchOnce(ctx context.Context, port int, extra []string) error {
 	logf, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
@@ -459,6 +475,9 @@ func (s *Server) launchOnce(ctx context.Context, port int, extra []string) error
 		tail := s.logTail(logStart)
 		if strings.Contains(tail, "could not bind") || strings.Contains(tail, "Address already in use") {
 			return fmt.Errorf("pgserver: %w: %d%s", errPortInUse, port, tail)
+		}
+		if strings.Contains(tail, "pre-existing shared memory block") {
+			return fmt.Errorf("pgserver: %w%s", errShmemInUse, tail)
 		}
 		return fmt.Errorf("%w%s", err, tail)
 	}
