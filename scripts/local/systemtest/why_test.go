@@ -146,7 +146,10 @@ func TestWhyStuck(t *testing.T) {
 	}
 	held := &systemtest.HeldQueue{Hold: func(m message.ChunkMessage) bool { return m.RetailerID == "slow" }}
 	e := newEnv(t, stack.Options{
-		MaxReceives: 1, StallAfter: 2 * time.Second, HandlerTimeout: time.Second, VisibilityTimeout: 2 * time.Second,
+		// A diff budget of seconds, so that only the injected failures
+		// dead-letter (1 s left a loaded machine's good diffs no time: cj's
+		// diff job, not its chunk, went to the DLQ).
+		MaxReceives: 1, StallAfter: 2 * time.Second, HandlerTimeout: 5 * time.Second, VisibilityTimeout: 6 * time.Second,
 		WrapDiff:      func(next eventsource.Handler) eventsource.Handler { return failFor(`snapshots/dj/`, next) },
 		WrapApply:     func(next eventsource.Handler) eventsource.Handler { return failFor(`"retailer_id":"cj"`, next) },
 		WrapDiffQueue: held.Wrap,
