@@ -28,7 +28,7 @@ var retailerIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
 func init() {
 	register(&Command{
-		Name: "upload", Args: "--retailer R [--mode delta] FILE", Token: RetailerToken,
+		Name: "upload", Args: "--retailer R [--mode delta] [--dry-run] FILE", Token: RetailerToken,
 		Summary: "upload a catalog snapshot, wait until it is applied, print its status",
 		Help: `Reserves the retailer's next generation, PUTs FILE to the presigned URL
 the API returns (streamed from disk, with the returned headers exactly as
@@ -48,6 +48,11 @@ retried (up to 3 tries) through the same URL.
 --mode delta uploads a delta (docs/RETAILERS.md, "Delta uploads"): each row
 names a product_id and the attributes it changes, null removes one (JSON
 Lines), _delete true deletes the product; the rest of the catalog stays.
+
+--dry-run previews FILE (docs/RETAILERS.md, "Trying a file first"): it is
+read and compared with the catalog as it is, and nothing is applied; with
+--mode delta, the delta is laid over the catalog as it is then, without
+waiting for an upload in progress.
 
 exit codes:
   0  applied

@@ -55,6 +55,7 @@ type deltaChange struct {
 	attrs  []byte // canonical, for an upsert
 	hash   catalog.Hash
 	insert bool
+	before []byte // canonical, the live value: kept for a dry run's plan only (delta_preview.go)
 }
 
 // startWaitingDelta sends the diff job of a delta that waited for a
@@ -130,6 +131,9 @@ func (r *run) diffDelta(ctx context.Context) (done bool, err error) {
 		}
 	}
 	r.products = max(r.decision.BaselineProducts+plan.Inserted-plan.Deleted, 0)
+	if r.decision.DryRun {
+		return true, r.previewDelta(ctx, plan, changes) // delta_preview.go: nothing is written
+	}
 	if !r.decision.Confirmed && r.decision.BaselineProducts > 0 {
 		// The holds of any generation (I8), on what the delta changes;
 		// attribute_dropped (DESIGN 13, "a delta is checked only on the
@@ -306,6 +310,10 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 			if err != nil {
 				return nil, 0, err
 			}
+			var from []byte // what a dry run's plan shows as "from"
+			if r.decision.DryRun {
+				from = before
+			}
 			if err := drift.add(op, before, after, live, exists); err != nil {
 				return nil, 0, fmt.Errorf("product %q: %w", op.ProductID, err)
 			}
@@ -313,11 +321,11 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 			case !live && !exists:
 				unchanged++ // deleting a product not in the catalog
 			case !live:
-				changes = append(changes, deltaChange{id: op.ProductID, delete: true})
+				changes = append(changes, deltaChange{id: op.ProductID, delete: true, before: from})
 			case exists && bytes.Equal(before, after):
 				unchanged++
 			default:
-				changes = append(changes, deltaChange{id: op.ProductID, attrs: after, hash: catalog.HashAttributes(after), insert: !exists})
+				changes = append(changes, deltaChange{id: op.ProductID, attrs: after, hash: catalog.HashAttributes(after), insert: !exists, before: from})
 			}
 		}
 	}

@@ -81,6 +81,8 @@ type Store interface {
 	// ReserveDryRun reserves the retailer's next generation as a dry run
 	// (DESIGN 13), as ReserveGeneration does, but superseding no slot.
 	ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
+	// ReserveDeltaDryRun is ReserveDryRun for the dry run of a delta.
+	ReserveDeltaDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error)
 	// AwaitingUploads lists at most limit of the retailer's slots still
 	// awaiting their upload within their expiry (not dry runs), oldest first.
 	AwaitingUploads(ctx context.Context, retailerID string, limit int) ([]int64, error)

@@ -14,8 +14,8 @@ import (
 
 // Every kind of reservation met by a move's switch (the shard refuses the
 // write, CM001) is refused 429 retailer_moving with a Retry-After, never a
-// bare database error (a 500): a full snapshot's, a delta's and a dry
-// run's alike.
+// bare database error (a 500): a full snapshot's, a delta's, a dry
+// run's and a delta dry run's alike.
 func TestReservationsWhileMovingAreRetailerMoving(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -30,9 +30,10 @@ func TestReservationsWhileMovingAreRetailerMoving(t *testing.T) {
 	require.NoError(t, err)
 	expires := time.Now().Add(time.Hour)
 	for name, reserve := range map[string]func() (int64, error){
-		"full":    func() (int64, error) { return s.ReserveGeneration(ctx, "r", "csv", expires, 30) },
-		"delta":   func() (int64, error) { return s.ReserveDelta(ctx, "r", "csv", expires, 30) },
-		"dry run": func() (int64, error) { return s.ReserveDryRun(ctx, "r", "csv", expires, 30) },
+		"full":          func() (int64, error) { return s.ReserveGeneration(ctx, "r", "csv", expires, 30) },
+		"delta":         func() (int64, error) { return s.ReserveDelta(ctx, "r", "csv", expires, 30) },
+		"dry run":       func() (int64, error) { return s.ReserveDryRun(ctx, "r", "csv", expires, 30) },
+		"delta dry run": func() (int64, error) { return s.ReserveDeltaDryRun(ctx, "r", "csv", expires, 30) },
 	} {
 		_, err := reserve()
 		require.ErrorIs(t, err, catalog.ErrRateLimited, name)

@@ -18,6 +18,20 @@ import (
 // for an offboarded retailer as ReserveGeneration's, that supersedes no
 // older slot (a preview stops nothing).
 func (s *Shard) ReserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
+	return s.reserveDryRun(ctx, retailerID, format, expires, perHour, "insert_dry_run")
+}
+
+// ReserveDeltaDryRun reserves the retailer's next generation as the dry
+// run of a delta (DESIGN 13): ReserveDryRun's slot, of mode delta. Its
+// diff lays the delta over the catalog's live values when the file
+// arrives, waits for no older generation and makes no delta wait.
+func (s *Shard) ReserveDeltaDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
+	return s.reserveDryRun(ctx, retailerID, format, expires, perHour, "insert_delta_dry_run")
+}
+
+// reserveDryRun reserves a dry run's slot with query insert: under the
+// reservation lock and limit, superseding nothing.
+func (s *Shard) reserveDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int, insert string) (int64, error) {
 	var gen int64
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if err := lockForReservation(ctx, tx, retailerID, perHour); err != nil {
@@ -26,7 +40,7 @@ func (s *Shard) ReserveDryRun(ctx context.Context, retailerID, format string, ex
 		if err := tx.QueryRow(ctx, q("reserve_generation"), retailerID).Scan(&gen); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, q("insert_dry_run"), retailerID, gen, format, keys.Upload(retailerID, gen), expires)
+		_, err := tx.Exec(ctx, q(insert), retailerID, gen, format, keys.Upload(retailerID, gen), expires)
 		return err
 	})
 	var de *catalog.Error
@@ -67,6 +81,12 @@ func beginDryRun(ctx context.Context, tx pgx.Tx, d *catalog.DiffDecision, retail
 		}
 	}
 	var err error
+	// Its mode: a delta's preview is laid over the live values (it waits
+	// for no older generation: a preview blocks nothing and is blocked by
+	// nothing).
+	if d.Mode, d.Source, err = generationSource(ctx, tx, retailerID, gen); err != nil {
+		return err
+	}
 	if d.BaselineNames, err = attributeNames(ctx, tx, retailerID, applied); err != nil {
 		return err
 	}
@@ -125,6 +145,16 @@ func (s *Stores) ReserveDryRun(ctx context.Context, retailerID, format string, e
 		return 0, err
 	}
 	gen, err := sh.ReserveDryRun(ctx, retailerID, format, expires, perHour)
+	return gen, movingError(err) // 429 retailer_moving while it switches shards, as any reservation
+}
+
+// ReserveDeltaDryRun routes Shard.ReserveDeltaDryRun to the retailer's shard.
+func (s *Stores) ReserveDeltaDryRun(ctx context.Context, retailerID, format string, expires time.Time, perHour int) (int64, error) {
+	sh, err := s.shardOf(ctx, retailerID)
+	if err != nil {
+		return 0, err
+	}
+	gen, err := sh.ReserveDeltaDryRun(ctx, retailerID, format, expires, perHour)
 	return gen, movingError(err) // 429 retailer_moving while it switches shards, as any reservation
 }
 

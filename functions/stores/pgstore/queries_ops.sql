@@ -180,7 +180,8 @@ WHERE g.state IN ('received', 'diffing', 'applying', 'held')
        OR (g.undoes IS NOT NULL AND g.state = 'received' AND p.moved < now() - interval '1 minute'))
   -- A delta waiting for an older generation is not stalled (DESIGN 13):
   -- the older one is, if anything; once it ends the delta is re-driven.
-  AND NOT (g.mode = 'delta' AND g.state = 'received'
+  -- A delta's dry run waits for nothing: received, it is re-driven.
+  AND NOT (g.mode = 'delta' AND g.state = 'received' AND NOT g.dry_run
            AND EXISTS (SELECT 1 FROM generations o WHERE o.retailer_id = g.retailer_id AND o.generation < g.generation
                                                     AND o.state IN ('received', 'diffing', 'applying', 'held') AND NOT o.dry_run))
 ORDER BY p.moved LIMIT $2;

@@ -337,16 +337,22 @@ type retailerRun struct {
 	current fixtures.Catalog
 	uploads []upload
 	granted int // reservations made (the hourly limit counts them)
-	// previews are the dry runs' generations (DESIGN 13): their files are
-	// never registered as known, so the storefront's sampling proves that
+	// previews are the dry runs (DESIGN 13): their files are never
+	// registered as known, so the storefront's sampling proves that
 	// previews never change anything.
-	previews []int64
+	previews []preview
 
 	// known are the values each product had in any file that may be
 	// applied, in whole or in part (registered before its PUT): the only
 	// values the storefront may ever serve.
 	knownMu sync.Mutex
 	known   map[string][]map[string]string
+}
+
+// preview is a dry run of a schedule: its generation and mode ("": full).
+type preview struct {
+	gen  int64
+	mode string
 }
 
 // register records the values of a file that may be applied.
@@ -482,15 +488,23 @@ func (r *retailerRun) put(ctx context.Context, slot apiclient.Slot, data []byte)
 	require.NoError(r.sc.t, r.sc.e.API.Put(ctx, slot, data), "seed %d: PUT generation %d of %s", r.sc.seed, slot.Generation, r.id)
 }
 
-// dryRun reserves a dry run and PUTs a changed catalog to it, which must
-// end previewed and never be applied.
+// dryRun reserves a dry run and PUTs a changed catalog to it, or (one in
+// three) a delta's dry run and a delta (property_delta_test.go), which
+// must end previewed and never be applied.
 func (r *retailerRun) dryRun(ctx context.Context) {
 	r.sc.t.Helper()
-	slot, err := r.sc.e.API.ReserveDryRun(ctx, r.token, r.id, "")
-	require.NoError(r.sc.t, err, "seed %d: reserve a dry run for %s", r.sc.seed, r.id)
+	opts, file := apiclient.ReserveOptions{DryRun: true}, []byte(nil)
+	if r.sc.rng.chance(33) {
+		_, file = r.genDelta()
+		opts.Mode = "delta"
+	} else {
+		file = r.encode(r.mutate())
+	}
+	slot, err := r.sc.e.API.ReserveWith(ctx, r.token, r.id, "", opts)
+	require.NoError(r.sc.t, err, "seed %d: reserve a dry run (%+v) for %s", r.sc.seed, opts, r.id)
 	r.granted++
-	r.put(ctx, slot, r.encode(r.mutate()))
-	r.previews = append(r.previews, slot.Generation)
+	r.put(ctx, slot, file)
+	r.previews = append(r.previews, preview{gen: slot.Generation, mode: opts.Mode})
 }
 
 func (r *retailerRun) pause() {
@@ -506,6 +520,9 @@ func (r *retailerRun) play(ctx context.Context) {
 	for range 1 + rng.IntN(3) {
 		if rng.chance(25) { // a delta, instead of a full snapshot
 			r.playDelta(ctx)
+			if rng.chance(20) { // a dry run right behind it: neither waits for the other
+				r.dryRun(ctx)
+			}
 			r.pause()
 			continue
 		}
@@ -667,10 +684,13 @@ func (r *retailerRun) check(ctx context.Context) fixtures.Catalog {
 		}
 		require.Contains(t, []string{"applied", "superseded"}, s.State, "seed %d: %s generation %d: %+v", seed, r.id, u.gen, s.Error)
 	}
-	for _, g := range r.previews {
-		s := byGen[g]
-		require.Equal(t, "previewed", s.State, "seed %d: %s dry run %d: %+v", seed, r.id, g, s.Error)
-		require.True(t, s.DryRun, "seed %d: %s dry run %d", seed, r.id, g)
+	for _, p := range r.previews {
+		s := byGen[p.gen]
+		require.Equal(t, "previewed", s.State, "seed %d: %s dry run %d: %+v", seed, r.id, p.gen, s.Error)
+		require.True(t, s.DryRun, "seed %d: %s dry run %d", seed, r.id, p.gen)
+		if p.mode != "" {
+			require.Equal(t, p.mode, s.Mode, "seed %d: %s dry run %d", seed, r.id, p.gen)
+		}
 	}
 	// Each undo (I10) returns the catalog to the generation applied before
 	// the one it undoes, which was rejected half way.
