@@ -541,16 +541,22 @@ func (r *moveRunner) copyVersions(ctx context.Context) error {
 	return r.checkpoint(ctx, catalog.MoveCopying, stepCopyVersions, endC, endID, 0, m.RowsCopied+n, m.RowsTotal)
 }
 
-// catchUp copies again one batch of the rows the log names (as the source
-// has them now: a row gone there goes on the target too), checkpoints the
-// log's position, and returns how many logged changes are left.
+// catchUp copies again the rows the oldest batch of the log names (as the
+// source has them now: a row gone there goes on the target too), removes
+// those changes from the log, and returns how many logged changes are
+// left. The log is read oldest first and emptied change by change, never
+// skipped past by a cursor: a writer's seq is taken when it writes, so a
+// change of a lower seq can commit after one of a higher seq was copied.
+// The position checkpointed (cursor_seq) is the highest seq copied, for
+// the status only.
 func (r *moveRunner) catchUp(ctx context.Context) (left int64, err error) {
 	m := r.m
-	rows, err := r.src().pool.Query(ctx, q("move_changes_batch"), m.RetailerID, m.cursorSeq, r.o.Batch)
+	rows, err := r.src().pool.Query(ctx, q("move_changes_batch"), m.RetailerID, r.o.Batch)
 	if err != nil {
 		return 0, fmt.Errorf("source: read the log: %w", err)
 	}
 	seq := m.cursorSeq
+	var seqs []int64
 	var products, vc, vp []string
 	seenP, seenV := map[string]bool{}, map[[2]string]bool{}
 	for rows.Next() {
@@ -561,6 +567,7 @@ func (r *moveRunner) catchUp(ctx context.Context) (left int64, err error) {
 			return 0, fmt.Errorf("source: read the log: %w", err)
 		}
 		seq = max(seq, s)
+		seqs = append(seqs, s)
 		if consumer == "" {
 			if !seenP[id] {
 				seenP[id] = true
@@ -575,7 +582,7 @@ func (r *moveRunner) catchUp(ctx context.Context) (left int64, err error) {
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("source: read the log: %w", err)
 	}
-	if seq > m.cursorSeq {
+	if len(seqs) > 0 {
 		err := r.onTarget(ctx, func(tx pgx.Tx) error {
 			if len(products) > 0 {
 				if _, err := tx.Exec(ctx, "DELETE FROM products WHERE retailer_id = $1 AND product_id = ANY($2::text[])", m.RetailerID, products); err != nil {
@@ -601,18 +608,19 @@ func (r *moveRunner) catchUp(ctx context.Context) (left int64, err error) {
 			return nil
 		})
 		if err != nil {
-			return 0, fmt.Errorf("copy the logged changes after %d: %w", m.cursorSeq, err)
+			return 0, fmt.Errorf("copy %d logged changes (up to seq %d): %w", len(seqs), seq, err)
 		}
 		if err := r.checkpoint(ctx, catalog.MoveState(m.State), m.Step, "", "", seq, m.RowsCopied, m.RowsTotal); err != nil {
 			return 0, err
 		}
 		r.m.cursorSeq = seq
-		// What was copied is not needed again.
-		if _, err := r.src().pool.Exec(ctx, q("move_changes_prune"), m.RetailerID, seq); err != nil {
-			return 0, fmt.Errorf("source: prune the log: %w", err)
+		// What was copied is not needed again (a crash before this copies
+		// it again: the same rows, as the source has them then).
+		if _, err := r.src().pool.Exec(ctx, q("move_changes_copied"), m.RetailerID, seqs); err != nil {
+			return 0, fmt.Errorf("source: remove the copied changes from the log: %w", err)
 		}
 	}
-	if err := r.src().pool.QueryRow(ctx, q("move_changes_left"), m.RetailerID, seq).Scan(&left); err != nil {
+	if err := r.src().pool.QueryRow(ctx, q("move_changes_left"), m.RetailerID).Scan(&left); err != nil {
 		return 0, fmt.Errorf("source: the log left: %w", err)
 	}
 	return left, nil
@@ -707,7 +715,7 @@ func (r *moveRunner) abort(ctx context.Context, why string) error {
 		if _, err := tx.Exec(ctx, q("move_unmark"), m.RetailerID, m.ID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, q("move_changes_prune"), m.RetailerID, int64(1)<<62)
+		_, err := tx.Exec(ctx, q("move_changes_prune"), m.RetailerID)
 		return err
 	}); err != nil {
 		return fmt.Errorf("source: take writes again: %w", err)

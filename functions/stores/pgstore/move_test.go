@@ -426,3 +426,47 @@ func TestStartMoveRefusals(t *testing.T) {
 	_, err = s.Move(ctx, "mv_nothing")
 	require.ErrorIs(t, err, catalog.ErrNotFound)
 }
+
+// A write that logged its change before another but commits after it (the
+// log's seq is taken at the write, not at the commit) is copied all the
+// same: catch-up never skips a change that was not visible when it read
+// the log.
+func TestMoveCopiesAChangeCommittedOutOfSeqOrder(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newMoveFixture(t)
+	src := f.s.Shards[0].Pool()
+	insert := func(tx pgx.Tx, id string) {
+		_, err := tx.Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
+			VALUES ($1, $2, '{"v": 1}', '\x03', 1)`, f.id, id)
+		require.NoError(t, err)
+	}
+	var slow pgx.Tx
+	var once, committed sync.Once
+	f.s.Moves.Hook = func(_, step string) error {
+		switch step {
+		case "catch_up":
+			once.Do(func() {
+				var err error
+				slow, err = src.Begin(ctx) // logs seq n, commits later
+				require.NoError(t, err)
+				insert(slow, "late-1")
+				require.NoError(t, pgx.BeginFunc(ctx, src, func(tx pgx.Tx) error { // logs seq n+1, commits now
+					insert(tx, "early-1")
+					return nil
+				}))
+			})
+		case "freeze":
+			committed.Do(func() { require.NoError(t, slow.Commit(ctx)) })
+		}
+		return nil
+	}
+	_, err := f.s.StartMove(ctx, f.id, 1)
+	require.NoError(t, err)
+	f.runMoves(ctx)
+	f.mu.Lock()
+	f.want["late-1"], f.want["early-1"] = `{"v": 1}`, `{"v": 1}`
+	f.mu.Unlock()
+	f.requireWhole(ctx, 1)
+}

@@ -86,8 +86,12 @@ WHERE shard_moves.move_id = EXCLUDED.move_id OR shard_moves.state = 'moved';
 
 -- name: move_target_fence
 -- A batch on the target is the move's only while the target's record is
--- this move's (a zombie runner of a failed move writes nothing).
-SELECT 1 FROM shard_moves WHERE retailer_id = $1 AND move_id = $2 AND role = 'target' FOR SHARE;
+-- this move's (a zombie runner of a failed move writes nothing). Taken
+-- FOR UPDATE: the move's transactions on the target run one at a time,
+-- each reading the source after the one before it committed, so a runner
+-- that lost its lease and copies late never lays an older value over a
+-- newer one.
+SELECT 1 FROM shard_moves WHERE retailer_id = $1 AND move_id = $2 AND role = 'target' FOR UPDATE;
 
 -- name: move_set_source_state
 UPDATE shard_moves SET state = $3, changed_at = now() WHERE retailer_id = $1 AND move_id = $2 AND role = 'source';
@@ -108,14 +112,21 @@ SELECT consumer, product_id FROM consumer_versions WHERE retailer_id = $1 AND (c
 ORDER BY consumer, product_id OFFSET $4 - 1 LIMIT 1;
 
 -- name: move_changes_batch
--- The next changes logged on the source after seq $2.
-SELECT seq, consumer, product_id FROM move_changes WHERE retailer_id = $1 AND seq > $2 ORDER BY seq LIMIT $3;
+-- The oldest changes logged on the source. Not "after the last seq read":
+-- a writer takes its seq when it writes and becomes visible when it
+-- commits, so a change of a lower seq can appear after a higher one was
+-- read; each is removed once copied (move_changes_copied) instead.
+SELECT seq, consumer, product_id FROM move_changes WHERE retailer_id = $1 ORDER BY seq LIMIT $2;
 
 -- name: move_changes_left
-SELECT count(*) FROM move_changes WHERE retailer_id = $1 AND seq > $2;
+SELECT count(*) FROM move_changes WHERE retailer_id = $1;
+
+-- name: move_changes_copied
+-- The changes just copied (by seq: a change logged again since is kept).
+DELETE FROM move_changes WHERE retailer_id = $1 AND seq = ANY($2::bigint[]);
 
 -- name: move_changes_prune
-DELETE FROM move_changes WHERE retailer_id = $1 AND seq <= $2;
+DELETE FROM move_changes WHERE retailer_id = $1;
 
 -- name: move_columns
 -- A table's columns in order (both shards run the same migrations).
