@@ -27,6 +27,7 @@ type GCResult struct {
 	ChunkRows        int64 `json:"chunk_rows"`        // finished generations' chunk progress
 	OutboxRows       int64 `json:"outbox_rows"`       // parked outbox rows past their retention
 	ConsumerVersions int64 `json:"consumer_versions"` // consumers' versions of the collected products
+	MoveRecords      int64 `json:"move_records"`      // old shards' forwarding records of finished moves (a run of every retailer)
 }
 
 func (r *GCResult) add(c catalog.Collected) {
@@ -97,9 +98,14 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 		}
 		after = ids[len(ids)-1]
 	}
+	n, err := h.store.CollectMoveRecords(ctx, p.AppliedBefore)
+	if err != nil {
+		return res, fmt.Errorf("collect: %w", err)
+	}
+	res.MoveRecords = n
 	h.log.InfoContext(ctx, "collection done", "retailers", res.Retailers, "tombstones", res.Tombstones,
 		"directory_entries", res.DirectoryEntries, "chunk_rows", res.ChunkRows, "outbox_rows", res.OutboxRows,
-		"consumer_versions", res.ConsumerVersions, "seconds", h.cfg.Now().Sub(now).Seconds())
+		"consumer_versions", res.ConsumerVersions, "move_records", res.MoveRecords, "seconds", h.cfg.Now().Sub(now).Seconds())
 	return res, nil
 }
 

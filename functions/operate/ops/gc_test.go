@@ -66,7 +66,7 @@ func TestGCRoute(t *testing.T) {
 		return got
 	}
 	require.Equal(t, map[string]int64{"retailers": 2, "tombstones": 0, "directory_entries": 0, "chunk_rows": 0,
-		"outbox_rows": 0, "consumer_versions": 0}, gc(``), "nothing is old enough yet")
+		"outbox_rows": 0, "consumer_versions": 0, "move_records": 0}, gc(``), "nothing is old enough yet")
 
 	f.now = f.now.Add(20 * 24 * time.Hour)
 	got := gc(`{"retailer_id":"r1"}`)
@@ -89,7 +89,7 @@ func TestGCRoute(t *testing.T) {
 	// there is nothing left.
 	require.NoError(t, f.ops.RunTask(ctx, ops.TaskGC))
 	require.Equal(t, map[string]int64{"retailers": 2, "tombstones": 0, "directory_entries": 0, "chunk_rows": 0,
-		"outbox_rows": 0, "consumer_versions": 0}, gc(`{}`))
+		"outbox_rows": 0, "consumer_versions": 0, "move_records": 0}, gc(`{}`))
 
 	// The next upload brings a collected product back, as any upload.
 	f.upload("r1", "product_id,price\na,1\nb,5\n")

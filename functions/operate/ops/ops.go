@@ -122,6 +122,9 @@ type Store interface {
 	// write floor first, and calls progress (if not nil) with the running
 	// total after each batch; catalog.ErrNotFound for an unknown retailer.
 	Collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (catalog.Collected, error)
+	// CollectMoveRecords deletes, on every shard, the forwarding records
+	// of retailers that moved out before before; it returns how many.
+	CollectMoveRecords(ctx context.Context, before time.Time) (int64, error)
 }
 
 // ReplicaReporter is what a Store may also do (pgstore.Stores does): say

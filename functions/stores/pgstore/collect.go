@@ -71,6 +71,21 @@ func (s *Shard) WriteFloor(ctx context.Context, retailerID string) (int64, error
 	return f, nil
 }
 
+// CollectMoveRecords deletes, on every shard, the forwarding addresses
+// (shard_moves, state moved) left by moves whose retailer left the shard
+// before before; it returns how many.
+func (s *Stores) CollectMoveRecords(ctx context.Context, before time.Time) (int64, error) {
+	var n int64
+	for i, sh := range s.Shards {
+		tag, err := sh.pool.Exec(ctx, q("gc_move_records"), before)
+		if err != nil {
+			return n, fmt.Errorf("collect move records of shard %d: %w", i, err)
+		}
+		n += tag.RowsAffected()
+	}
+	return n, nil
+}
+
 // CollectDirectory raises the retailer's directory floor to floor and
 // deletes, among ids, its directory entries that are tombstones at or
 // below it, in one transaction; it returns how many.

@@ -469,4 +469,56 @@ func TestMoveCopiesAChangeCommittedOutOfSeqOrder(t *testing.T) {
 	f.want["late-1"], f.want["early-1"] = `{"v": 1}`, `{"v": 1}`
 	f.mu.Unlock()
 	f.requireWhole(ctx, 1)
+
+	// The old shard's forwarding record goes with a collection once it is
+	// older than the retention, not before.
+	n, err := f.s.CollectMoveRecords(ctx, time.Now().Add(-time.Hour))
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, int64(1), f.count(ctx, 0, "shard_moves"))
+	n, err = f.s.CollectMoveRecords(ctx, time.Now().Add(time.Minute))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	require.Zero(t, f.count(ctx, 0, "shard_moves"))
+}
+
+// An offboarding while the retailer is frozen for its switch is refused
+// with 429 retailer_moving (not a 500); asked again after the move it
+// reserves the offboarding generation on the new shard.
+func TestOffboardingDuringAMoveSwitch(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newMoveFixture(t)
+	var once sync.Once
+	f.s.Moves.Hook = func(_, step string) error {
+		if step == "drain" {
+			abandon := false
+			once.Do(func() { abandon = true })
+			if abandon {
+				return pgstore.ErrMoveAbandoned // the source stays frozen
+			}
+		}
+		return nil
+	}
+	_, err := f.s.StartMove(ctx, f.id, 1)
+	require.NoError(t, err)
+	running, err := f.s.RunMoves(ctx, time.Now().Add(time.Minute))
+	require.ErrorIs(t, err, pgstore.ErrMoveAbandoned)
+	require.Equal(t, 1, running)
+
+	_, err = f.s.Offboard(ctx, f.id, []byte("revoked"), time.Now().Add(time.Hour))
+	require.ErrorIs(t, err, catalog.ErrRateLimited)
+	var ce *catalog.Error
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, "retailer_moving", ce.Code)
+
+	f.runMoves(ctx)
+	gen, err := f.s.Offboard(ctx, f.id, []byte("revoked"), time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Equal(t, f.gen+1, gen)
+	var state string
+	require.NoError(t, f.s.Shards[1].Pool().QueryRow(ctx, `SELECT state FROM generations WHERE retailer_id = $1 AND generation = $2`, f.id, gen).Scan(&state))
+	require.NotEmpty(t, state)
+	require.Zero(t, f.count(ctx, 0, "generations"))
 }

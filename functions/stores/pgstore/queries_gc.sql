@@ -36,3 +36,9 @@ SELECT coalesce((SELECT floor FROM directory_floors WHERE retailer_id = $1), 0);
 -- name: write_floor
 -- The retailer's write floor (shard 0110; 0: none yet).
 SELECT coalesce((SELECT write_floor FROM retailer_state WHERE retailer_id = $1), 0);
+
+-- name: gc_move_records
+-- The forwarding addresses of moves that ended before $1 (the old shard's
+-- record of a retailer that moved out: every route to here was dropped
+-- RouteTTL after the switch, so it refuses nothing any more).
+DELETE FROM shard_moves WHERE role = 'source' AND state = 'moved' AND changed_at < $1;

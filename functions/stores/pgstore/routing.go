@@ -59,7 +59,8 @@ func (s *Stores) Offboard(ctx context.Context, retailerID string, revokedHash []
 	if err := s.Control.Offboard(ctx, retailerID, revokedHash); err != nil {
 		return 0, err
 	}
-	return sh.ReserveOffboarding(ctx, retailerID, expires)
+	gen, err := sh.ReserveOffboarding(ctx, retailerID, expires)
+	return gen, movingError(err) // 429 retailer_moving while it switches shards: asking again finishes the job
 }
 
 // ShardCount is the number of shards retailers are placed on.
