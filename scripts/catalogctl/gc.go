@@ -54,6 +54,7 @@ a generation below the floor that still arrived would be refused (I3).`,
 				}{
 					{"tombstones", r.Tombstones}, {"directory entries", r.DirectoryEntries},
 					{"consumer versions", r.ConsumerVersions}, {"chunk rows", r.ChunkRows}, {"outbox rows", r.OutboxRows},
+					{"move records", r.MoveRecords},
 				} {
 					fmt.Fprintf(c.Stdout, "  %-18s %d\n", l.name, l.n)
 				}

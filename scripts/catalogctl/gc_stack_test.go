@@ -23,7 +23,7 @@ func TestGCAgainstTheStack(t *testing.T) {
 	r := runTool(t, admin, "gc", "--retailer", "gc1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, "collected 1 retailers:\n  tombstones         0\n  directory entries  0\n  consumer versions  0\n"+
-		"  chunk rows         0\n  outbox rows        0\n", r.stdout)
+		"  chunk rows         0\n  outbox rows        0\n  move records       0\n", r.stdout)
 
 	ctx := context.Background()
 	_, sh, err := st.Stores.ForRetailer(ctx, "gc1")
