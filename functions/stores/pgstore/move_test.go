@@ -45,9 +45,18 @@ const moveProducts = 3000
 
 func newMoveFixture(t *testing.T) *moveFixture {
 	t.Helper()
+	return newMoveFixtureOn(t, pgstoretest.New(t, pgstoretest.Shards(2)))
+}
+
+// moveTestOptions are the fixture's move settings: small batches, short
+// leases and route waits.
+var moveTestOptions = pgstore.MoveOptions{Batch: 700, Lease: 400 * time.Millisecond, RouteGrace: 200 * time.Millisecond, CatchUpLeft: 50}
+
+// newMoveFixtureOn is newMoveFixture on stores of the test's own.
+func newMoveFixtureOn(t *testing.T, s *pgstore.Stores) *moveFixture {
+	t.Helper()
 	ctx := context.Background()
-	s := pgstoretest.New(t, pgstoretest.Shards(2))
-	s.Moves = pgstore.MoveOptions{Batch: 700, Lease: 400 * time.Millisecond, RouteGrace: 200 * time.Millisecond, CatchUpLeft: 50}
+	s.Moves = moveTestOptions
 	f := &moveFixture{t: t, s: s, id: "mover", want: map[string]string{}, gen: 1}
 	require.NoError(t, s.CreateRetailer(ctx, catalog.Retailer{ID: f.id, Shard: 0, TokenHash: []byte("mover token")}))
 	sh := s.Shards[0].Pool()
