@@ -2,6 +2,7 @@ package pgstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -530,4 +531,44 @@ func TestOffboardingDuringAMoveSwitch(t *testing.T) {
 	require.NoError(t, f.s.Shards[1].Pool().QueryRow(ctx, `SELECT state FROM generations WHERE retailer_id = $1 AND generation = $2`, f.id, gen).Scan(&state))
 	require.NotEmpty(t, state)
 	require.Zero(t, f.count(ctx, 0, "generations"))
+}
+
+// Product ids that an SQL or array literal could misread (quotes,
+// backslashes, commas, braces, NULL, spaces, non-ASCII) are moved exactly,
+// whether copied with the catalog or logged while it copies.
+func TestMoveCopiesPoisonIDs(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newMoveFixture(t)
+	src := f.s.Shards[0].Pool()
+	ids := []string{`a"b`, `c\d`, `e,f`, `{g}`, `NULL`, `h'i`, `ü-ß`, ` space `, `\\"'`, `x\`, `"`}
+	insert := func(prefix string) {
+		for _, id := range ids {
+			_, err := src.Exec(ctx, `INSERT INTO products (retailer_id, product_id, attributes, content_hash, generation)
+				VALUES ($1, $2, jsonb_build_object('id', $2::text), '\x04', 1)`, f.id, prefix+id)
+			require.NoError(t, err)
+			_, err = src.Exec(ctx, `INSERT INTO consumer_versions (consumer, retailer_id, product_id, generation) VALUES ('analytics', $1, $2, 1)`,
+				f.id, prefix+id)
+			require.NoError(t, err)
+			b, err := json.Marshal(map[string]string{"id": prefix + id})
+			require.NoError(t, err)
+			f.mu.Lock()
+			f.want[prefix+id] = strings.ReplaceAll(string(b), `":"`, `": "`)
+			f.versions++
+			f.mu.Unlock()
+		}
+	}
+	insert("")
+	var once sync.Once
+	f.s.Moves.Hook = func(_, step string) error {
+		if step == "catch_up" {
+			once.Do(func() { insert("late ") })
+		}
+		return nil
+	}
+	_, err := f.s.StartMove(ctx, f.id, 1)
+	require.NoError(t, err)
+	f.runMoves(ctx)
+	f.requireWhole(ctx, 1)
 }
