@@ -58,6 +58,9 @@ a generation below the floor that still arrived would be refused (I3).`,
 				} {
 					fmt.Fprintf(c.Stdout, "  %-18s %d\n", l.name, l.n)
 				}
+				if len(r.Skipped) > 0 {
+					fmt.Fprintf(c.Stdout, "skipped, switching shards (the next run collects them): %s\n", strings.Join(r.Skipped, ", "))
+				}
 				return nil
 			}
 		},

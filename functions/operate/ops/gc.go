@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -28,6 +29,9 @@ type GCResult struct {
 	OutboxRows       int64 `json:"outbox_rows"`       // parked outbox rows past their retention
 	ConsumerVersions int64 `json:"consumer_versions"` // consumers' versions of the collected products
 	MoveRecords      int64 `json:"move_records"`      // old shards' forwarding records of finished moves (a run of every retailer)
+	// Skipped are the retailers a run of every retailer left for the next
+	// one: they were switching shards (a move) when it reached them.
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 func (r *GCResult) add(c catalog.Collected) {
@@ -68,7 +72,8 @@ func (h *Handler) gc(w http.ResponseWriter, r *http.Request) {
 // retailer after another, each in batches of short transactions, and
 // returns what it removed. Safe beside uploads, applies and another
 // collection. A retailer that fails stops the run with its error (what
-// was removed before stays removed; the next run goes on from there).
+// was removed before stays removed; the next run goes on from there),
+// except one switching shards, which is skipped (GCResult.Skipped).
 func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, error) {
 	now := h.cfg.Now()
 	p := catalog.CollectPolicy{AppliedBefore: now.Add(-h.cfg.TombstoneAfter), ParkedBefore: now.Add(-h.cfg.ParkedAfter)}
@@ -88,6 +93,13 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 		}
 		for _, id := range ids {
 			c, err := h.collectRetailer(ctx, id, p)
+			if errors.Is(err, catalog.ErrRateLimited) {
+				// Switching shards (a move's few seconds): the next run
+				// collects it; the others are not held up.
+				h.log.WarnContext(ctx, "collection skipped a retailer", "retailer_id", id, "generation", c.Floor, "error", err.Error())
+				res.Skipped = append(res.Skipped, id)
+				continue
+			}
 			if err != nil {
 				return res, err
 			}

@@ -95,3 +95,37 @@ func TestGCRoute(t *testing.T) {
 	f.upload("r1", "product_id,price\na,1\nb,5\n")
 	require.Equal(t, map[string]string{"a": `{"price":"1"}`, "b": `{"price":"5"}`}, f.catalogOf("r1"))
 }
+
+// A collection of every retailer that reaches one switching shards (a
+// move's freeze: its writes are refused) skips it, says so, and collects
+// the others; asked for that retailer alone it answers 429 retailer_moving.
+func TestGCSkipsARetailerSwitchingShards(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	f.onboard("r1")
+	f.onboard("r2")
+	f.upload("r1", catalogCSV)
+	f.upload("r1", "product_id,price\na,1\n") // b and c deleted
+	f.upload("r2", catalogCSV)
+	f.upload("r2", "product_id,price\na,1\n")
+	_, sh, err := f.store.ForRetailer(ctx, "r2")
+	require.NoError(t, err)
+	_, err = sh.Pool().Exec(ctx, `INSERT INTO shard_moves (retailer_id, move_id, role, state, other_shard) VALUES ('r2', 'mv_test', 'source', 'frozen', 1)`)
+	require.NoError(t, err)
+	f.now = f.now.Add(20 * 24 * time.Hour)
+
+	res, err := f.ops.Collect(ctx, "")
+	require.NoError(t, err)
+	require.Equal(t, []string{"r2"}, res.Skipped)
+	require.Equal(t, 1, res.Retailers)
+	require.EqualValues(t, 2, res.Tombstones, "r1's b and c")
+
+	req := httptest.NewRequest(http.MethodPost, "/v1/admin/gc", strings.NewReader(`{"retailer_id":"r2"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	w := httptest.NewRecorder()
+	f.ops.ServeHTTP(w, req)
+	require.Equal(t, http.StatusTooManyRequests, w.Code, w.Body.String())
+	require.Contains(t, w.Body.String(), "retailer_moving")
+	require.NotEmpty(t, w.Header().Get("Retry-After"))
+}

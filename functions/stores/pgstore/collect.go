@@ -120,8 +120,11 @@ func (c *Control) CollectDirectory(ctx context.Context, retailerID string, floor
 //     (RebuildBloatedIndexes: REINDEX INDEX CONCURRENTLY); a role that may
 //     not rebuild them leaves them, and says so in RebuildSkipped.
 //
-// A retailer the registry does not know is catalog.ErrNotFound.
-func (s *Stores) Collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (catalog.Collected, error) {
+// A retailer the registry does not know is catalog.ErrNotFound; one
+// whose shard refuses its writes because it is switching shards (a move's
+// few seconds) is catalog.ErrRateLimited retailer_moving.
+func (s *Stores) Collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (_ catalog.Collected, err error) {
+	defer func() { err = movingError(err) }()
 	var out catalog.Collected
 	if p.Window <= 0 {
 		p.Window = 10_000
