@@ -30,6 +30,11 @@ type Client struct {
 	// Transfer makes the presigned PUTs: no overall timeout, as a 5 GiB
 	// upload takes as long as it takes [http.DefaultClient].
 	Transfer *http.Client
+	// MovingWait bounds how long Do retries a write refused with 429
+	// retailer_moving (the few seconds of a move's switch; up to a lease,
+	// 60 s, when the move's runner crashed then) after its Retry-After
+	// [3m; negative: never retried].
+	MovingWait time.Duration
 }
 
 // New returns a client of the API at baseURL. Its HTTP client follows the
@@ -93,44 +98,77 @@ func newAPIError(status int, body []byte) *APIError {
 }
 
 // Do sends a request with an optional JSON body and bearer token and decodes
-// a 2xx JSON answer into out (when not nil).
+// a 2xx JSON answer into out (when not nil). A write refused with 429
+// retailer_moving (nothing was done: the retailer is switching shards) is
+// sent again after its Retry-After, for up to MovingWait.
 func (c *Client) Do(ctx context.Context, method, path, token string, body, out any) error {
-	var rd io.Reader
+	var payload []byte
 	if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
+		payload = b
+	}
+	wait := c.MovingWait
+	if wait == 0 {
+		wait = 3 * time.Minute
+	}
+	until := time.Now().Add(wait)
+	for {
+		retryAfter, err := c.do(ctx, method, path, token, payload, body != nil, out)
+		var apiErr *APIError
+		if !errors.As(err, &apiErr) || apiErr.Status != http.StatusTooManyRequests || apiErr.Code != "retailer_moving" ||
+			time.Now().Add(retryAfter).After(until) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(retryAfter):
+		}
+	}
+}
+
+// do sends the request once; on an error answer, also how long its
+// Retry-After says to wait (5 s when it says nothing).
+func (c *Client) do(ctx context.Context, method, path, token string, payload []byte, hasBody bool, out any) (time.Duration, error) {
+	var rd io.Reader
+	if hasBody {
+		rd = bytes.NewReader(payload)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	if body != nil {
+	if hasBody {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if resp.StatusCode/100 != 2 {
-		return newAPIError(resp.StatusCode, data)
+		retryAfter := 5 * time.Second
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n >= 0 && n <= 600 {
+			retryAfter = time.Duration(n) * time.Second
+		}
+		return retryAfter, newAPIError(resp.StatusCode, data)
 	}
 	if out != nil {
 		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("decode %s %s: %w", method, path, err)
+			return 0, fmt.Errorf("decode %s %s: %w", method, path, err)
 		}
 	}
-	return nil
+	return 0, nil
 }
 
 // Costs returns the cost report of the UTC days from..to (YYYY-MM-DD) in
