@@ -55,7 +55,7 @@ type deltaChange struct {
 	attrs  []byte // canonical, for an upsert
 	hash   catalog.Hash
 	insert bool
-	before []byte // canonical, the live value: kept for a dry run's plan only (delta_preview.go)
+	before []byte // canonical, the live value: kept for a plan only (a dry run's or a held delta's, keepBefore)
 }
 
 // startWaitingDelta sends the diff job of a delta that waited for a
@@ -138,7 +138,11 @@ func (r *run) diffDelta(ctx context.Context) (done bool, err error) {
 		// The holds of any generation (I8), on what the delta changes;
 		// attribute_dropped (DESIGN 13, "a delta is checked only on the
 		// products it names") from what deltaChanges gathered (deltaDrift).
-		if held, err := r.holdPlan(ctx, plan, r.decision); err != nil || held {
+		// A held delta's plan is its changes, each with the live value
+		// it was merged into (deltaChanges keeps it when a hold may apply).
+		if held, err := r.holdPlan(ctx, plan, r.decision, func(ctx context.Context) (int, error) {
+			return r.writeDeltaPlan(ctx, changes)
+		}); err != nil || held {
 			return true, err
 		}
 	}
@@ -283,6 +287,10 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 		}
 	}
 	drift := newDeltaDrift(base)
+	// The live values are kept when the delta may end with a plan to show
+	// before it applies: a dry run, or one that may be held (diffDelta's
+	// condition for deciding its holds).
+	keepBefore := r.decision.DryRun || (!r.decision.Confirmed && r.decision.BaselineProducts > 0)
 	defer func() { r.deltaDrop, r.counts = &drift.drop, drift.counts }()
 	for start := 0; start < len(ops); start += currentBatch {
 		batch := ops[start:min(start+currentBatch, len(ops))]
@@ -310,8 +318,8 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 			if err != nil {
 				return nil, 0, err
 			}
-			var from []byte // what a dry run's plan shows as "from"
-			if r.decision.DryRun {
+			var from []byte // what a dry run's or a held delta's plan shows as "from"
+			if keepBefore {
 				from = before
 			}
 			if err := drift.add(op, before, after, live, exists); err != nil {

@@ -566,7 +566,7 @@ func (r *run) diff(ctx context.Context) error {
 	counts := r.countsOf(plan)
 	if !r.decision.Confirmed && takeover.Baseline != r.decision.Baseline {
 		// The baseline moved while we read: decide the hold again.
-		if held, err := r.holdPlan(ctx, plan, takeover); err != nil || held {
+		if held, err := r.holdPlan(ctx, plan, takeover, r.fullPlan(plan)); err != nil || held {
 			return err
 		}
 	}
@@ -645,21 +645,29 @@ func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return r.holdPlan(ctx, plan, d)
+	return r.holdPlan(ctx, plan, d, r.fullPlan(plan))
+}
+
+// fullPlan writes a full snapshot's plan (writePlan) for holdPlan.
+func (r *run) fullPlan(plan catalog.Plan) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) { return r.writePlan(ctx, plan) }
 }
 
 // holdPlan holds the snapshot when the hold rules say so, against the
 // baseline of d: empty_snapshot, mass_delete, attribute_dropped (an
 // attribute removed or blanked, dropInput), mass_update (the attribute
 // names differ from the baseline's and over the threshold would be updated).
-func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
+// A held generation's plan is written first by writePlan (the pages it
+// wrote): a full snapshot's reads the upload again (fullPlan), a delta's
+// is its changes (writeDeltaPlan), whose lines carry no plan.
+func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision, writePlan func(context.Context) (int, error)) (bool, error) {
 	code, msg, err := r.holdReason(ctx, plan, d)
 	if err != nil || code == "" {
 		return false, err
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted, "updated", plan.Updated)
 	// Its plan first, so that a held status always has one (DESIGN 13).
-	pages, err := r.writePlan(ctx, plan)
+	pages, err := writePlan(ctx)
 	if err != nil {
 		return true, err
 	}
