@@ -166,6 +166,14 @@ type Config struct {
 	// function's timeout) a run stops, to record what happened [a tenth of
 	// the time it has, at least 100 ms and at most 30 s].
 	BudgetMargin time.Duration
+	// MaxPlanOps and MaxPlanBytes bound the plan a generation keeps, held
+	// in memory until sorted [catalog.MaxAppliedPlanOps,
+	// catalog.MaxAppliedPlanBytes]: a preview, a held upload or an applied
+	// generation that would change more products, or make more bytes of
+	// plan lines (and, for a preview's or a hold's, of the rows read again),
+	// keeps none (the plan route answers 409 plan_unavailable).
+	MaxPlanOps   int
+	MaxPlanBytes int
 }
 
 // DefaultMaxAttempts is the default Config.MaxAttempts.
@@ -197,6 +205,12 @@ func (c *Config) defaults() {
 	}
 	if c.SortMemoryBytes <= 0 {
 		c.SortMemoryBytes = DefaultSortMemoryBytes
+	}
+	if c.MaxPlanOps <= 0 {
+		c.MaxPlanOps = catalog.MaxAppliedPlanOps
+	}
+	if c.MaxPlanBytes <= 0 {
+		c.MaxPlanBytes = catalog.MaxAppliedPlanBytes
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 30 * time.Second
@@ -671,8 +685,10 @@ func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDec
 	if err != nil {
 		return true, err
 	}
-	if err := r.store.RecordPlan(ctx, r.job.RetailerID, r.job.Generation, pages, d.Baseline); err != nil {
-		return true, err
+	if pages >= 0 { // else over the plan's bounds: none is kept (plan_unavailable)
+		if err := r.store.RecordPlan(ctx, r.job.RetailerID, r.job.Generation, pages, d.Baseline); err != nil {
+			return true, err
+		}
 	}
 	undo, err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan))
 	if err != nil {

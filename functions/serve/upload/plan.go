@@ -86,12 +86,17 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 	case st.State != catalog.StatePreviewed && st.State != catalog.StateHeld && st.State != catalog.StateApplied:
 		err = planUnavailable(gen, fmt.Sprintf("it is %s (a plan is kept for previewed, held and applied generations)", st.State))
 	case st.PlanPages == nil || h.Plans == nil:
-		err = planUnavailable(gen, fmt.Sprintf("none was kept for it (an applied generation keeps one when it changes at most %d products "+
-			"and its diff was not interrupted; a confirmed hold keeps its own unless it applied against another baseline)", catalog.MaxAppliedPlanOps))
+		err = planUnavailable(gen, noPlanKept(st))
+	}
+	after := query.Get("after")
+	if err == nil && after != "" && !snapshot.ValidProductID(after) {
+		// As on the storefront's pages: no product_id can be this.
+		err = catalog.Errorf(catalog.ErrInvalid, "invalid_product_id", "after must be a product_id: 1-%d bytes of UTF-8 without control characters",
+			snapshot.MaxProductIDBytes)
 	}
 	var out planResponse
 	if err == nil {
-		out, err = h.readPlan(r.Context(), retailer.ID, gen, query.Get("after"), limit)
+		out, err = h.readPlan(r.Context(), retailer.ID, gen, after, limit)
 	}
 	if err != nil {
 		httpapi.WriteError(w, r, h.log, err)
@@ -110,6 +115,19 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	w.Write(body.Bytes())
+}
+
+// noPlanKept says why a previewed, held or applied generation has no plan.
+func noPlanKept(st catalog.GenerationStatus) string {
+	bounds := fmt.Sprintf("a plan is kept for a generation that changes at most %d products, in at most %d MB of plan lines",
+		catalog.MaxAppliedPlanOps, catalog.MaxAppliedPlanBytes>>20)
+	changes := st.Inserted + st.Updated + st.Deleted
+	switch st.State {
+	case catalog.StatePreviewed, catalog.StateHeld:
+		return fmt.Sprintf("none was kept for it: it would change %d products, and %s; its status has the counts", changes, bounds)
+	}
+	return fmt.Sprintf("none was kept for it: it changed %d products, and %s, when its diff was not interrupted "+
+		"(a confirmed hold keeps its own unless it applied against another baseline); its change events say what it changed", changes, bounds)
 }
 
 // readPlan reads the page of at most limit items after product id after

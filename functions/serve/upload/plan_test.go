@@ -237,3 +237,78 @@ func TestPlanPageFitsTheLambdaResponse(t *testing.T) {
 	require.Equal(t, want, ids)
 	t.Logf("%d items, %d bytes of raw JSON, in %d pages; the largest Lambda response %d bytes", len(items), raw, pages, largest)
 }
+
+// Paging abuse of the plan route (DESIGN 13): limit 0, -1, over 1000, not
+// a number or absurdly long is 400 invalid_limit with a short message;
+// an after that is no product of the plan starts after it (between ids,
+// before the first, past the last: an empty last page); one that no
+// product_id can be (not UTF-8, a control character, over 256 bytes) is
+// 400 invalid_product_id, as on the storefront's pages.
+func TestPlanPagingAbuse(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.Onboard("r1")
+	gen := previewWithPlan(t, f, inserts(30, 10))
+	path := func(query string) string { return fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan?%s", gen, query) }
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	for _, limit := range []string{"0", "-1", "1001", "99999999999999999999", "1e3", "%20", strings.Repeat("9", 5000)} {
+		require.Equal(t, http.StatusBadRequest, f.Call("GET", path("limit="+limit), token, "", &e), limit)
+		require.Equal(t, "invalid_limit", e.Error.Code)
+		require.Less(t, len(e.Error.Message), 200, "the message quotes a long limit cut short")
+	}
+	var p planPage
+	require.Equal(t, http.StatusOK, f.Call("GET", path("limit=1000"), token, "", &p))
+	require.Len(t, p.Items, 30)
+	require.Nil(t, p.NextAfter)
+	for _, c := range []struct {
+		after string
+		first string // "" for an empty page
+	}{
+		{"p-00010x", "p-00011"}, // between two ids
+		{"a", "p-00000"},        // before the first
+		{"p-00029", ""},         // the last
+		{"zzz", ""},             // past the last
+	} {
+		p = planPage{}
+		require.Equal(t, http.StatusOK, f.Call("GET", path("limit=5&after="+url.QueryEscape(c.after)), token, "", &p), c.after)
+		if c.first == "" {
+			require.Nil(t, p.NextAfter)
+			require.Empty(t, p.Items, c.after)
+			continue
+		}
+		require.Equal(t, c.first, p.Items[0].ProductID, c.after)
+	}
+	require.Equal(t, http.StatusOK, f.Call("GET", path("limit=5&after=p-00010x"), token, "", &p))
+	require.NotNil(t, p.NextAfter)
+	require.Equal(t, "p-00015", *p.NextAfter)
+	for _, after := range []string{"%FF", "p-%00", "%0A", strings.Repeat("x", 257)} {
+		require.Equal(t, http.StatusBadRequest, f.Call("GET", path("after="+after), token, "", &e), after)
+		require.Equal(t, "invalid_product_id", e.Error.Code, after)
+	}
+}
+
+// A previewed or held generation past the plan's bounds keeps no plan
+// (Preview with no pages): 409 plan_unavailable, whose message says why
+// (the bounds) and what it would change.
+func TestPlanPastItsBoundsIsUnavailable(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	token := f.Onboard("r1")
+	ctx := context.Background()
+	gen, err := f.Store.ReserveDryRun(ctx, "r1", "csv", time.Now().Add(time.Hour), 0)
+	require.NoError(t, err)
+	_, err = f.Store.MarkArrived(ctx, "r1", gen, time.Now(), time.Hour)
+	require.NoError(t, err)
+	_, err = f.Store.BeginDiff(ctx, "r1", gen, "etag")
+	require.NoError(t, err)
+	require.NoError(t, f.Store.Preview(ctx, "r1", gen, "", "", catalog.Counts{Inserted: 150_000, Updated: 7}, -1, 0))
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	require.Equal(t, http.StatusConflict, f.Call("GET", fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan", gen), token, "", &e))
+	require.Equal(t, "plan_unavailable", e.Error.Code)
+	require.Contains(t, e.Error.Message, "150007 products")
+	require.Contains(t, e.Error.Message, fmt.Sprint(catalog.MaxAppliedPlanOps))
+}
