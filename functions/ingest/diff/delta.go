@@ -259,6 +259,12 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 		r.problems = readerProblems(nil, rowProblems, cut)
 		return nil, true, r.reject(ctx, snapshot.Reject(rowProblems, cut))
 	}
+	// Read without a problem: an empty problems file, as a full snapshot's
+	// (DESIGN 13: the route answers 200 for every generation whose file
+	// was read), before any state says that the delta was read.
+	if err := r.writeProblems(ctx, noProblems); err != nil {
+		return nil, false, err
+	}
 	r.names = slices.DeleteFunc(rd.AttributeNames(), func(n string) bool { return n == snapshot.DeleteAttribute })
 	// The generation's attribute names: the baseline's and the delta's.
 	r.names = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(r.decision.BaselineNames), r.names...))))

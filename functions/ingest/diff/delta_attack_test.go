@@ -188,3 +188,52 @@ func TestPlanBeyondItsBoundsIsNotKept(t *testing.T) {
 		require.Len(t, f.planItems(g), 1, bound)
 	}
 }
+
+// The problems route answers 200 for every generation whose file was read
+// (DESIGN 13), so a delta read without a problem has an empty problems
+// file, as a full snapshot has: one applied, one held, one that changes
+// nothing, a delta's dry run; a rejected delta's lists its problems. The
+// file exists before the state says that the delta was read.
+func TestDeltaReadWithoutProblemsHasAnEmptyProblemsFile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	var full strings.Builder
+	full.WriteString("product_id,a\n")
+	for i := range 120 {
+		fmt.Fprintf(&full, "p%03d,1\n", i)
+	}
+	g := f.uploadFull(full.String())
+	f.settle(g)
+	require.Empty(t, f.object(keys.Problems("r1", g)), "a full snapshot's")
+	var del strings.Builder
+	for i := range 70 {
+		fmt.Fprintf(&del, `{"product_id":"p%03d","_delete":true}`+"\n", i)
+	}
+	for _, c := range []struct {
+		name  string
+		gen   func() int64
+		state catalog.State
+	}{
+		{"applied", func() int64 { return f.uploadDelta(`{"product_id":"p100","a":"2"}` + "\n") }, catalog.StateApplied},
+		{"changing nothing", func() int64 { return f.uploadDelta(`{"product_id":"p100","a":"2"}` + "\n") }, catalog.StateApplied},
+		{"held", func() int64 { return f.uploadDelta(del.String()) }, catalog.StateHeld},
+		{"a dry run", func() int64 { return f.uploadDeltaDryRun(`{"product_id":"p101","a":"3"}` + "\n") }, catalog.StatePreviewed},
+		{"csv", func() int64 { return f.uploadDeltaAs("csv", "product_id,a\np102,4\n") }, catalog.StateApplied},
+	} {
+		g := c.gen()
+		f.settle(g)
+		require.Equal(t, c.state, f.status(g).State, c.name)
+		_, err := f.blobs.Open(context.Background(), keys.Problems("r1", g), "")
+		require.NoError(t, err, "%s: the problems file of generation %d", c.name, g)
+		require.Empty(t, f.object(keys.Problems("r1", g)), c.name)
+		if c.state == catalog.StateHeld { // confirmed: the next ones wait for no older generation
+			require.NoError(t, f.store.Confirm(context.Background(), "r1", g))
+			f.settle(g)
+			require.Equal(t, catalog.StateApplied, f.status(g).State)
+		}
+	}
+	g = f.uploadDelta(`{"product_id":"p1","a":"1"}` + "\n" + `{"product_id":"p1","a":"2"}` + "\n")
+	f.settle(g)
+	require.Equal(t, catalog.StateRejected, f.status(g).State)
+	require.Contains(t, string(f.object(keys.Problems("r1", g))), "duplicate_product_id")
+}
