@@ -280,7 +280,8 @@ func (r *run) deltaLimits() snapshot.Limits {
 
 // deltaChanges merges ops into the current values of their products (read
 // from the shard in batches): the changes, sorted by product_id, and how
-// many named products the delta does not change.
+// many named products the delta does not change; a *snapshot.Error listing
+// every row whose merge passes the attribute limit (I11), in line order.
 func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]deltaChange, int64, error) {
 	var changes []deltaChange
 	var unchanged int64
@@ -293,6 +294,8 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 		}
 	}
 	drift := newDeltaDrift(base)
+	var problems []snapshot.Problem // rows merged past the attribute limit
+	tooLarge := 0
 	// The live values are kept when the delta may end with a plan to show
 	// before it applies: a dry run, or one that may be held (diffDelta's
 	// condition for deciding its holds).
@@ -321,6 +324,15 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 				}
 			}
 			after, live, err := op.Apply(before, maxAttrs)
+			var se *snapshot.Error
+			if errors.As(err, &se) {
+				// Every row merged past the limit is listed (section 4:
+				// corrected in one round), the first MaxListedProblems kept.
+				if tooLarge++; len(problems) < snapshot.MaxListedProblems {
+					problems = append(problems, se.List()...)
+				}
+				continue
+			}
 			if err != nil {
 				return nil, 0, err
 			}
@@ -342,6 +354,9 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 				changes = append(changes, deltaChange{id: op.ProductID, attrs: after, hash: catalog.HashAttributes(after), insert: !exists, before: from})
 			}
 		}
+	}
+	if len(problems) > 0 {
+		return nil, 0, snapshot.Reject(problems, tooLarge > len(problems))
 	}
 	slices.SortFunc(changes, func(a, b deltaChange) int { return strings.Compare(a.id, b.id) })
 	return changes, unchanged, nil

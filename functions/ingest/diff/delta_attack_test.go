@@ -237,3 +237,42 @@ func TestDeltaReadWithoutProblemsHasAnEmptyProblemsFile(t *testing.T) {
 	require.Equal(t, catalog.StateRejected, f.status(g).State)
 	require.Contains(t, string(f.object(keys.Problems("r1", g))), "duplicate_product_id")
 }
+
+// A delta whose rows each merge a product past 256 KiB of canonical
+// attributes (I11) is rejected attributes_too_large with every such row
+// listed, in line order (section 4: the problems, not just the first, so
+// the file is corrected in one round), in its status and its problems
+// file; nothing changes.
+func TestDeltaMergedPastTheAttributeLimitListsEveryRow(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	big := strings.Repeat("x", 200<<10)
+	var full strings.Builder
+	full.WriteString("product_id,a,b\n")
+	for i := range 5 {
+		fmt.Fprintf(&full, "p%d,%s,1\n", i, big)
+	}
+	f.settle(f.uploadFull(full.String()))
+	before := f.catalogNow()
+	var d strings.Builder
+	for i := range 5 {
+		if i == 2 {
+			fmt.Fprintf(&d, `{"product_id":"p%d","b":"2"}`+"\n", i) // fits
+			continue
+		}
+		fmt.Fprintf(&d, `{"product_id":"p%d","b":"%s"}`+"\n", i, big)
+	}
+	g := f.uploadDelta(d.String())
+	f.settle(g)
+	st := f.status(g)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, "attributes_too_large", st.ErrorCode)
+	var lines []int
+	for _, p := range st.Problems {
+		require.Equal(t, "attributes_too_large", p.Code)
+		lines = append(lines, p.Line)
+	}
+	require.Equal(t, []int{1, 2, 4, 5}, lines)
+	require.Equal(t, 4, strings.Count(string(f.object(keys.Problems("r1", g))), "attributes_too_large"))
+	require.Equal(t, before, f.catalogNow())
+}
