@@ -58,6 +58,20 @@ type pendingOp struct {
 	attrs []byte
 }
 
+// emptyAppliedPlan writes the empty plan of a generation applied without
+// chunks, when it keeps one (as newAppliedPlan decides), and reports
+// whether it did: StartApplying records it then (Counts.EmptyPlan), in the
+// step that applies the generation.
+func (r *run) emptyAppliedPlan(ctx context.Context, takeover catalog.DiffDecision) (bool, error) {
+	if r.newAppliedPlan(0, takeover.Baseline, len(takeover.Stopped) > 0) == nil {
+		return false, nil
+	}
+	if _, err := r.putPlan(ctx, nil); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // newAppliedPlan starts the plan of a generation sending ops operations
 // against baseline, or returns nil when none is kept (see above). stopped
 // is whether a stopped generation may have written rows (I5).
@@ -133,13 +147,16 @@ func (p *appliedPlan) drop(ctx context.Context, why string) {
 	p.dropped, p.entries, p.pending = true, nil, nil
 }
 
-// write writes the plan's pages and records them, once every chunk was
-// sent. A failure is logged, not returned: the chunks are out, and the
-// plan route answers plan_unavailable for a plan that is not recorded.
+// write writes the plan's pages and records them, once the last chunk's
+// ops are in it and before that chunk is sent (the chunker's flush): the
+// generation cannot be applied before its plan is recorded. A failure is
+// logged, not returned: the plan route answers plan_unavailable for a
+// plan that is not recorded.
 func (p *appliedPlan) write(ctx context.Context) {
 	if p == nil || p.dropped {
 		return
 	}
+	p.dropped = true // written once
 	r := p.r
 	err := func() error {
 		pages, index, err := catalog.BuildPlanPages(p.entries)

@@ -385,6 +385,12 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	}
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, sizes, plan.Deletes, message.DeleteLineLen)
 	counts := r.countsOf(plan)
+	if len(chunkPlan) == 0 {
+		var err error
+		if counts.EmptyPlan, err = r.emptyAppliedPlan(ctx, takeover); err != nil {
+			return err
+		}
+	}
 	if started, err := r.startApplying(ctx, takeover, plan, counts, len(chunkPlan)); err != nil || !started {
 		return err
 	}
@@ -418,7 +424,6 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	if c.seq != c.total {
 		return fmt.Errorf("sent %d chunks, planned %d", c.seq, c.total)
 	}
-	c.applied.write(ctx)
 	return nil
 }
 

@@ -226,6 +226,9 @@ func TestDeltaReadWithoutProblemsHasAnEmptyProblemsFile(t *testing.T) {
 		_, err := f.blobs.Open(context.Background(), keys.Problems("r1", g), "")
 		require.NoError(t, err, "%s: the problems file of generation %d", c.name, g)
 		require.Empty(t, f.object(keys.Problems("r1", g)), c.name)
+		if c.name == "changing nothing" {
+			require.Empty(t, f.planItems(g), "an applied generation that changes nothing has an empty plan")
+		}
 		if c.state == catalog.StateHeld { // confirmed: the next ones wait for no older generation
 			require.NoError(t, f.store.Confirm(context.Background(), "r1", g))
 			f.settle(g)

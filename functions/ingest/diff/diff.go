@@ -593,6 +593,11 @@ func (r *run) diff(ctx context.Context) error {
 	slices.Sort(lines)
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, r.sizes, plan.Deletes, message.DeleteLineLen)
 	chunks := len(chunkPlan)
+	if chunks == 0 {
+		if counts.EmptyPlan, err = r.emptyAppliedPlan(ctx, takeover); err != nil {
+			return err
+		}
+	}
 	if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
 		return err
 	}
@@ -1149,7 +1154,6 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 	if c.seq != c.total {
 		return c.seq, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", c.seq, c.total)
 	}
-	ap.write(ctx)
 	return c.seq, nil
 }
 
@@ -1209,6 +1213,12 @@ func (c *chunker) flush(ctx context.Context) error {
 	// The plan's "from" is read before the chunk can change it.
 	if err := c.applied.beforeSend(ctx); err != nil {
 		return err
+	}
+	if c.seq+1 == c.total {
+		// The plan is whole: recorded before the last chunk can make the
+		// generation applied, so that an applied status always comes with
+		// its plan (the route would answer plan_unavailable meanwhile).
+		c.applied.write(ctx)
 	}
 	key := keys.Chunk(r.job.RetailerID, r.job.Generation, c.seq)
 	if err := r.h.blobs.Put(ctx, key, c.buf); err != nil {
