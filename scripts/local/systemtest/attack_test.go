@@ -3,6 +3,7 @@ package systemtest_test
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -224,4 +225,72 @@ func TestDryRunFlood(t *testing.T) {
 	}
 	_, err := e.API.ReserveDryRun(ctx, tok, "r1", "")
 	requireCode(t, err, 429, "too_many_reservations")
+}
+
+// A plan past its bounds at full size (DESIGN 13: 100,000 products):
+// a dry run and a real first load of 100,001 products end previewed and
+// applied with their counts, and their plans answer 409 plan_unavailable
+// saying why (the products it changes, the bound), never a 500 or a page
+// cut short; the problems route answers both (200, empty). Long: run with
+// CATALOG_ATTACK_HUGE set, skipped under -short.
+func TestHugePlanIsUnavailable(t *testing.T) {
+	if testing.Short() || os.Getenv("CATALOG_ATTACK_HUGE") == "" {
+		t.Skip("100,001 products: set CATALOG_ATTACK_HUGE to run")
+	}
+	t.Parallel()
+	e := newEnv(t, stack.Options{})
+	e.Onboard("r1")
+	tok := e.Token("r1")
+	ctx := systemtest.Context(t, 10*time.Minute)
+	n := 100_001
+	file := fixtures.Generate("p", n).CSV(nil)
+	pv := e.dryRun("r1", "", file)
+	require.Equal(t, "previewed", pv.State, "%+v", pv.Error)
+	require.EqualValues(t, n, pv.Changes.Inserted)
+	gen, err := e.API.Upload(ctx, tok, "r1", "", file)
+	require.NoError(t, err)
+	s, err := e.API.WaitApplied(ctx, tok, "r1", gen, nil)
+	require.NoError(t, err)
+	require.Equal(t, "applied", s.State, "%+v", s.Error)
+	for _, g := range []int64{pv.Generation, gen} {
+		_, err := e.API.Plan(ctx, tok, "r1", g, "", 1000)
+		requireCode(t, err, 409, "plan_unavailable")
+		require.Contains(t, err.Error(), "100001 products")
+		require.Contains(t, err.Error(), "at most 100000 products")
+		var problems strings.Builder
+		require.NoError(t, e.API.Problems(ctx, tok, "r1", g, &problems))
+		require.Empty(t, problems.String())
+	}
+}
+
+// The problems route on a delta (DESIGN 13: 200 for every generation whose
+// file was read, an empty body without a problem): 409
+// problems_unavailable while its slot awaits the file, 200 and empty once
+// an applied delta or a delta's dry run was read, every problem of a
+// rejected one.
+func TestProblemsOfDeltas(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{})
+	e.Onboard("r1")
+	tok := e.Token("r1")
+	ctx := systemtest.Context(t, 2*time.Minute)
+	require.Equal(t, "applied", e.Upload("r1", fixtures.Generate("p", 5).CSV(nil)).State)
+	slot, err := e.API.ReserveMode(ctx, tok, "r1", "jsonl", "delta")
+	require.NoError(t, err)
+	var body strings.Builder
+	requireCode(t, e.API.Problems(ctx, tok, "r1", slot.Generation, &body), 409, "problems_unavailable")
+	require.NoError(t, e.API.Put(ctx, slot, deltaJSONL([]deltaRow{{id: "p-00001", set: map[string]*string{"price": ptr("1.11")}}})))
+	require.Equal(t, "applied", e.Wait("r1", slot.Generation).State)
+	pv := e.deltaDryRun("r1", "csv", []byte("product_id,price\np-00002,2.22\n"))
+	require.Equal(t, "previewed", pv.State)
+	bad := e.delta("r1", "csv", []byte("product_id,_delete\np-00001,yes\np-00002,TRUE\n"))
+	require.Equal(t, "rejected", bad.State)
+	for _, g := range []int64{slot.Generation, pv.Generation} {
+		body.Reset()
+		require.NoError(t, e.API.Problems(ctx, tok, "r1", g, &body), "generation %d", g)
+		require.Empty(t, body.String(), "generation %d", g)
+	}
+	body.Reset()
+	require.NoError(t, e.API.Problems(ctx, tok, "r1", bad.Generation, &body))
+	require.Equal(t, 2, strings.Count(body.String(), `"unsupported_value"`), body.String())
 }
