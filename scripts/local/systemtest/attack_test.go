@@ -145,7 +145,8 @@ func TestDryRunFlood(t *testing.T) {
 	if os.Getenv("CATALOG_ATTACK_FLOOD") != "" {
 		n = 60
 	}
-	e := newEnv(t, stack.Options{ChunkRows: 10, ReservationsPerHour: n + 10})
+	perHour := n + n/4 + 10 // the dry runs, the real uploads among them, and room
+	e := newEnv(t, stack.Options{ChunkRows: 10, ReservationsPerHour: perHour})
 	e.Onboard("r1")
 	tok := e.Token("r1")
 	ctx := systemtest.Context(t, 5*time.Minute)
@@ -218,7 +219,7 @@ func TestDryRunFlood(t *testing.T) {
 	}
 	e.RequireCatalog("r1", want)
 	// Every dry run took a reservation of the hour: the rest is what is left.
-	left := n + 10 - 1 - len(previews) - len(reals)
+	left := perHour - 1 - len(previews) - len(reals)
 	for range left {
 		_, err := e.API.ReserveDryRun(ctx, tok, "r1", "")
 		require.NoError(t, err)
