@@ -92,6 +92,11 @@ type Counts struct {
 	AttributeNames []string
 	// Bytes is the size of the upload as stored (for the usage counters).
 	Bytes int64
+	// EmptyPlan, for a generation applied without chunks (it changes
+	// nothing), records its plan as empty (its objects written) in the
+	// same step that applies it, so that an applied status always comes
+	// with its plan (DESIGN 13).
+	EmptyPlan bool
 }
 
 // ApplyOutcome says what applying one chunk did.

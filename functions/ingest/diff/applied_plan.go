@@ -23,8 +23,8 @@ import (
 // A plan is kept only by the run that starts applying the generation (a
 // resumed run re-sends chunks over values already changed: its "from"
 // would be the new values; a confirmed hold keeps the plan it was held
-// with, unless it applies against another baseline), and only up to catalog.MaxAppliedPlanOps operations and
-// catalog.MaxAppliedPlanBytes of lines, since it is held in memory until sorted:
+// with, unless it applies against another baseline), and only up to Config.MaxPlanOps operations and
+// Config.MaxPlanBytes of lines, since it is held in memory until sorted:
 // a bigger generation answers 409 plan_unavailable, and its change events
 // (the chunk objects) say what it changed.
 
@@ -58,11 +58,25 @@ type pendingOp struct {
 	attrs []byte
 }
 
+// emptyAppliedPlan writes the empty plan of a generation applied without
+// chunks, when it keeps one (as newAppliedPlan decides), and reports
+// whether it did: StartApplying records it then (Counts.EmptyPlan), in the
+// step that applies the generation.
+func (r *run) emptyAppliedPlan(ctx context.Context, takeover catalog.DiffDecision) (bool, error) {
+	if r.newAppliedPlan(0, takeover.Baseline, len(takeover.Stopped) > 0) == nil {
+		return false, nil
+	}
+	if _, err := r.putPlan(ctx, nil); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // newAppliedPlan starts the plan of a generation sending ops operations
 // against baseline, or returns nil when none is kept (see above). stopped
 // is whether a stopped generation may have written rows (I5).
 func (r *run) newAppliedPlan(ops int, baseline int64, stopped bool) *appliedPlan {
-	if ops > catalog.MaxAppliedPlanOps || r.decision.Resumed || r.decision.DryRun || r.decision.Confirmed {
+	if ops > r.h.cfg.MaxPlanOps || r.decision.Resumed || r.decision.DryRun || r.decision.Confirmed {
 		return nil
 	}
 	return &appliedPlan{r: r, baseline: baseline, readFrom: baseline != 0 || stopped}
@@ -118,7 +132,7 @@ func (p *appliedPlan) beforeSend(ctx context.Context) error {
 				continue
 			}
 			p.bytes += len(p.buf) + len(op.id)
-			if p.bytes > catalog.MaxAppliedPlanBytes {
+			if p.bytes > p.r.h.cfg.MaxPlanBytes {
 				p.drop(ctx, "its plan would pass the bytes kept for one")
 				return nil
 			}
@@ -129,17 +143,20 @@ func (p *appliedPlan) beforeSend(ctx context.Context) error {
 }
 
 func (p *appliedPlan) drop(ctx context.Context, why string) {
-	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", catalog.MaxAppliedPlanBytes)
+	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", p.r.h.cfg.MaxPlanBytes)
 	p.dropped, p.entries, p.pending = true, nil, nil
 }
 
-// write writes the plan's pages and records them, once every chunk was
-// sent. A failure is logged, not returned: the chunks are out, and the
-// plan route answers plan_unavailable for a plan that is not recorded.
+// write writes the plan's pages and records them, once the last chunk's
+// ops are in it and before that chunk is sent (the chunker's flush): the
+// generation cannot be applied before its plan is recorded. A failure is
+// logged, not returned: the plan route answers plan_unavailable for a
+// plan that is not recorded.
 func (p *appliedPlan) write(ctx context.Context) {
 	if p == nil || p.dropped {
 		return
 	}
+	p.dropped = true // written once
 	r := p.r
 	err := func() error {
 		pages, index, err := catalog.BuildPlanPages(p.entries)

@@ -55,7 +55,7 @@ type deltaChange struct {
 	attrs  []byte // canonical, for an upsert
 	hash   catalog.Hash
 	insert bool
-	before []byte // canonical, the live value: kept for a dry run's plan only (delta_preview.go)
+	before []byte // canonical, the live value: kept for a plan only (a dry run's or a held delta's, keepBefore)
 }
 
 // startWaitingDelta sends the diff job of a delta that waited for a
@@ -138,7 +138,11 @@ func (r *run) diffDelta(ctx context.Context) (done bool, err error) {
 		// The holds of any generation (I8), on what the delta changes;
 		// attribute_dropped (DESIGN 13, "a delta is checked only on the
 		// products it names") from what deltaChanges gathered (deltaDrift).
-		if held, err := r.holdPlan(ctx, plan, r.decision); err != nil || held {
+		// A held delta's plan is its changes, each with the live value
+		// it was merged into (deltaChanges keeps it when a hold may apply).
+		if held, err := r.holdPlan(ctx, plan, r.decision, func(ctx context.Context) (int, error) {
+			return r.writeDeltaPlan(ctx, changes)
+		}); err != nil || held {
 			return true, err
 		}
 	}
@@ -255,6 +259,12 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 		r.problems = readerProblems(nil, rowProblems, cut)
 		return nil, true, r.reject(ctx, snapshot.Reject(rowProblems, cut))
 	}
+	// Read without a problem: an empty problems file, as a full snapshot's
+	// (DESIGN 13: the route answers 200 for every generation whose file
+	// was read), before any state says that the delta was read.
+	if err := r.writeProblems(ctx, noProblems); err != nil {
+		return nil, false, err
+	}
 	r.names = slices.DeleteFunc(rd.AttributeNames(), func(n string) bool { return n == snapshot.DeleteAttribute })
 	// The generation's attribute names: the baseline's and the delta's.
 	r.names = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(r.decision.BaselineNames), r.names...))))
@@ -270,7 +280,8 @@ func (r *run) deltaLimits() snapshot.Limits {
 
 // deltaChanges merges ops into the current values of their products (read
 // from the shard in batches): the changes, sorted by product_id, and how
-// many named products the delta does not change.
+// many named products the delta does not change; a *snapshot.Error listing
+// every row whose merge passes the attribute limit (I11), in line order.
 func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]deltaChange, int64, error) {
 	var changes []deltaChange
 	var unchanged int64
@@ -283,6 +294,12 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 		}
 	}
 	drift := newDeltaDrift(base)
+	var problems []snapshot.Problem // rows merged past the attribute limit
+	tooLarge := 0
+	// The live values are kept when the delta may end with a plan to show
+	// before it applies: a dry run, or one that may be held (diffDelta's
+	// condition for deciding its holds).
+	keepBefore := r.decision.DryRun || (!r.decision.Confirmed && r.decision.BaselineProducts > 0)
 	defer func() { r.deltaDrop, r.counts = &drift.drop, drift.counts }()
 	for start := 0; start < len(ops); start += currentBatch {
 		batch := ops[start:min(start+currentBatch, len(ops))]
@@ -307,11 +324,20 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 				}
 			}
 			after, live, err := op.Apply(before, maxAttrs)
+			var se *snapshot.Error
+			if errors.As(err, &se) {
+				// Every row merged past the limit is listed (section 4:
+				// corrected in one round), the first MaxListedProblems kept.
+				if tooLarge++; len(problems) < snapshot.MaxListedProblems {
+					problems = append(problems, se.List()...)
+				}
+				continue
+			}
 			if err != nil {
 				return nil, 0, err
 			}
-			var from []byte // what a dry run's plan shows as "from"
-			if r.decision.DryRun {
+			var from []byte // what a dry run's or a held delta's plan shows as "from"
+			if keepBefore {
 				from = before
 			}
 			if err := drift.add(op, before, after, live, exists); err != nil {
@@ -328,6 +354,9 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 				changes = append(changes, deltaChange{id: op.ProductID, attrs: after, hash: catalog.HashAttributes(after), insert: !exists, before: from})
 			}
 		}
+	}
+	if len(problems) > 0 {
+		return nil, 0, snapshot.Reject(problems, tooLarge > len(problems))
 	}
 	slices.SortFunc(changes, func(a, b deltaChange) int { return strings.Compare(a.id, b.id) })
 	return changes, unchanged, nil
@@ -356,6 +385,12 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	}
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, sizes, plan.Deletes, message.DeleteLineLen)
 	counts := r.countsOf(plan)
+	if len(chunkPlan) == 0 {
+		var err error
+		if counts.EmptyPlan, err = r.emptyAppliedPlan(ctx, takeover); err != nil {
+			return err
+		}
+	}
 	if started, err := r.startApplying(ctx, takeover, plan, counts, len(chunkPlan)); err != nil || !started {
 		return err
 	}
@@ -389,7 +424,6 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	if c.seq != c.total {
 		return fmt.Errorf("sent %d chunks, planned %d", c.seq, c.total)
 	}
-	c.applied.write(ctx)
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
-	"github.com/retailcatalog/catalog/functions/core/keys"
 )
 
 // The dry run of a delta (DESIGN 13). Its slot is a dry run of mode delta
@@ -54,10 +53,16 @@ func (r *run) previewDelta(ctx context.Context, plan catalog.Plan, changes []del
 // a full snapshot's (pages and a page index under keys.PlanIndex, only the
 // attributes that differ, in product_id order): "from" the live value the
 // delta was merged into, "to" the merged attributes (none for a delete).
-// It returns the number of pages.
+// It returns the number of pages, or -1 (nothing written) past the
+// plan's bounds, as writePlan.
 func (r *run) writeDeltaPlan(ctx context.Context, changes []deltaChange) (int, error) {
+	if len(changes) > r.h.cfg.MaxPlanOps {
+		r.planNotKept(ctx, fmt.Sprintf("it changes %d products", len(changes)))
+		return -1, nil
+	}
 	entries := make([]catalog.PlanEntry, 0, len(changes))
 	var line []byte
+	size := 0
 	for _, c := range changes {
 		var to []byte
 		if !c.delete {
@@ -69,20 +74,12 @@ func (r *run) writeDeltaPlan(ctx context.Context, changes []deltaChange) (int, e
 			return 0, fmt.Errorf("plan: %w", err)
 		}
 		if changed {
+			if size += len(line) + len(c.id); size > r.h.cfg.MaxPlanBytes {
+				r.planNotKept(ctx, "its plan would pass the bytes kept for one")
+				return -1, nil
+			}
 			entries = append(entries, catalog.PlanEntry{ProductID: c.id, Line: slices.Clone(line)})
 		}
 	}
-	pages, index, err := catalog.BuildPlanPages(entries)
-	if err != nil {
-		return 0, fmt.Errorf("plan: %w", err)
-	}
-	for n, page := range pages {
-		if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
-			return 0, fmt.Errorf("plan: write page %d: %w", n, err)
-		}
-	}
-	if err := r.h.blobs.Put(ctx, keys.PlanIndex(r.job.RetailerID, r.job.Generation), index); err != nil {
-		return 0, fmt.Errorf("plan: write its index: %w", err)
-	}
-	return len(pages), nil
+	return r.putPlan(ctx, entries)
 }

@@ -166,6 +166,14 @@ type Config struct {
 	// function's timeout) a run stops, to record what happened [a tenth of
 	// the time it has, at least 100 ms and at most 30 s].
 	BudgetMargin time.Duration
+	// MaxPlanOps and MaxPlanBytes bound the plan a generation keeps, held
+	// in memory until sorted [catalog.MaxAppliedPlanOps,
+	// catalog.MaxAppliedPlanBytes]: a preview, a held upload or an applied
+	// generation that would change more products, or make more bytes of
+	// plan lines (and, for a preview's or a hold's, of the rows read again),
+	// keeps none (the plan route answers 409 plan_unavailable).
+	MaxPlanOps   int
+	MaxPlanBytes int
 }
 
 // DefaultMaxAttempts is the default Config.MaxAttempts.
@@ -197,6 +205,12 @@ func (c *Config) defaults() {
 	}
 	if c.SortMemoryBytes <= 0 {
 		c.SortMemoryBytes = DefaultSortMemoryBytes
+	}
+	if c.MaxPlanOps <= 0 {
+		c.MaxPlanOps = catalog.MaxAppliedPlanOps
+	}
+	if c.MaxPlanBytes <= 0 {
+		c.MaxPlanBytes = catalog.MaxAppliedPlanBytes
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 30 * time.Second
@@ -566,7 +580,7 @@ func (r *run) diff(ctx context.Context) error {
 	counts := r.countsOf(plan)
 	if !r.decision.Confirmed && takeover.Baseline != r.decision.Baseline {
 		// The baseline moved while we read: decide the hold again.
-		if held, err := r.holdPlan(ctx, plan, takeover); err != nil || held {
+		if held, err := r.holdPlan(ctx, plan, takeover, r.fullPlan(plan)); err != nil || held {
 			return err
 		}
 	}
@@ -579,6 +593,11 @@ func (r *run) diff(ctx context.Context) error {
 	slices.Sort(lines)
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, r.sizes, plan.Deletes, message.DeleteLineLen)
 	chunks := len(chunkPlan)
+	if chunks == 0 {
+		if counts.EmptyPlan, err = r.emptyAppliedPlan(ctx, takeover); err != nil {
+			return err
+		}
+	}
 	if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
 		return err
 	}
@@ -645,26 +664,36 @@ func (r *run) hold(ctx context.Context, d catalog.DiffDecision) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return r.holdPlan(ctx, plan, d)
+	return r.holdPlan(ctx, plan, d, r.fullPlan(plan))
+}
+
+// fullPlan writes a full snapshot's plan (writePlan) for holdPlan.
+func (r *run) fullPlan(plan catalog.Plan) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) { return r.writePlan(ctx, plan) }
 }
 
 // holdPlan holds the snapshot when the hold rules say so, against the
 // baseline of d: empty_snapshot, mass_delete, attribute_dropped (an
 // attribute removed or blanked, dropInput), mass_update (the attribute
 // names differ from the baseline's and over the threshold would be updated).
-func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision) (bool, error) {
+// A held generation's plan is written first by writePlan (the pages it
+// wrote): a full snapshot's reads the upload again (fullPlan), a delta's
+// is its changes (writeDeltaPlan), whose lines carry no plan.
+func (r *run) holdPlan(ctx context.Context, plan catalog.Plan, d catalog.DiffDecision, writePlan func(context.Context) (int, error)) (bool, error) {
 	code, msg, err := r.holdReason(ctx, plan, d)
 	if err != nil || code == "" {
 		return false, err
 	}
 	r.log.InfoContext(ctx, "snapshot held for confirmation", "reason", code, "deleted", plan.Deleted, "updated", plan.Updated)
 	// Its plan first, so that a held status always has one (DESIGN 13).
-	pages, err := r.writePlan(ctx, plan)
+	pages, err := writePlan(ctx)
 	if err != nil {
 		return true, err
 	}
-	if err := r.store.RecordPlan(ctx, r.job.RetailerID, r.job.Generation, pages, d.Baseline); err != nil {
-		return true, err
+	if pages >= 0 { // else over the plan's bounds: none is kept (plan_unavailable)
+		if err := r.store.RecordPlan(ctx, r.job.RetailerID, r.job.Generation, pages, d.Baseline); err != nil {
+			return true, err
+		}
 	}
 	undo, err := r.store.Hold(ctx, r.job.RetailerID, r.job.Generation, code, msg, r.countsOf(plan))
 	if err != nil {
@@ -1125,7 +1154,6 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 	if c.seq != c.total {
 		return c.seq, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", c.seq, c.total)
 	}
-	ap.write(ctx)
 	return c.seq, nil
 }
 
@@ -1185,6 +1213,12 @@ func (c *chunker) flush(ctx context.Context) error {
 	// The plan's "from" is read before the chunk can change it.
 	if err := c.applied.beforeSend(ctx); err != nil {
 		return err
+	}
+	if c.seq+1 == c.total {
+		// The plan is whole: recorded before the last chunk can make the
+		// generation applied, so that an applied status always comes with
+		// its plan (the route would answer plan_unavailable meanwhile).
+		c.applied.write(ctx)
 	}
 	key := keys.Chunk(r.job.RetailerID, r.job.Generation, c.seq)
 	if err := r.h.blobs.Put(ctx, key, c.buf); err != nil {

@@ -43,9 +43,18 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, largeThreshold int) *fixture {
+	return newFixtureWith(t, largeThreshold, nil)
+}
+
+// newFixtureWith is newFixture with its diff's Config changed by configure.
+func newFixtureWith(t *testing.T, largeThreshold int, configure func(*diff.Config)) *fixture {
 	f := &fixture{t: t, store: pgstoretest.New(t), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), metrics: &metricstest.Capture{}}
-	f.h = diff.New(diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: largeThreshold,
-		SmallQueueURL: "small", LargeQueueURL: "large"}, f.store, f.blobs, f.queue, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	cfg := diff.Config{ChunkRows: 5, InflightCap: 20, LargeThreshold: largeThreshold,
+		SmallQueueURL: "small", LargeQueueURL: "large"}
+	if configure != nil {
+		configure(&cfg)
+	}
+	f.h = diff.New(cfg, f.store, f.blobs, f.queue, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	f.h.Metrics = metrics.New(f.metrics, metrics.Options{Function: "diff"})
 	t.Cleanup(func() { require.NoError(t, f.metrics.Validate()) })
 	require.NoError(t, f.store.CreateRetailer(context.Background(), catalog.Retailer{ID: "r1", TokenHash: []byte("t")}))

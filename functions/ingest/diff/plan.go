@@ -17,7 +17,8 @@ import (
 type PlanStore interface {
 	// Preview ends dry run gen previewed with its counts, the hold a real
 	// upload would meet (code "" when none) and its plan (pages, computed
-	// against applied generation baseline); nothing else changes.
+	// against applied generation baseline; pages < 0: none kept); nothing
+	// else changes.
 	Preview(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts, pages int, baseline int64) error
 	// RecordPlan records that gen's plan was written in pages, computed
 	// against applied generation baseline.
@@ -71,9 +72,16 @@ type planRow struct {
 // catalog's current values of every id the plan names, read in batches by
 // the primary key (their "from"), only the attributes that differ, in
 // product_id order, as pages and a page index under keys.PlanIndex. It
-// returns the number of pages. The plan is held in memory while it is
-// sorted: its size is that of the changed rows, twice.
+// returns the number of pages, or -1 when the plan passes its bounds
+// (Config.MaxPlanOps operations, Config.MaxPlanBytes of rows read again
+// or of lines): then nothing is written and none is kept. The plan is
+// held in memory while it is sorted: its size is that of the changed
+// rows, twice, hence the bounds.
 func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
+	if plan.Ops() > r.h.cfg.MaxPlanOps {
+		r.planNotKept(ctx, fmt.Sprintf("it changes %d products", plan.Ops()))
+		return -1, nil
+	}
 	var rows []planRow
 	if len(plan.Upserts) > 0 {
 		lines := slices.Clone(plan.Upserts)
@@ -92,6 +100,7 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 		rd.ReuseAttributes = true // copied below
 		rd.Workers = r.h.cfg.Workers
 		rows = make([]planRow, 0, len(lines))
+		read := 0
 		for {
 			row, err := rd.Scan()
 			if errors.Is(err, io.EOF) {
@@ -100,6 +109,10 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 			if err != nil {
 				return 0, fmt.Errorf("plan: reread snapshot: %w", err)
 			}
+			if read += len(row.ID) + len(row.Attributes); read > r.h.cfg.MaxPlanBytes {
+				r.planNotKept(ctx, "the rows it changes pass the bytes kept for one")
+				return -1, nil
+			}
 			rows = append(rows, planRow{id: string(row.ID), attrs: slices.Clone(row.Attributes)})
 		}
 		if len(rows) != len(lines) {
@@ -107,6 +120,7 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 		}
 	}
 	entries := make([]catalog.PlanEntry, 0, plan.Ops())
+	size := 0
 	var canon snapshot.Canonicalizer
 	var from, buf []byte
 	add := func(ids []string, to func(i int) []byte) error {
@@ -129,6 +143,9 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 					return fmt.Errorf("plan: %w", err)
 				}
 				if changed {
+					if size += len(buf) + len(id); size > r.h.cfg.MaxPlanBytes {
+						return errPlanTooLarge
+					}
 					entries = append(entries, catalog.PlanEntry{ProductID: id, Line: slices.Clone(buf)})
 				}
 			}
@@ -139,13 +156,32 @@ func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
 	for i, row := range rows {
 		ids[i] = row.id
 	}
-	if err := add(ids, func(i int) []byte { return rows[i].attrs }); err != nil {
-		return 0, err
+	err := add(ids, func(i int) []byte { return rows[i].attrs })
+	if err == nil {
+		err = add(plan.Deletes, func(int) []byte { return nil })
 	}
-	if err := add(plan.Deletes, func(int) []byte { return nil }); err != nil {
+	if errors.Is(err, errPlanTooLarge) {
+		r.planNotKept(ctx, "its plan would pass the bytes kept for one")
+		return -1, nil
+	}
+	if err != nil {
 		return 0, err
 	}
 	rows = nil
+	return r.putPlan(ctx, entries)
+}
+
+// errPlanTooLarge stops a plan that passes Config.MaxPlanBytes.
+var errPlanTooLarge = errors.New("the plan passes its bytes")
+
+// planNotKept logs why a preview's or a held upload's plan is not kept.
+func (r *run) planNotKept(ctx context.Context, why string) {
+	r.log.InfoContext(ctx, "the plan is not kept: "+why, "max_ops", r.h.cfg.MaxPlanOps, "max_bytes", r.h.cfg.MaxPlanBytes)
+}
+
+// putPlan writes a plan's entries as pages and a page index under
+// keys.PlanIndex; it returns the number of pages.
+func (r *run) putPlan(ctx context.Context, entries []catalog.PlanEntry) (int, error) {
 	pages, index, err := catalog.BuildPlanPages(entries)
 	if err != nil {
 		return 0, fmt.Errorf("plan: %w", err)

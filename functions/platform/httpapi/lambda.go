@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -85,4 +86,31 @@ func RequestFromAPIGateway(ctx context.Context, req events.APIGatewayV2HTTPReque
 	}
 	r.RemoteAddr = req.RequestContext.HTTP.SourceIP
 	return r, nil
+}
+
+// MaxLambdaBodyBytes bounds an answer's body as the Lambda proxy response
+// carries it (LambdaStringBytes): Lambda returns at most 6,291,556 bytes,
+// and the rest is the status and headers'. A body of N bytes takes up to
+// 2N there (each quote and backslash is escaped, U+2028 and U+2029 take
+// six bytes for three), so one under MaxLambdaBodyBytes/2 always fits.
+const MaxLambdaBodyBytes = 6_000_000
+
+// LambdaStringBytes is how many bytes body takes in a Lambda proxy
+// response, where it is a JSON string as the runtime encodes it
+// (aws-lambda-go: HTML characters not escaped), quotes and a newline
+// included.
+func LambdaStringBytes(body []byte) int {
+	var n countingWriter
+	enc := json.NewEncoder(&n)
+	enc.SetEscapeHTML(false)
+	enc.Encode(string(body))
+	return int(n)
+}
+
+// countingWriter counts what is written to it.
+type countingWriter int
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
 }

@@ -76,9 +76,10 @@ func (h *Handler) batchGet(w http.ResponseWriter, r *http.Request) {
 	buf := bodies.Get().(*[]byte)
 	defer bodies.Put(buf)
 	*buf = append(appendBatch((*buf)[:0], ids, products), '\n')
-	if len(*buf) > MaxBatchAnswerBytes {
+	if batchTooLarge(*buf) {
 		h.fail(w, r, retailerID, catalog.Errorf(catalog.ErrTooLarge, "batch_too_large",
-			"the %d products asked make an answer of %d bytes, over %d: ask for fewer ids at once", len(ids), len(*buf), MaxBatchAnswerBytes))
+			"the %d products asked make an answer of %d bytes, over %d (or over %d as the JSON string of the Lambda response): ask for fewer ids at once",
+			len(ids), len(*buf), MaxBatchAnswerBytes, httpapi.MaxLambdaBodyBytes))
 		return
 	}
 	hd := w.Header()
@@ -90,6 +91,14 @@ func (h *Handler) batchGet(w http.ResponseWriter, r *http.Request) {
 }
 
 var jsonContentType = []string{"application/json"}
+
+// batchTooLarge reports whether a batch-get's answer passes
+// MaxBatchAnswerBytes, or httpapi.MaxLambdaBodyBytes once escaped into the
+// Lambda response (counted only for an answer that may: over half of it).
+func batchTooLarge(body []byte) bool {
+	return len(body) > MaxBatchAnswerBytes ||
+		(len(body) > httpapi.MaxLambdaBodyBytes/2 && httpapi.LambdaStringBytes(body) > httpapi.MaxLambdaBodyBytes)
+}
 
 // distinctProductIDs checks a batch-get's ids (1 to MaxBatchIDs as given,
 // each a valid product_id) and returns them without repeats, each at its

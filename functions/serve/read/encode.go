@@ -8,6 +8,7 @@ import (
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/snapshot"
+	"github.com/retailcatalog/catalog/functions/platform/httpapi"
 )
 
 // The storefront's two answers are encoded by hand: they are the hot path
@@ -43,7 +44,8 @@ func appendProduct(b []byte, p catalog.Product) []byte {
 const pageTailBytes = len(`],"next_after":`) + 2 + 6*snapshot.MaxProductIDBytes + 2
 
 // appendPage appends the contract's JSON of a page: at most limit rows and,
-// past the first, no more than keep the page within maxBytes, then
+// past the first, no more than keep the page within maxBytes (and within
+// httpapi.MaxLambdaBodyBytes once escaped into the Lambda response), then
 // next_after when there are more (rows beyond, or rows left out to keep
 // the page within maxBytes); n is how many rows it holds. rows come from a
 // read that stopped after maxBytes of attributes: when they hold that
@@ -59,13 +61,23 @@ func appendPage(b []byte, rows []catalog.Product, limit, maxBytes int) (out []by
 	if attrs >= maxBytes {
 		more = true // the read may have stopped early
 	}
+	// escaped is the page's size as the Lambda response's JSON string
+	// carries it, counted only once the page passes half of what that may
+	// hold (below, twice its size fits): most pages never pay for it.
+	escaped := -1
 	for i, p := range rows[:min(len(rows), limit)] {
 		mark := len(b)
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = appendProduct(b, p)
-		if i > 0 && len(b)-start+pageTailBytes > maxBytes {
+		switch {
+		case escaped >= 0:
+			escaped += httpapi.LambdaStringBytes(b[mark:]) - 3
+		case len(b)-start+pageTailBytes > httpapi.MaxLambdaBodyBytes/2:
+			escaped = httpapi.LambdaStringBytes(b[start:]) - 3
+		}
+		if i > 0 && (len(b)-start+pageTailBytes > maxBytes || escaped+2*pageTailBytes > httpapi.MaxLambdaBodyBytes) {
 			b, more = b[:mark], true
 			break
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/platform/httpapi"
 )
 
 func productJSON(p catalog.Product) Product {
@@ -87,4 +88,37 @@ func TestPageEndsEarlyAtMaxBytes(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &page))
 		require.Equal(t, "a", *page.NextAfter)
 	}
+}
+
+// A page fits Lambda's response once escaped into it (a JSON string: each
+// quote and backslash takes two bytes there): products whose attributes
+// are full of quotes, backslashes and U+2028 (PostgreSQL prints it raw, the
+// Lambda runtime escapes it), under MaxPageBytes of JSON but twice that
+// escaped, make a page that ends early, next_after set, within
+// httpapi.MaxLambdaBodyBytes; pages of plain attributes are cut at
+// MaxPageBytes as before. A batch-get answer that would pass it is refused
+// (batchTooLarge) as one over MaxBatchAnswerBytes is.
+func TestPageFitsTheLambdaResponse(t *testing.T) {
+	t.Parallel()
+	nasty := []byte(`{"d": "` + strings.Repeat(`\"\\`+"\u2028", 25_000) + `"}`) // 225 kB, ~450 kB escaped
+	var rows []catalog.Product
+	for i := range 22 { // under 5 MB of attributes: all read
+		rows = append(rows, catalog.Product{RetailerID: "r", ProductID: fmt.Sprintf("p%04d", i), Attributes: nasty, Generation: 1})
+	}
+	body, n := appendPage(nil, rows, 1000, MaxPageBytes)
+	require.Less(t, len(body), MaxPageBytes)
+	require.LessOrEqual(t, httpapi.LambdaStringBytes(append(body, '\n')), httpapi.MaxLambdaBodyBytes)
+	require.Less(t, n, len(rows), "ends early")
+	require.Greater(t, n, 5)
+	var page Page
+	require.NoError(t, json.Unmarshal(body, &page))
+	require.Len(t, page.Items, n)
+	require.Equal(t, rows[n-1].ProductID, *page.NextAfter)
+	_, rest := appendPage(nil, rows[n:], 1000, MaxPageBytes)
+	require.Equal(t, len(rows)-n, rest, "the rest on the next page")
+
+	batch := append(appendBatch(nil, []string{"p"}, rows), '\n')
+	require.Less(t, len(batch), MaxBatchAnswerBytes)
+	require.True(t, batchTooLarge(batch), "fits 5 MB, not Lambda's 6 MB once escaped")
+	require.False(t, batchTooLarge(append(appendBatch(nil, []string{"p"}, rows[:5]), '\n')))
 }

@@ -1,7 +1,6 @@
 package upload
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +27,7 @@ const (
 	// takes two bytes there, so a file of 5 MB of short problems can take
 	// over 6 MB. A file under MaxInlineProblemsBytes over this bound is
 	// linked too (the rest of Lambda's 6,291,556 bytes is the headers').
-	maxInlineProblemsLambdaBytes = 6_000_000
+	maxInlineProblemsLambdaBytes = httpapi.MaxLambdaBodyBytes
 	// ProblemsLinkTTL is how long the link of a 303 answer is valid.
 	ProblemsLinkTTL = 15 * time.Minute
 )
@@ -108,21 +107,6 @@ func (h *Handler) linkToProblems(w http.ResponseWriter, r *http.Request, key str
 	httpapi.WriteJSON(w, http.StatusSeeOther, ProblemsLink{URL: link, ExpiresAt: expires})
 }
 
-// lambdaStringBytes is how many bytes body takes in a Lambda response,
-// where it is a JSON string as the runtime encodes it (aws-lambda-go:
-// HTML characters not escaped).
-func lambdaStringBytes(body []byte) int {
-	var n countingWriter
-	enc := json.NewEncoder(&n)
-	enc.SetEscapeHTML(false)
-	enc.Encode(string(body))
-	return int(n)
-}
-
-// countingWriter counts what is written to it.
-type countingWriter int
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	*c += countingWriter(len(p))
-	return len(p), nil
-}
+// lambdaStringBytes is how many bytes body takes in a Lambda response
+// (httpapi.LambdaStringBytes).
+func lambdaStringBytes(body []byte) int { return httpapi.LambdaStringBytes(body) }

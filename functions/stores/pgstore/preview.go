@@ -96,7 +96,8 @@ func beginDryRun(ctx context.Context, tx pgx.Tx, d *catalog.DiffDecision, retail
 
 // Preview ends a dry run read whole (DESIGN 13): previewed, with its
 // counts, the hold a real upload would meet (code "" when none) and its
-// plan (pages computed against applied generation baseline). Nothing else
+// plan (pages computed against applied generation baseline; pages < 0:
+// none was kept, past the plan's bounds). Nothing else
 // changes; a generation that is not a dry run being diffed is left as it is.
 func (s *Shard) Preview(ctx context.Context, retailerID string, gen int64, code, message string, c catalog.Counts, pages int, baseline int64) error {
 	var codeArg, messageArg *string
@@ -104,9 +105,13 @@ func (s *Shard) Preview(ctx context.Context, retailerID string, gen int64, code,
 		m := catalog.BoundMessage(message)
 		codeArg, messageArg = &code, &m
 	}
+	var pagesArg *int // NULL: no plan kept (pages < 0, past its bounds)
+	if pages >= 0 {
+		pagesArg = &pages
+	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, q("mark_previewed"), retailerID, gen, codeArg, messageArg,
-			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, pages, baseline, c.AttributeNames)
+			c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Products, pagesArg, baseline, c.AttributeNames)
 		if err != nil || tag.RowsAffected() == 0 {
 			return err
 		}

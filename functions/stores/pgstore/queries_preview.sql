@@ -32,6 +32,14 @@ WHERE retailer_id = $1 AND generation = $2 AND plan_pages IS NOT NULL
 -- name: select_dry_run
 SELECT dry_run FROM generations WHERE retailer_id = $1 AND generation = $2;
 
+-- name: record_empty_plan
+-- The plan of a generation applied without chunks (it changes nothing):
+-- empty, its objects written, against the applied generation of now;
+-- recorded in the step that applies it (StartApplying, Counts.EmptyPlan).
+UPDATE generations SET plan_pages = 0,
+       plan_baseline = (SELECT applied_generation FROM retailer_state WHERE retailer_id = $1)
+WHERE retailer_id = $1 AND generation = $2 AND state = 'applying' AND plan_pages IS NULL;
+
 -- name: record_applied_plan
 -- An applied generation's plan, recorded once its chunks were sent ($3
 -- pages, against applied generation $4); the first one recorded stays.

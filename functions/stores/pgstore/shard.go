@@ -795,6 +795,11 @@ func (s *Shard) StartApplying(ctx context.Context, retailerID string, gen int64,
 			}
 		}
 		if chunks == 0 {
+			if c.EmptyPlan {
+				if _, err := tx.Exec(ctx, q("record_empty_plan"), retailerID, gen); err != nil {
+					return err
+				}
+			}
 			return finishGeneration(ctx, tx, retailerID, gen, c.Products)
 		}
 		return nil

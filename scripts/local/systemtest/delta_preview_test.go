@@ -191,3 +191,78 @@ func TestDeltaDryRunWaitsForNoGenerationInProgress(t *testing.T) {
 	e.RequireCatalog("r1", day2)
 	require.Equal(t, "previewed", e.Status("r1", pv.Generation).State, "nothing supersedes a preview")
 }
+
+// The plan of a held delta (DESIGN 13) equals, field for field, what
+// confirming it then changes, read back from the storefront, as a held
+// full snapshot's does: held mass_delete (70 of 120 deleted) with merges,
+// null removals, an insert, a product named unchanged and a delete of a
+// product the catalog does not have, in JSON Lines; then one held
+// attribute_dropped (a column blanked by null on 110 named products), in
+// CSV and JSON Lines alike through the same path; each read in pages of 7
+// is in product_id order and stays the plan of the applied generation.
+func TestPlanOfAHeldDeltaIsWhatConfirmingChanges(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{ChunkRows: 10})
+	e.Onboard("r1")
+	tok := e.Token("r1")
+	ctx := systemtest.Context(t, 2*time.Minute)
+	day1 := fixtures.Generate("p", 120)
+	require.Equal(t, "applied", e.Upload("r1", day1.CSV(nil)).State)
+
+	confirm := func(rows []deltaRow, code string, planLen int) {
+		t.Helper()
+		before := e.Catalog("r1")
+		held := e.delta("r1", "jsonl", deltaJSONL(rows))
+		require.Equal(t, "held", held.State, "%+v", held.Error)
+		require.Equal(t, code, held.Error.Code, held.Error.Message)
+		plan := e.wholePlan("r1", held.Generation, 7)
+		require.Equal(t, planLen, len(plan), "the held delta's plan")
+		e.RequireCatalog("r1", before)
+
+		_, err := e.API.Confirm(ctx, tok, "r1", held.Generation)
+		require.NoError(t, err)
+		s, err := e.API.WaitApplied(ctx, tok, "r1", held.Generation, nil)
+		require.NoError(t, err)
+		require.Equal(t, "applied", s.State, "%+v", s.Error)
+		after := e.Catalog("r1")
+		require.Equal(t, layDelta(before, rows), after)
+		wantOps, wantFields := changesBetween(before, after)
+		gotOps, gotFields := planOf(t, plan)
+		require.Equal(t, wantOps, gotOps)
+		require.Equal(t, wantFields, gotFields)
+		require.Equal(t, plan, e.wholePlan("r1", held.Generation, 1000), "the applied generation keeps its plan")
+	}
+
+	var rows []deltaRow
+	for i := range 70 {
+		rows = append(rows, deltaRow{id: fmt.Sprintf("p-%05d", i), del: true})
+	}
+	for i := 70; i < 80; i++ {
+		rows = append(rows, deltaRow{id: fmt.Sprintf("p-%05d", i), set: map[string]*string{"price": ptr("0.99")}})
+	}
+	rows = append(rows,
+		deltaRow{id: "p-00080", set: map[string]*string{"description": nil, "title": ptr("renamed")}},
+		deltaRow{id: "p-00081", set: map[string]*string{"price": ptr(day1["p-00081"]["price"])}}, // unchanged
+		deltaRow{id: "absent", del: true}, // nothing to delete
+	)
+	for i := range 5 {
+		rows = append(rows, deltaRow{id: fmt.Sprintf("q-%d", i), set: map[string]*string{"title": ptr(fmt.Sprintf("new %d", i)), "price": ptr("3.00"), "brand": nil}})
+	}
+	confirm(rows, "mass_delete", 70+10+1+5)
+
+	// 50 products left, and 60 more inserted so that 110 are named.
+	var more []deltaRow
+	for i := range 60 {
+		more = append(more, deltaRow{id: fmt.Sprintf("r-%03d", i), set: map[string]*string{"title": ptr("r"), "description": ptr("d")}})
+	}
+	require.Equal(t, "applied", e.delta("r1", "jsonl", deltaJSONL(more)).State)
+	var blanks []deltaRow
+	had := 0
+	for id, attrs := range e.Catalog("r1") {
+		blanks = append(blanks, deltaRow{id: id, set: map[string]*string{"description": nil}})
+		if _, ok := attrs["description"]; ok {
+			had++
+		}
+	}
+	confirm(blanks, "attribute_dropped", had)
+}
