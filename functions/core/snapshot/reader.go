@@ -392,6 +392,9 @@ func (r *Reader) skipped(raw *rawRecord) bool {
 // starting on line, one past Limits.MaxProducts: every non-blank record
 // counts (r.products), before it is parsed.
 func (r *Reader) tooManyProducts(line int) error {
+	if r.lim.Delta {
+		return lineErr(CodeTooManyProducts, line, "more than %d rows, the limit of a delta: the file is read no further (send a full snapshot instead)", r.lim.MaxProducts)
+	}
 	return lineErr(CodeTooManyProducts, line, "more than %d products, the limit: the file is read no further", r.lim.MaxProducts)
 }
 
@@ -639,7 +642,11 @@ func (r *Reader) more() bool {
 		if lim := r.lim.MaxFileBytes; r.nread > lim {
 			n -= int(r.nread - lim)
 			r.nread = lim
-			err = NewError(CodeFileTooLarge, 0, fmt.Sprintf("file is over the limit of %d bytes (decompressed)", lim))
+			msg := fmt.Sprintf("file is over the limit of %d bytes (decompressed)", lim)
+			if r.lim.Delta {
+				msg = fmt.Sprintf("file is over the limit of a delta, %d bytes (decompressed): send a full snapshot instead", lim)
+			}
+			err = NewError(CodeFileTooLarge, 0, msg)
 		}
 		r.w += n
 		if err != nil {

@@ -91,7 +91,9 @@ type Limits struct {
 	MaxProducts int64
 	// Delta reads a delta upload (DESIGN 13): the reserved DeleteAttribute
 	// is accepted as a column or key (ParseDelta reads it) instead of
-	// rejected (invalid_attribute_name). Every other check is the same.
+	// rejected (invalid_attribute_name), and the rejections for
+	// MaxProducts and MaxFileBytes say to send a full snapshot instead.
+	// Every other check is the same.
 	Delta bool
 }
 

@@ -273,9 +273,19 @@ func (r *run) readDelta(ctx context.Context) (ops []snapshot.DeltaOp, rejected b
 
 // deltaLimits are the reader's limits for a delta (those of a full
 // snapshot, _delete accepted).
+// deltaLimits are the reader's limits for a delta: a full snapshot's, and
+// at most Config.MaxDeltaRows rows and MaxDeltaBytes decompressed (it is
+// held in memory whole).
 func (r *run) deltaLimits() snapshot.Limits {
-	return snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes, MaxFileBytes: r.h.cfg.MaxInflatedBytes,
-		MaxProducts: r.h.cfg.MaxProducts, Delta: true}
+	l := snapshot.Limits{MaxRowBytes: r.h.cfg.MaxRowBytes, MaxFileBytes: r.h.cfg.MaxInflatedBytes,
+		MaxProducts: r.h.cfg.MaxProducts, Delta: true}.WithDefaults()
+	if l.MaxFileBytes > r.h.cfg.MaxDeltaBytes {
+		l.MaxFileBytes = r.h.cfg.MaxDeltaBytes
+	}
+	if l.MaxProducts > r.h.cfg.MaxDeltaRows {
+		l.MaxProducts = r.h.cfg.MaxDeltaRows
+	}
+	return l
 }
 
 // deltaChanges merges ops into the current values of their products (read

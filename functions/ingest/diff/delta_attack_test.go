@@ -279,3 +279,33 @@ func TestDeltaMergedPastTheAttributeLimitListsEveryRow(t *testing.T) {
 	require.Equal(t, 4, strings.Count(string(f.object(keys.Problems("r1", g))), "attributes_too_large"))
 	require.Equal(t, before, f.catalogNow())
 }
+
+// A delta is held in memory whole, so it is bounded apart from a full
+// snapshot (Config.MaxDeltaRows, MaxDeltaBytes; 1,000,000 rows and 256 MiB
+// decompressed as deployed): one past either is rejected, its message
+// saying to send a full snapshot, and changes nothing; a full snapshot of
+// the same rows applies.
+func TestDeltaPastItsBoundsIsRejected(t *testing.T) {
+	t.Parallel()
+	f := newFixtureWith(t, 1000, func(c *diff.Config) { c.MaxDeltaRows, c.MaxDeltaBytes = 4, 200 })
+	f.settle(f.uploadFull("product_id,a\np0,1\n"))
+	before := f.catalogNow()
+	for _, c := range []struct {
+		name, data, code, says string
+	}{
+		{"five rows", "product_id,a\np1,1\np2,1\np3,1\np4,1\np5,1\n", "too_many_products", "more than 4 rows, the limit of a delta"},
+		{"over 200 bytes", "product_id,a\np1," + strings.Repeat("y", 300) + "\n", "file_too_large", "the limit of a delta, 200 bytes"},
+	} {
+		g := f.uploadDelta(c.data)
+		f.settle(g)
+		st := f.status(g)
+		require.Equal(t, catalog.StateRejected, st.State, c.name)
+		require.Equal(t, c.code, st.ErrorCode, c.name)
+		require.Contains(t, st.ErrorMessage, c.says, c.name)
+		require.Contains(t, st.ErrorMessage, "send a full snapshot instead", c.name)
+		require.Equal(t, before, f.catalogNow(), c.name)
+	}
+	g := f.uploadFull("product_id,a\np1,1\np2,1\np3,1\np4,1\np5,1\n")
+	f.settle(g)
+	require.Equal(t, catalog.StateApplied, f.status(g).State)
+}

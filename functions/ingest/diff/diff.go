@@ -174,7 +174,22 @@ type Config struct {
 	// keeps none (the plan route answers 409 plan_unavailable).
 	MaxPlanOps   int
 	MaxPlanBytes int
+	// MaxDeltaRows and MaxDeltaBytes bound a delta, which is held in memory
+	// whole while it is diffed [DefaultMaxDeltaRows, DefaultMaxDeltaBytes
+	// decompressed; never above MaxProducts and MaxInflatedBytes]: past
+	// them it is rejected (too_many_products, file_too_large), saying to
+	// send a full snapshot, which is streamed.
+	MaxDeltaRows  int64
+	MaxDeltaBytes int64
 }
+
+// DefaultMaxDeltaRows and DefaultMaxDeltaBytes are the default bounds of a
+// delta: with the merge's copies, a delta at both takes about 1 GiB of the
+// diff function's 3 GB.
+const (
+	DefaultMaxDeltaRows  = 1_000_000
+	DefaultMaxDeltaBytes = 256 << 20
+)
 
 // DefaultMaxAttempts is the default Config.MaxAttempts.
 const DefaultMaxAttempts = 3
@@ -211,6 +226,12 @@ func (c *Config) defaults() {
 	}
 	if c.MaxPlanBytes <= 0 {
 		c.MaxPlanBytes = catalog.MaxAppliedPlanBytes
+	}
+	if c.MaxDeltaRows <= 0 {
+		c.MaxDeltaRows = DefaultMaxDeltaRows
+	}
+	if c.MaxDeltaBytes <= 0 {
+		c.MaxDeltaBytes = DefaultMaxDeltaBytes
 	}
 	if c.RetryBackoff <= 0 {
 		c.RetryBackoff = 30 * time.Second
