@@ -52,7 +52,8 @@ type CostsConfig struct {
 // Limits of the costs route.
 const (
 	// MaxInlineReportBytes is the largest report answered directly: API
-	// Gateway and Lambda cap an answer at 6 MB.
+	// Gateway and Lambda cap an answer at 6 MB (and a report whose escaped
+	// body would pass httpapi.MaxLambdaBodyBytes is linked too).
 	MaxInlineReportBytes = 5 << 20
 	// MaxReportRetailerDays bounds a report's rows (the function's memory).
 	MaxReportRetailerDays = 500_000
@@ -83,7 +84,7 @@ func (h *Handler) costsReport(w http.ResponseWriter, r *http.Request) {
 	if c.MaxInlineBytes > 0 {
 		limit = c.MaxInlineBytes
 	}
-	if len(body) > limit {
+	if !reportFitsInline(body, limit) {
 		h.redirectToStored(w, r, body, ext)
 		return
 	}
@@ -91,6 +92,13 @@ func (h *Handler) costsReport(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	w.Write(body)
+}
+
+// reportFitsInline says whether a report is answered directly: at most
+// limit bytes, and within what a Lambda proxy response holds once the body
+// is escaped into it (a quote-heavy JSON report grows ~20%).
+func reportFitsInline(body []byte, limit int) bool {
+	return len(body) <= limit && (len(body) <= httpapi.MaxLambdaBodyBytes/2 || httpapi.LambdaStringBytes(body) <= httpapi.MaxLambdaBodyBytes)
 }
 
 // renderCosts builds the report the query asks for.
