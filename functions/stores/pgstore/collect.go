@@ -105,8 +105,16 @@ func (c *Control) CollectDirectory(ctx context.Context, retailerID string, floor
 //     (RebuildBloatedIndexes: REINDEX INDEX CONCURRENTLY); a role that may
 //     not rebuild them leaves them, and says so in RebuildSkipped.
 //
-// A retailer the registry does not know is catalog.ErrNotFound.
+// A retailer the registry does not know is catalog.ErrNotFound; one whose
+// move between shards is switching (its shard refuses its writes for a
+// few seconds) is catalog.ErrRateLimited retailer_moving, as a
+// reservation is: POST /v1/admin/gc answers 429, not 500.
 func (s *Stores) Collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (catalog.Collected, error) {
+	out, err := s.collect(ctx, retailerID, p, progress)
+	return out, movingError(err)
+}
+
+func (s *Stores) collect(ctx context.Context, retailerID string, p catalog.CollectPolicy, progress func(catalog.Collected)) (catalog.Collected, error) {
 	var out catalog.Collected
 	if p.Window <= 0 {
 		p.Window = 10_000

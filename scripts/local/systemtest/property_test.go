@@ -198,6 +198,7 @@ func TestPropertyLatestWins(t *testing.T) {
 		require.NoError(t, err, "CATALOG_PROPERTY_SEED")
 	}
 	all := &schedules{}
+	hooks := &moveHooks{}
 	var e *env
 	e = newEnv(t, stack.Options{
 		ChunkRows: 8, HandlerTimeout: 15 * time.Second, VisibilityTimeout: 15 * time.Second,
@@ -210,8 +211,12 @@ func TestPropertyLatestWins(t *testing.T) {
 		// finalWithin, as I10 says it is in production within its bound.
 		StallAfter: 20 * time.Second, StuckSweepEvery: 2 * time.Second,
 		ReservationsPerHour: propertyReservationsPerHour, MaxRowBytes: propertyMaxRowBytes,
-		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
-		WrapApply:     faultyApply(all, func() *stack.Stack { return e.Stack }),
+		// Collection (DESIGN 14) may remove a tombstone as soon as the
+		// retailer-level fence is past its generation: zombie chunks and
+		// crashed applies meet the fence, not the row's tombstone.
+		TombstoneAfter: time.Nanosecond,
+		WrapDiffQueue:  func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
+		WrapApply:      faultyApply(all, func() *stack.Stack { return e.Stack }),
 	})
 	// Every shard refuses, for good, a product titled "poison" (as it
 	// refuses a value it cannot hold): a chunk carrying one is refused on
@@ -221,6 +226,8 @@ func TestPropertyLatestWins(t *testing.T) {
 			`ALTER TABLE products ADD CONSTRAINT refuse_poison CHECK (attributes->>'title' IS DISTINCT FROM 'poison') NOT VALID`)
 		require.NoError(t, err)
 	}
+	e.Stack.Stores.Moves = propertyMoves // before any move: the runners read it
+	e.Stack.Stores.Moves.Hook = hooks.hook
 	start := time.Now()
 	var mu sync.Mutex
 	finals := map[string]fixtures.Catalog{} // retailer -> its catalog once settled
@@ -233,7 +240,7 @@ func TestPropertyLatestWins(t *testing.T) {
 			defer wg.Done()
 			for seed := range seeds {
 				t.Run(fmt.Sprint(seed), func(t *testing.T) {
-					sc := &schedule{t: t, e: &env{e.For(t)}, seed: seed, rng: &lockedRand{r: rand.New(rand.NewPCG(seed, 99))}}
+					sc := &schedule{t: t, e: &env{e.For(t)}, seed: seed, rng: &lockedRand{r: rand.New(rand.NewPCG(seed, 99))}, hooks: hooks}
 					all.m.Store(sc.prefix(), sc)
 					defer all.m.Delete(sc.prefix())
 					for id, c := range sc.run() {
@@ -295,6 +302,7 @@ type schedule struct {
 	rng  *lockedRand
 
 	faults faults
+	hooks  *moveHooks // the stack's move faults (property_move_test.go)
 }
 
 func (sc *schedule) prefix() string { return fmt.Sprintf("s%d-", sc.seed) }
@@ -341,6 +349,10 @@ type retailerRun struct {
 	// registered as known, so the storefront's sampling proves that
 	// previews never change anything.
 	previews []preview
+	// stable are the products no snapshot of a moved retailer deletes
+	// (nil for one that does not move): the reader beside its moves reads
+	// them (property_move_test.go).
+	stable []string
 
 	// known are the values each product had in any file that may be
 	// applied, in whole or in part (registered before its PUT): the only
@@ -414,6 +426,28 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 		id := sc.prefix() + string(rune('a'+i))
 		runs[i] = &retailerRun{sc: sc, id: id, token: sc.e.Onboard(id), current: fixtures.Generate("p", 12+sc.rng.IntN(12))}
 	}
+	// Sometimes the first retailer moves between the shards while it plays
+	// (property_move_test.go): its first snapshot is applied first, so that
+	// its stable products are there before the first move.
+	var moved *retailerRun
+	var moves moveResult
+	var moverWG sync.WaitGroup
+	if sc.rng.chance(30) {
+		moved = runs[0]
+		moved.stable = moved.current.IDs()[:stableProducts]
+		slot := moved.reserve(ctx)
+		moved.register(moved.current)
+		moved.put(ctx, slot, moved.encode(moved.current))
+		moved.uploads = append(moved.uploads, upload{gen: slot.Generation, want: moved.current})
+		s, err := sc.e.API.WaitSettled(ctx, moved.token, moved.id, slot.Generation, nil)
+		require.NoError(t, err, "seed %d: first snapshot of %s", sc.seed, moved.id)
+		require.Equal(t, "applied", s.State, "seed %d: first snapshot of %s: %+v", sc.seed, moved.id, s.Error)
+		moverWG.Add(1)
+		go func() {
+			defer moverWG.Done()
+			moves = moved.mover(ctx, sc.hooks)
+		}()
+	}
 	var wg sync.WaitGroup
 	sampling, stopSampling := context.WithCancel(ctx)
 	sampled := make([][]string, len(runs))
@@ -431,14 +465,24 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 		}()
 	}
 	wg.Wait()
+	moverWG.Wait() // every move ended: done, or failed with the retailer whole on its old shard
 	if t.Failed() {
 		stopSampling()
 		samplers.Wait()
 		return nil
 	}
+	if moved != nil {
+		var ended []string
+		for _, m := range moves.moves {
+			ended = append(ended, fmt.Sprintf("%d->%d %s (%d rows)", m.FromShard, m.ToShard, m.State, m.RowsCopied))
+		}
+		t.Logf("seed %d: %s's moves beside its uploads: %v; %d storefront reads beside them", sc.seed, moved.id, ended, moves.reads)
+		require.Empty(t, moves.bad, "seed %d: beside the moves of %s", sc.seed, moved.id)
+	}
 	out := map[string]fixtures.Catalog{}
 	for _, r := range runs {
 		out[r.id] = r.check(ctx)
+		r.requireOnOneShard(ctx)
 	}
 	stopSampling()
 	samplers.Wait()
@@ -456,7 +500,9 @@ func (r *retailerRun) mutate() fixtures.Catalog {
 		n[ids[rng.IntN(len(ids))]]["price"] = fmt.Sprint(rng.IntN(5))
 	}
 	for k := rng.IntN(3); k > 0 && len(n) > 8; k-- {
-		delete(n, ids[rng.IntN(len(ids))])
+		if id := ids[rng.IntN(len(ids))]; !r.isStable(id) {
+			delete(n, id)
+		}
 	}
 	for k := rng.IntN(3); k > 0; k-- {
 		n[fmt.Sprintf("x-%d", rng.IntN(100))] = fixtures.Row(fmt.Sprint(rng.IntN(3)))
@@ -477,7 +523,11 @@ func (r *retailerRun) encode(c fixtures.Catalog) []byte {
 
 func (r *retailerRun) reserve(ctx context.Context) apiclient.Slot {
 	r.sc.t.Helper()
-	slot, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+	var slot apiclient.Slot
+	err := retryMoving(ctx, func() (err error) {
+		slot, err = r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+		return err
+	})
 	require.NoError(r.sc.t, err, "seed %d: reserve for %s", r.sc.seed, r.id)
 	r.granted++
 	return slot
@@ -500,7 +550,11 @@ func (r *retailerRun) dryRun(ctx context.Context) {
 	} else {
 		file = r.encode(r.mutate())
 	}
-	slot, err := r.sc.e.API.ReserveWith(ctx, r.token, r.id, "", opts)
+	var slot apiclient.Slot
+	err := retryMoving(ctx, func() (err error) {
+		slot, err = r.sc.e.API.ReserveWith(ctx, r.token, r.id, "", opts)
+		return err
+	})
 	require.NoError(r.sc.t, err, "seed %d: reserve a dry run (%+v) for %s", r.sc.seed, opts, r.id)
 	r.granted++
 	r.put(ctx, slot, file)
@@ -518,6 +572,9 @@ func (r *retailerRun) pause() {
 func (r *retailerRun) play(ctx context.Context) {
 	t, rng := r.sc.t, r.sc.rng
 	for range 1 + rng.IntN(3) {
+		if rng.chance(20) { // a collection (DESIGN 14), racing what is in flight
+			r.collect(ctx)
+		}
 		if rng.chance(25) { // a delta, instead of a full snapshot
 			r.playDelta(ctx)
 			if rng.chance(20) { // a dry run right behind it: neither waits for the other
@@ -608,7 +665,10 @@ func (r *retailerRun) play(ctx context.Context) {
 		for r.granted < propertyReservationsPerHour {
 			last = r.reserve(ctx)
 		}
-		_, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+		err := retryMoving(ctx, func() error {
+			_, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+			return err
+		})
 		requireHTTPStatus(t, err, http.StatusTooManyRequests)
 	} else {
 		if rng.chance(30) { // the newest is a delta
