@@ -115,7 +115,7 @@ func (r *retailerRun) mover(ctx context.Context, hooks *moveHooks) moveResult {
 	var res moveResult
 	seen := map[string]int64{} // the newest generation the reader saw, per product
 	for i := range 1 + min(1, sc.rng.IntN(3)) {
-		time.Sleep(time.Duration(sc.rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(sc.rng.IntN(1000)) * time.Millisecond)
 		from := sc.e.ShardOf(r.id)
 		reading, stopReading := context.WithCancel(ctx)
 		var readWG sync.WaitGroup
@@ -209,6 +209,23 @@ func (r *retailerRun) readStable(ctx context.Context, seen map[string]int64) (in
 		}
 	}
 	return n, bad
+}
+
+// arrivedDuring counts the retailer's generations that arrived while one
+// of its moves ran (what the moves raced).
+func (r *retailerRun) arrivedDuring(ctx context.Context, moves []catalog.Move) int {
+	list, err := r.sc.e.API.List(ctx, r.token, r.id, 100)
+	require.NoError(r.sc.t, err, "seed %d", r.sc.seed)
+	n := 0
+	for _, s := range list {
+		for _, m := range moves {
+			if s.ReceivedAt != nil && s.ReceivedAt.After(m.CreatedAt) && s.ReceivedAt.Before(m.UpdatedAt) {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 // retailerTables are the shard tables that hold a retailer's rows.

@@ -109,10 +109,48 @@ func (q *faultyQueue) ChangeVisibility(ctx context.Context, queueURL, receiptHan
 }
 
 func (q *faultyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	if sc := q.all.of(chunkRetailer(body)); sc != nil && sc.rng.chance(3) && sc.faults.allow("send "+dedupID[:strings.LastIndex(dedupID, ":")]) {
+	retailerID := chunkRetailer(body)
+	sc := q.all.of(retailerID)
+	if sc != nil && sc.rng.chance(3) && sc.faults.allow("send "+dedupID[:strings.LastIndex(dedupID, ":")]) {
 		return errors.New("injected crash before send")
 	}
-	return q.next.Send(ctx, queueURL, body, groupID, dedupID)
+	err := q.next.Send(ctx, queueURL, body, groupID, dedupID)
+	if err == nil && sc != nil && sc.rng.chance(4) {
+		sc.keepZombie(retailerID, lambdaevents.SQSMessage{MessageId: "zombie " + dedupID, Body: body})
+	}
+	return err
+}
+
+// keepZombie keeps a copy of a chunk message sent (at most two a
+// retailer): a worker that stalled with it, to deliver it again once newer
+// generations were applied and collected (zombies).
+func (sc *schedule) keepZombie(retailerID string, m lambdaevents.SQSMessage) {
+	sc.zombiesMu.Lock()
+	defer sc.zombiesMu.Unlock()
+	if sc.zombies == nil {
+		sc.zombies = map[string][]lambdaevents.SQSMessage{}
+	}
+	if len(sc.zombies[retailerID]) < 2 {
+		sc.zombies[retailerID] = append(sc.zombies[retailerID], m)
+	}
+}
+
+// wakeZombies delivers the retailer's zombie chunks to the apply function,
+// once each, as their stalled workers would: whatever generation they are
+// of, they write nothing older over anything newer (I1-I3: after a
+// collection, the write floor refuses them).
+func (r *retailerRun) wakeZombies(ctx context.Context) {
+	sc := r.sc
+	sc.zombiesMu.Lock()
+	zombies := sc.zombies[r.id]
+	delete(sc.zombies, r.id)
+	sc.zombiesMu.Unlock()
+	for _, z := range zombies {
+		// A refusal (the retailer moving) is the message's failure: it is
+		// not retried, as a zombie's worker gives up.
+		_, _ = sc.e.Stack.Apply.HandleSQS(ctx, lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{z}})
+		sc.woken.Add(1)
+	}
 }
 
 // faultyApply crashes some apply invocations before they run and some
@@ -303,6 +341,10 @@ type schedule struct {
 
 	faults faults
 	hooks  *moveHooks // the stack's move faults (property_move_test.go)
+
+	zombiesMu sync.Mutex
+	zombies   map[string][]lambdaevents.SQSMessage // retailer -> copies of chunk messages sent
+	woken     atomic.Int64                         // zombies delivered
 }
 
 func (sc *schedule) prefix() string { return fmt.Sprintf("s%d-", sc.seed) }
@@ -479,10 +521,22 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 		t.Logf("seed %d: %s's moves beside its uploads: %v; %d storefront reads beside them", sc.seed, moved.id, ended, moves.reads)
 		require.Empty(t, moves.bad, "seed %d: beside the moves of %s", sc.seed, moved.id)
 	}
+	for _, r := range runs { // the last zombies, after a collection sometimes
+		if sc.rng.chance(50) {
+			r.collect(ctx)
+		}
+		r.wakeZombies(ctx)
+	}
+	if n := sc.woken.Load(); n > 0 {
+		t.Logf("seed %d: %d zombie chunks delivered", sc.seed, n)
+	}
 	out := map[string]fixtures.Catalog{}
 	for _, r := range runs {
 		out[r.id] = r.check(ctx)
 		r.requireOnOneShard(ctx)
+	}
+	if moved != nil {
+		t.Logf("seed %d: %s: %d generations arrived while it moved", sc.seed, moved.id, moved.arrivedDuring(ctx, moves.moves))
 	}
 	stopSampling()
 	samplers.Wait()
@@ -562,6 +616,10 @@ func (r *retailerRun) dryRun(ctx context.Context) {
 }
 
 func (r *retailerRun) pause() {
+	if r.stable != nil { // a moved retailer's uploads spread over its moves' seconds
+		time.Sleep(time.Duration(r.sc.rng.IntN(1500)) * time.Millisecond)
+		return
+	}
 	if r.sc.rng.chance(40) {
 		time.Sleep(time.Duration(r.sc.rng.IntN(100)) * time.Millisecond)
 	}
@@ -574,6 +632,9 @@ func (r *retailerRun) play(ctx context.Context) {
 	for range 1 + rng.IntN(3) {
 		if rng.chance(20) { // a collection (DESIGN 14), racing what is in flight
 			r.collect(ctx)
+		}
+		if rng.chance(20) { // stalled workers wake up
+			r.wakeZombies(ctx)
 		}
 		if rng.chance(25) { // a delta, instead of a full snapshot
 			r.playDelta(ctx)
