@@ -26,9 +26,10 @@ import (
 // deletes: never a 404, never a generation lower than one it saw.
 
 // Move settings of the property stack: small batches, so that a copy takes
-// several transactions and catches up with uploads, and a short lease, so
-// that a crashed runner's move is resumed within seconds.
-var propertyMoves = pgstore.MoveOptions{Batch: 8, CatchUpLeft: 5, Lease: 3 * time.Second}
+// several transactions and catches up with uploads, a short lease, so that
+// a crashed runner's move is resumed within seconds, and a short grace past
+// the routes' TTL (one process, one clock: the TTL is what counts).
+var propertyMoves = pgstore.MoveOptions{Batch: 8, CatchUpLeft: 5, Lease: 3 * time.Second, RouteGrace: 500 * time.Millisecond}
 
 // stableProducts is how many of a moved retailer's first products are in
 // every snapshot of its schedule (never deleted by a full snapshot or a
@@ -114,7 +115,11 @@ func (r *retailerRun) mover(ctx context.Context, hooks *moveHooks) moveResult {
 	sc := r.sc
 	var res moveResult
 	seen := map[string]int64{} // the newest generation the reader saw, per product
-	for i := range 1 + min(1, sc.rng.IntN(3)) {
+	moves := 1
+	if sc.rng.chance(40) { // and back
+		moves = 2
+	}
+	for i := range moves {
 		time.Sleep(time.Duration(sc.rng.IntN(1000)) * time.Millisecond)
 		from := sc.e.ShardOf(r.id)
 		reading, stopReading := context.WithCancel(ctx)

@@ -474,7 +474,7 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 	var moved *retailerRun
 	var moves moveResult
 	var moverWG sync.WaitGroup
-	if sc.rng.chance(30) {
+	if sc.rng.chance(25) {
 		moved = runs[0]
 		moved.stable = moved.current.IDs()[:stableProducts]
 		slot := moved.reserve(ctx)
@@ -617,7 +617,7 @@ func (r *retailerRun) dryRun(ctx context.Context) {
 
 func (r *retailerRun) pause() {
 	if r.stable != nil { // a moved retailer's uploads spread over its moves' seconds
-		time.Sleep(time.Duration(r.sc.rng.IntN(1500)) * time.Millisecond)
+		time.Sleep(time.Duration(r.sc.rng.IntN(1000)) * time.Millisecond)
 		return
 	}
 	if r.sc.rng.chance(40) {
