@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -67,7 +68,10 @@ func (h *Handler) gc(w http.ResponseWriter, r *http.Request) {
 // retailer after another, each in batches of short transactions, and
 // returns what it removed. Safe beside uploads, applies and another
 // collection. A retailer that fails stops the run with its error (what
-// was removed before stays removed; the next run goes on from there).
+// was removed before stays removed; the next run goes on from there),
+// except, in a run of every retailer, one whose move between shards is
+// switching (429 retailer_moving, a few seconds): it is left to the next
+// run, with a WARN, and the run goes on.
 func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, error) {
 	now := h.cfg.Now()
 	p := catalog.CollectPolicy{AppliedBefore: now.Add(-h.cfg.TombstoneAfter), ParkedBefore: now.Add(-h.cfg.ParkedAfter)}
@@ -87,6 +91,11 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 		}
 		for _, id := range ids {
 			c, err := h.collectRetailer(ctx, id, p)
+			var ce *catalog.Error
+			if errors.As(err, &ce) && ce.Code == "retailer_moving" {
+				h.log.WarnContext(ctx, "retailer moving between shards: left to the next collection", "retailer_id", id, "err", err)
+				continue
+			}
 			if err != nil {
 				return res, err
 			}
