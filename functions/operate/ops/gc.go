@@ -93,7 +93,7 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 		}
 		for _, id := range ids {
 			c, err := h.collectRetailer(ctx, id, p)
-			if errors.Is(err, catalog.ErrRateLimited) {
+			if ce := (*catalog.Error)(nil); errors.As(err, &ce) && ce.Code == "retailer_moving" {
 				// Switching shards (a move's few seconds): the next run
 				// collects it; the others are not held up.
 				h.log.WarnContext(ctx, "collection skipped a retailer", "retailer_id", id, "generation", c.Floor, "error", err.Error())

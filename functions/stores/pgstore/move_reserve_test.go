@@ -43,3 +43,23 @@ func TestReservationsWhileMovingAreRetailerMoving(t *testing.T) {
 		require.Positive(t, ce.RetryAfter, name)
 	}
 }
+
+// A reservation first records the slots whose files are already in the
+// bucket (MarkArrived): met by a move's switch, that is 429 retailer_moving
+// too, not a 500 (the property test's uploads racing its moves found it).
+func TestMarkArrivedWhileMovingIsRetailerMoving(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := pgstoretest.New(t, pgstoretest.Shards(2))
+	require.NoError(t, s.CreateRetailer(ctx, catalog.Retailer{ID: "r", Shard: 0, TokenHash: []byte("r token")}))
+	gen, err := s.ReserveGeneration(ctx, "r", "csv", time.Now().Add(time.Hour), 30)
+	require.NoError(t, err)
+	_, err = s.Shards[0].Pool().Exec(ctx, `INSERT INTO shard_moves (retailer_id, move_id, role, state, other_shard) VALUES ('r', 'mv_test', 'source', 'moved', 1)`)
+	require.NoError(t, err)
+	_, err = s.MarkArrived(ctx, "r", gen, time.Now(), 0)
+	require.ErrorIs(t, err, catalog.ErrRateLimited)
+	var ce *catalog.Error
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, "retailer_moving", ce.Code)
+	require.Positive(t, ce.RetryAfter)
+}

@@ -91,13 +91,18 @@ func (s *Stores) ReserveGeneration(ctx context.Context, retailerID, format strin
 	return gen, movingError(err)
 }
 
-// MarkArrived is Shard.MarkArrived on the retailer's shard.
+// MarkArrived is Shard.MarkArrived on the retailer's shard. Refused
+// while the retailer's move switches shards, it is catalog.ErrRateLimited
+// retailer_moving: a reservation records the slots whose files arrived
+// before it (upload's takeArrivedUploads) and answers 429 then, not 500;
+// the arrival function's message is retried as after any error.
 func (s *Stores) MarkArrived(ctx context.Context, retailerID string, gen int64, at time.Time, grace time.Duration) (catalog.State, error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return "", err
 	}
-	return sh.MarkArrived(ctx, retailerID, gen, at, grace)
+	state, err := sh.MarkArrived(ctx, retailerID, gen, at, grace)
+	return state, movingError(err)
 }
 
 // NewerArrival is Shard.NewerArrival on the retailer's shard.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/retailcatalog/catalog/scripts/local/apiclient"
 	"github.com/retailcatalog/catalog/scripts/local/fixtures"
 )
 
@@ -77,7 +78,9 @@ func (r *retailerRun) genDelta() ([]deltaRow, []byte) {
 		add(deltaRow{id: ids[rng.IntN(len(ids))], set: set})
 	}
 	for k := rng.IntN(3); k > 0 && len(ids) > 8; k-- {
-		add(deltaRow{id: ids[rng.IntN(len(ids))], del: true})
+		if id := ids[rng.IntN(len(ids))]; !r.isStable(id) {
+			add(deltaRow{id: id, del: true})
+		}
 	}
 	for k := rng.IntN(3); k > 0; k-- {
 		set := map[string]*string{"price": price()}
@@ -144,7 +147,11 @@ func (r *retailerRun) registerDelta(rows []deltaRow) {
 func (r *retailerRun) playDelta(ctx context.Context) {
 	t := r.sc.t
 	rows, file := r.genDelta()
-	slot, err := r.sc.e.API.ReserveMode(ctx, r.token, r.id, "", "delta")
+	var slot apiclient.Slot
+	err := retryMoving(ctx, func() (err error) {
+		slot, err = r.sc.e.API.ReserveMode(ctx, r.token, r.id, "", "delta")
+		return err
+	})
 	require.NoError(t, err, "seed %d: reserve a delta for %s", r.sc.seed, r.id)
 	r.granted++
 	r.registerDelta(rows)
@@ -171,7 +178,11 @@ func (r *retailerRun) playRollback(ctx context.Context) {
 	if st.State != "applied" {
 		return
 	}
-	rb, err := r.sc.e.API.Rollback(ctx, r.token, r.id, to)
+	var rb apiclient.Status
+	err = retryMoving(ctx, func() (err error) {
+		rb, err = r.sc.e.API.Rollback(ctx, r.token, r.id, to)
+		return err
+	})
 	require.NoError(t, err, "seed %d: roll %s back to %d", r.sc.seed, r.id, to)
 	r.granted++
 	r.uploads = append(r.uploads, upload{gen: rb.Generation, rollbackOf: to})

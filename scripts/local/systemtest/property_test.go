@@ -109,10 +109,48 @@ func (q *faultyQueue) ChangeVisibility(ctx context.Context, queueURL, receiptHan
 }
 
 func (q *faultyQueue) Send(ctx context.Context, queueURL, body, groupID, dedupID string) error {
-	if sc := q.all.of(chunkRetailer(body)); sc != nil && sc.rng.chance(3) && sc.faults.allow("send "+dedupID[:strings.LastIndex(dedupID, ":")]) {
+	retailerID := chunkRetailer(body)
+	sc := q.all.of(retailerID)
+	if sc != nil && sc.rng.chance(3) && sc.faults.allow("send "+dedupID[:strings.LastIndex(dedupID, ":")]) {
 		return errors.New("injected crash before send")
 	}
-	return q.next.Send(ctx, queueURL, body, groupID, dedupID)
+	err := q.next.Send(ctx, queueURL, body, groupID, dedupID)
+	if err == nil && sc != nil && sc.rng.chance(15) {
+		sc.keepZombie(retailerID, lambdaevents.SQSMessage{MessageId: "zombie " + dedupID, Body: body})
+	}
+	return err
+}
+
+// keepZombie keeps a copy of a chunk message sent (at most two a
+// retailer): a worker that stalled with it, to deliver it again once newer
+// generations were applied and collected (zombies).
+func (sc *schedule) keepZombie(retailerID string, m lambdaevents.SQSMessage) {
+	sc.zombiesMu.Lock()
+	defer sc.zombiesMu.Unlock()
+	if sc.zombies == nil {
+		sc.zombies = map[string][]lambdaevents.SQSMessage{}
+	}
+	if len(sc.zombies[retailerID]) < 2 {
+		sc.zombies[retailerID] = append(sc.zombies[retailerID], m)
+	}
+}
+
+// wakeZombies delivers the retailer's zombie chunks to the apply function,
+// once each, as their stalled workers would: whatever generation they are
+// of, they write nothing older over anything newer (I1-I3: after a
+// collection, the write floor refuses them).
+func (r *retailerRun) wakeZombies(ctx context.Context) {
+	sc := r.sc
+	sc.zombiesMu.Lock()
+	zombies := sc.zombies[r.id]
+	delete(sc.zombies, r.id)
+	sc.zombiesMu.Unlock()
+	for _, z := range zombies {
+		// A refusal (the retailer moving) is the message's failure: it is
+		// not retried, as a zombie's worker gives up.
+		_, _ = sc.e.Stack.Apply.HandleSQS(ctx, lambdaevents.SQSEvent{Records: []lambdaevents.SQSMessage{z}})
+		sc.woken.Add(1)
+	}
 }
 
 // faultyApply crashes some apply invocations before they run and some
@@ -168,6 +206,10 @@ func comeBackSoon(st *stack.Stack, ev lambdaevents.SQSEvent) {
 // NUL, a number numeric cannot hold, a lone surrogate, a bad attribute
 // name: I11) and files with a product the shard refuses on every try (I10);
 // meanwhile chunk sends and applies crash on both sides of their commits,
+// copies of chunk messages are delivered again late (zombies), collections
+// run at random points, a quarter of the schedules move their first
+// retailer to the other shard and sometimes back, crashing and failing the
+// move's runner, with a reader beside each move (property_move_test.go),
 // and a reader samples each retailer's storefront. Once everything
 // settles, for every retailer: a second PUT got 412 and changed nothing, a
 // flood got 429 at the limit, every generation is in a final state (none
@@ -178,8 +220,12 @@ func comeBackSoon(st *stack.Stack, ev lambdaevents.SQSEvent) {
 // it, the newest generation is applied and the catalog equals its content
 // (I1: the newest upload, unless an undo superseded its slot), and no
 // product the storefront served was ever anything but a value of one of
-// the retailer's uploads; every change event has left the outbox and the
-// analytics files reconstruct every catalog.
+// the retailer's uploads; each move ended done, or failed with the retailer
+// whole on its old shard, the reader beside it never got a 404 for a
+// product of every snapshot nor an older generation, and every retailer's
+// rows are on exactly the shard the control database names; every change
+// event has left the outbox and the analytics files reconstruct every
+// catalog.
 //
 // CATALOG_PROPERTY_SCHEDULES sets how many schedules run (default 100: a
 // schedule now mixes deltas, rollbacks and dry runs and takes several
@@ -198,6 +244,7 @@ func TestPropertyLatestWins(t *testing.T) {
 		require.NoError(t, err, "CATALOG_PROPERTY_SEED")
 	}
 	all := &schedules{}
+	hooks := &moveHooks{}
 	var e *env
 	e = newEnv(t, stack.Options{
 		ChunkRows: 8, HandlerTimeout: 15 * time.Second, VisibilityTimeout: 15 * time.Second,
@@ -210,8 +257,12 @@ func TestPropertyLatestWins(t *testing.T) {
 		// finalWithin, as I10 says it is in production within its bound.
 		StallAfter: 20 * time.Second, StuckSweepEvery: 2 * time.Second,
 		ReservationsPerHour: propertyReservationsPerHour, MaxRowBytes: propertyMaxRowBytes,
-		WrapDiffQueue: func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
-		WrapApply:     faultyApply(all, func() *stack.Stack { return e.Stack }),
+		// Collection (DESIGN 14) may remove a tombstone as soon as the
+		// retailer-level fence is past its generation: zombie chunks and
+		// crashed applies meet the fence, not the row's tombstone.
+		TombstoneAfter: time.Nanosecond,
+		WrapDiffQueue:  func(next queue.Sender) queue.Sender { return &faultyQueue{next: next, all: all} },
+		WrapApply:      faultyApply(all, func() *stack.Stack { return e.Stack }),
 	})
 	// Every shard refuses, for good, a product titled "poison" (as it
 	// refuses a value it cannot hold): a chunk carrying one is refused on
@@ -221,6 +272,8 @@ func TestPropertyLatestWins(t *testing.T) {
 			`ALTER TABLE products ADD CONSTRAINT refuse_poison CHECK (attributes->>'title' IS DISTINCT FROM 'poison') NOT VALID`)
 		require.NoError(t, err)
 	}
+	e.Stack.Stores.Moves = propertyMoves // before any move: the runners read it
+	e.Stack.Stores.Moves.Hook = hooks.hook
 	start := time.Now()
 	var mu sync.Mutex
 	finals := map[string]fixtures.Catalog{} // retailer -> its catalog once settled
@@ -233,7 +286,7 @@ func TestPropertyLatestWins(t *testing.T) {
 			defer wg.Done()
 			for seed := range seeds {
 				t.Run(fmt.Sprint(seed), func(t *testing.T) {
-					sc := &schedule{t: t, e: &env{e.For(t)}, seed: seed, rng: &lockedRand{r: rand.New(rand.NewPCG(seed, 99))}}
+					sc := &schedule{t: t, e: &env{e.For(t)}, seed: seed, rng: &lockedRand{r: rand.New(rand.NewPCG(seed, 99))}, hooks: hooks}
 					all.m.Store(sc.prefix(), sc)
 					defer all.m.Delete(sc.prefix())
 					for id, c := range sc.run() {
@@ -295,6 +348,11 @@ type schedule struct {
 	rng  *lockedRand
 
 	faults faults
+	hooks  *moveHooks // the stack's move faults (property_move_test.go)
+
+	zombiesMu sync.Mutex
+	zombies   map[string][]lambdaevents.SQSMessage // retailer -> copies of chunk messages sent
+	woken     atomic.Int64                         // zombies delivered
 }
 
 func (sc *schedule) prefix() string { return fmt.Sprintf("s%d-", sc.seed) }
@@ -341,6 +399,10 @@ type retailerRun struct {
 	// registered as known, so the storefront's sampling proves that
 	// previews never change anything.
 	previews []preview
+	// stable are the products no snapshot of a moved retailer deletes
+	// (nil for one that does not move): the reader beside its moves reads
+	// them (property_move_test.go).
+	stable []string
 
 	// known are the values each product had in any file that may be
 	// applied, in whole or in part (registered before its PUT): the only
@@ -414,6 +476,28 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 		id := sc.prefix() + string(rune('a'+i))
 		runs[i] = &retailerRun{sc: sc, id: id, token: sc.e.Onboard(id), current: fixtures.Generate("p", 12+sc.rng.IntN(12))}
 	}
+	// Sometimes the first retailer moves between the shards while it plays
+	// (property_move_test.go): its first snapshot is applied first, so that
+	// its stable products are there before the first move.
+	var moved *retailerRun
+	var moves moveResult
+	var moverWG sync.WaitGroup
+	if sc.rng.chance(25) {
+		moved = runs[0]
+		moved.stable = moved.current.IDs()[:stableProducts]
+		slot := moved.reserve(ctx)
+		moved.register(moved.current)
+		moved.put(ctx, slot, moved.encode(moved.current))
+		moved.uploads = append(moved.uploads, upload{gen: slot.Generation, want: moved.current})
+		s, err := sc.e.API.WaitSettled(ctx, moved.token, moved.id, slot.Generation, nil)
+		require.NoError(t, err, "seed %d: first snapshot of %s", sc.seed, moved.id)
+		require.Equal(t, "applied", s.State, "seed %d: first snapshot of %s: %+v", sc.seed, moved.id, s.Error)
+		moverWG.Add(1)
+		go func() {
+			defer moverWG.Done()
+			moves = moved.mover(ctx, sc.hooks)
+		}()
+	}
 	var wg sync.WaitGroup
 	sampling, stopSampling := context.WithCancel(ctx)
 	sampled := make([][]string, len(runs))
@@ -431,14 +515,36 @@ func (sc *schedule) run() map[string]fixtures.Catalog {
 		}()
 	}
 	wg.Wait()
+	moverWG.Wait() // every move ended: done, or failed with the retailer whole on its old shard
 	if t.Failed() {
 		stopSampling()
 		samplers.Wait()
 		return nil
 	}
+	if moved != nil {
+		var ended []string
+		for _, m := range moves.moves {
+			ended = append(ended, fmt.Sprintf("%d->%d %s (%d rows)", m.FromShard, m.ToShard, m.State, m.RowsCopied))
+		}
+		t.Logf("seed %d: %s's moves beside its uploads: %v; %d storefront reads beside them", sc.seed, moved.id, ended, moves.reads)
+		require.Empty(t, moves.bad, "seed %d: beside the moves of %s", sc.seed, moved.id)
+	}
+	for _, r := range runs { // the last zombies, after a collection sometimes
+		if sc.rng.chance(50) {
+			r.collect(ctx)
+		}
+		r.wakeZombies(ctx)
+	}
+	if n := sc.woken.Load(); n > 0 {
+		t.Logf("seed %d: %d zombie chunks delivered", sc.seed, n)
+	}
 	out := map[string]fixtures.Catalog{}
 	for _, r := range runs {
 		out[r.id] = r.check(ctx)
+		r.requireOnOneShard(ctx)
+	}
+	if moved != nil {
+		t.Logf("seed %d: %s: %d generations arrived while it moved", sc.seed, moved.id, moved.arrivedDuring(ctx, moves.moves))
 	}
 	stopSampling()
 	samplers.Wait()
@@ -456,7 +562,9 @@ func (r *retailerRun) mutate() fixtures.Catalog {
 		n[ids[rng.IntN(len(ids))]]["price"] = fmt.Sprint(rng.IntN(5))
 	}
 	for k := rng.IntN(3); k > 0 && len(n) > 8; k-- {
-		delete(n, ids[rng.IntN(len(ids))])
+		if id := ids[rng.IntN(len(ids))]; !r.isStable(id) {
+			delete(n, id)
+		}
 	}
 	for k := rng.IntN(3); k > 0; k-- {
 		n[fmt.Sprintf("x-%d", rng.IntN(100))] = fixtures.Row(fmt.Sprint(rng.IntN(3)))
@@ -477,7 +585,11 @@ func (r *retailerRun) encode(c fixtures.Catalog) []byte {
 
 func (r *retailerRun) reserve(ctx context.Context) apiclient.Slot {
 	r.sc.t.Helper()
-	slot, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+	var slot apiclient.Slot
+	err := retryMoving(ctx, func() (err error) {
+		slot, err = r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+		return err
+	})
 	require.NoError(r.sc.t, err, "seed %d: reserve for %s", r.sc.seed, r.id)
 	r.granted++
 	return slot
@@ -500,7 +612,11 @@ func (r *retailerRun) dryRun(ctx context.Context) {
 	} else {
 		file = r.encode(r.mutate())
 	}
-	slot, err := r.sc.e.API.ReserveWith(ctx, r.token, r.id, "", opts)
+	var slot apiclient.Slot
+	err := retryMoving(ctx, func() (err error) {
+		slot, err = r.sc.e.API.ReserveWith(ctx, r.token, r.id, "", opts)
+		return err
+	})
 	require.NoError(r.sc.t, err, "seed %d: reserve a dry run (%+v) for %s", r.sc.seed, opts, r.id)
 	r.granted++
 	r.put(ctx, slot, file)
@@ -508,6 +624,10 @@ func (r *retailerRun) dryRun(ctx context.Context) {
 }
 
 func (r *retailerRun) pause() {
+	if r.stable != nil { // a moved retailer's uploads spread over its moves' seconds
+		time.Sleep(time.Duration(r.sc.rng.IntN(1000)) * time.Millisecond)
+		return
+	}
 	if r.sc.rng.chance(40) {
 		time.Sleep(time.Duration(r.sc.rng.IntN(100)) * time.Millisecond)
 	}
@@ -518,6 +638,12 @@ func (r *retailerRun) pause() {
 func (r *retailerRun) play(ctx context.Context) {
 	t, rng := r.sc.t, r.sc.rng
 	for range 1 + rng.IntN(3) {
+		if rng.chance(20) { // a collection (DESIGN 14), racing what is in flight
+			r.collect(ctx)
+		}
+		if rng.chance(20) { // stalled workers wake up
+			r.wakeZombies(ctx)
+		}
 		if rng.chance(25) { // a delta, instead of a full snapshot
 			r.playDelta(ctx)
 			if rng.chance(20) { // a dry run right behind it: neither waits for the other
@@ -608,7 +734,10 @@ func (r *retailerRun) play(ctx context.Context) {
 		for r.granted < propertyReservationsPerHour {
 			last = r.reserve(ctx)
 		}
-		_, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+		err := retryMoving(ctx, func() error {
+			_, err := r.sc.e.API.Reserve(ctx, r.token, r.id, "")
+			return err
+		})
 		requireHTTPStatus(t, err, http.StatusTooManyRequests)
 	} else {
 		if rng.chance(30) { // the newest is a delta
