@@ -32,8 +32,12 @@ import (
 // that exits during a phase moves from the first term (its own, while it
 // lives) into the postmaster's cutime once reaped, so the difference of
 // two readings, one at each end of the phase, counts it exactly once:
-// periodic sampling would add nothing (it only matters for children whose
-// parent never waits, which PostgreSQL does not leave).
+// periodic sampling would add nothing to the totals. It splits
+// PostgreSQL's by kind of process (client backends, autovacuum workers,
+// checkpointer, ...: the process titles), which an exited backend's
+// cutime no longer tells: every 200 ms each child of the postmaster's
+// last value is kept, so a backend that exits loses at most its last
+// 200 ms to "not sampled".
 
 // userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
 // every Linux the kernel ABI allows).
@@ -202,6 +206,7 @@ type phaseCPU struct {
 	stack     time.Duration            // this process's whole tree (/proc)
 	machine   time.Duration            // every core's busy time
 	functions map[string]time.Duration // this process by stack.ProfileLabel ("" unlabelled)
+	pgKinds   map[string]time.Duration // PostgreSQL's children by pgKind, sampled
 	sampled   time.Duration            // the profile's samples in all
 	profErr   error
 }
@@ -261,13 +266,33 @@ func (p *stackProfiler) measure(name string, fn func() error) error {
 	var buf bytes.Buffer
 	profErr := pprof.StartCPUProfile(&buf)
 	a := takeSnapshot()
+	pg := newPGSampler(a.procs, os.Getpid())
+	stop, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if procs, err := readProcs("/proc"); err == nil {
+					pg.sample(procs, readTitle)
+				}
+			}
+		}
+	}()
 	err := fn()
 	b := takeSnapshot()
+	close(stop)
+	<-sampled
+	pg.sample(b.procs, readTitle)
 	if profErr == nil {
 		pprof.StopCPUProfile()
 	}
 	ph := &phaseCPU{name: name, wall: b.at.Sub(a.at), self: b.self - a.self,
-		machine: time.Duration(b.busy-a.busy) * time.Second / userHZ, profErr: profErr}
+		machine: time.Duration(b.busy-a.busy) * time.Second / userHZ, profErr: profErr, pgKinds: pg.byKind()}
 	ph.children, ph.stack = phaseDelta(a.procs, b.procs, os.Getpid())
 	if profErr == nil {
 		raw := buf.Bytes()
@@ -391,6 +416,24 @@ func (p *stackProfiler) print(w io.Writer, ref *measured) {
 			kind = "the bench"
 		}
 		rows = append(rows, row(n, kind, func(ph *phaseCPU) string { return cpuCell(ph.children[n], ph.wall) }))
+		if strings.HasPrefix(n, "PostgreSQL") {
+			kinds := map[string]bool{}
+			for _, ph := range p.phases {
+				for k := range ph.pgKinds {
+					kinds[k] = true
+				}
+			}
+			for _, k := range sortedKeys(kinds) {
+				rows = append(rows, row("- of which "+k, "", func(ph *phaseCPU) string { return cpuCell(ph.pgKinds[k], ph.wall) }))
+			}
+			rows = append(rows, row("- of which the postmaster and what exited between samples", "", func(ph *phaseCPU) string {
+				rest := ph.children[n]
+				for _, d := range ph.pgKinds {
+					rest -= d
+				}
+				return cpuCell(max(rest, 0), ph.wall)
+			}))
+		}
 	}
 	rows = append(rows,
 		row("the whole stack (this process's tree)", "", func(ph *phaseCPU) string { return cpuCell(ph.stack, ph.wall) }),
@@ -462,4 +505,85 @@ func withBenchLabel(ctx context.Context, fn func(context.Context) error) error {
 	var err error
 	pprof.Do(ctx, pprof.Labels(stack.ProfileLabel, benchClientLabel), func(ctx context.Context) { err = fn(ctx) })
 	return err
+}
+
+// pgSampler follows the children of PostgreSQL's postmasters (the
+// bench's children named postgres) through a phase: each one's CPU at
+// the start (0 for one born later) and at its last sample, and its kind.
+type pgSampler struct {
+	self  int
+	procs map[int]*pgChild
+	start map[int]procStat
+}
+
+type pgChild struct {
+	kind        string
+	first, last int64
+}
+
+func newPGSampler(start map[int]procStat, self int) *pgSampler {
+	return &pgSampler{self: self, procs: map[int]*pgChild{}, start: start}
+}
+
+// sample notes the CPU of every postmaster's child in procs, a new one's
+// kind from its title (readTitle of its pid).
+func (g *pgSampler) sample(procs map[int]procStat, readTitle func(pid int) string) {
+	for pid, s := range procs {
+		pm, ok := procs[s.ppid]
+		if !ok || pm.ppid != g.self || pm.comm != "postgres" {
+			continue
+		}
+		c := g.procs[pid]
+		if c == nil {
+			c = &pgChild{kind: pgKind(readTitle(pid))}
+			if was, ok := g.start[pid]; ok && was.ppid == s.ppid {
+				c.first = was.utime + was.stime
+			}
+			g.procs[pid] = c
+		}
+		c.last = s.utime + s.stime
+	}
+}
+
+// byKind is the sampled CPU of the postmasters' children by kind.
+func (g *pgSampler) byKind() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, c := range g.procs {
+		if d := c.last - c.first; d > 0 {
+			out[c.kind] += time.Duration(d) * time.Second / userHZ
+		}
+	}
+	return out
+}
+
+// readTitle is a process's title: its command line, arguments joined by
+// spaces (PostgreSQL rewrites its children's to "postgres: <what>").
+func readTitle(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// pgKind is the kind of a PostgreSQL child from its title: an auxiliary
+// process by its name ("autovacuum worker", "checkpointer", ...), else a
+// client backend ("postgres: user database host(port) activity").
+func pgKind(title string) string {
+	rest, ok := strings.CutPrefix(title, "postgres: ")
+	if !ok {
+		return "unknown processes"
+	}
+	for _, aux := range []string{"autovacuum worker", "autovacuum launcher", "checkpointer", "background writer", "walwriter",
+		"walsender", "walreceiver", "wal summarizer", "archiver", "startup", "logical replication launcher",
+		"logical replication worker", "logical replication apply worker", "parallel worker", "io worker", "walsummarizer",
+		"stats collector", "logger", "slotsync worker"} {
+		if strings.HasPrefix(rest, aux) {
+			if aux == "autovacuum worker" || aux == "parallel worker" || aux == "io worker" {
+				return aux + "s"
+			}
+			return aux
+		}
+	}
+	return "client backends (the functions' connections)"
 }

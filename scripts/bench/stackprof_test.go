@@ -177,3 +177,55 @@ func TestProfilerKeepsLabelledProfile(t *testing.T) {
 		t.Errorf("tables do not name the phase:\n%s", buf.String())
 	}
 }
+
+// TestPGSampler: the postmaster's children are followed by kind (their
+// titles) from their CPU at the phase's start, or from zero when born
+// during it, to their last sample; another process's children are not.
+func TestPGSampler(t *testing.T) {
+	const self, pm = 100, 200
+	start := map[int]procStat{
+		pm:  {pid: pm, ppid: self, comm: "postgres"},
+		201: {pid: 201, ppid: pm, comm: "postgres", utime: 100, stime: 10},
+	}
+	titles := map[int]string{
+		201: "postgres: catalog catalog_shard_0 127.0.0.1(5000) idle",
+		202: "postgres: autovacuum worker catalog_shard_1",
+		203: "postgres: checkpointer",
+	}
+	g := newPGSampler(start, self)
+	read := func(pid int) string { return titles[pid] }
+	g.sample(map[int]procStat{
+		pm:  {pid: pm, ppid: self, comm: "postgres"},
+		201: {pid: 201, ppid: pm, comm: "postgres", utime: 150, stime: 20},
+		202: {pid: 202, ppid: pm, comm: "postgres", utime: 30, stime: 3},
+		300: {pid: 300, ppid: self, comm: "node"},
+		301: {pid: 301, ppid: 300, comm: "node", utime: 999},
+	}, read)
+	// 202 exits; its last sample stands.
+	g.sample(map[int]procStat{
+		pm:  {pid: pm, ppid: self, comm: "postgres"},
+		201: {pid: 201, ppid: pm, comm: "postgres", utime: 160, stime: 20},
+		203: {pid: 203, ppid: pm, comm: "postgres", utime: 5},
+	}, read)
+	tick := 10 * time.Millisecond
+	want := map[string]time.Duration{
+		"client backends (the functions' connections)": 70 * tick,
+		"autovacuum workers":                           33 * tick,
+		"checkpointer":                                 5 * tick,
+	}
+	got := g.byKind()
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: %s, want %s", k, got[k], v)
+		}
+	}
+	if k := pgKind("postgres: parallel worker for PID 77"); k != "parallel workers" {
+		t.Errorf("parallel worker's kind %q", k)
+	}
+	if k := pgKind("/usr/lib/postgresql/17/bin/postgres -D /x"); k != "unknown processes" {
+		t.Errorf("the postmaster's own title's kind %q", k)
+	}
+}
