@@ -19,6 +19,7 @@ require (
 	github.com/aws/smithy-go v1.28.9
 	github.com/cdklabs/cdk-nag-go/cdknag/v2 v2.38.2
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/johannesboyne/gofakes3 v1.2.0
 	github.com/parquet-go/parquet-go v0.32.0

@@ -22,7 +22,10 @@ func init() { benches["e2e"] = benchE2E }
 // stand-in, the event-source pollers, the same handlers as Lambda), the time
 // from the end of the PUT to `applied`, for a first 1M-row snapshot and then
 // the next day's 4% change, split by stage, against `LC_ALL=C comm -3` of
-// the same two files (sorted beforehand, untimed), run between ours.
+// the same two files (sorted beforehand, untimed), run between ours; then
+// the CPU of each process of the stack and of each function inside ours in
+// each phase (PUT to applied, then the tail until the stack is quiet:
+// stackprof.go).
 func benchE2E(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("e2e", flag.ContinueOnError)
 	rows := fs.Int("rows", 1_000_000, "products in the snapshot")
@@ -31,13 +34,21 @@ func benchE2E(ctx context.Context, args []string) error {
 	timeout := fs.Duration("timeout", 30*time.Minute, "bound of the whole run")
 	delta := fs.Bool("delta", false, "instead: a full snapshot changing -delta-rows products vs a delta of as many (e2e_delta.go)")
 	deltaRows := fs.Int("delta-rows", 1000, "with -delta: the products each one changes")
+	profileDir := fs.String("profile-dir", "", "keep each phase's CPU profile of the stack's process here (<n>-<phase>.pprof, labelled by function)")
+	tail := fs.Bool("tail", true, "after each upload is applied, wait until the stack is quiet (the consumers' tail), measured as a phase of its own, before going on")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	prof := &stackProfiler{dir: *profileDir}
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o755); err != nil {
+			return err
+		}
+	}
 	if *delta {
-		return benchE2EDelta(ctx, *rows, *deltaRows, *seed)
+		return benchE2EDelta(ctx, prof, *tail, *rows, *deltaRows, *seed)
 	}
 	work, cleanup, err := workDir("", "catalog-bench-e2e-")
 	if err != nil {
@@ -92,13 +103,22 @@ func benchE2E(ctx context.Context, args []string) error {
 		return err
 	}
 
-	upload := func(data []byte) (timeline, error) {
-		return timedUpload(ctx, api, r.Token, stages, data, "")
+	upload := func(phase string, data []byte) (tl timeline, err error) {
+		err = prof.measure(phase, func() error {
+			return withBenchLabel(ctx, func(ctx context.Context) error {
+				tl, err = timedUpload(ctx, api, r.Token, stages, data, "")
+				return err
+			})
+		})
+		if err == nil && *tail {
+			err = prof.settle(ctx, "its tail", st.Options.AnalyticsWindow+time.Second, 2*time.Minute)
+		}
+		return tl, err
 	}
 	if err := runComm(); err != nil {
 		return err
 	}
-	first, err := upload(oldCSV)
+	first, err := upload("first load", oldCSV)
 	if err != nil {
 		return fmt.Errorf("first snapshot: %w", err)
 	}
@@ -108,7 +128,7 @@ func benchE2E(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	change, err := upload(newCSV)
+	change, err := upload("4% change", newCSV)
 	if err != nil {
 		return fmt.Errorf("change: %w", err)
 	}
@@ -139,6 +159,8 @@ func benchE2E(ctx context.Context, args []string) error {
 	printColumns(os.Stdout, fmt.Sprintf("e2e: the local stack (%d shards, apply concurrency %d per queue, SQS emulator, S3 stand-in); first snapshot %d rows (%d chunks), then a 4%% change (%d rows, %d chunks); stages in seconds after the PUT ended; reference `LC_ALL=C comm -3` on the sorted files (median of %d, run between ours); %s",
 		st.Options.Shards, st.Options.ApplyConcurrency, len(p.old), first.status.Chunks.Total, changes, change.status.Chunks.Total, len(commM), machine()),
 		[]string{"stage", "first load", "4% change"}, table)
+	ref := median(commM)
+	prof.print(os.Stdout, &ref)
 	return nil
 }
 

@@ -19,8 +19,9 @@ import (
 // row as it was) and of a delta carrying a change of the same size (the
 // changed rows only, each naming every attribute of its product), printed
 // side by side. Target: the delta in at most a fifth of the full
-// snapshot's time.
-func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
+// snapshot's time. The CPU per process and per function of each phase
+// follows (stackprof.go).
+func benchE2EDelta(ctx context.Context, prof *stackProfiler, tail bool, rows, changed int, seed uint64) error {
 	work, cleanup, err := workDir("", "catalog-bench-e2e-delta-")
 	if err != nil {
 		return err
@@ -48,12 +49,21 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 	perm := rng.Perm(rows)
 	fullSet, deltaSet := perm[:changed], perm[changed:2*changed]
 
-	upload := func(data []byte, mode string) (timeline, error) {
-		return timedUpload(ctx, api, r.Token, stages, data, mode)
+	upload := func(phase string, data []byte, mode string) (tl timeline, err error) {
+		err = prof.measure(phase, func() error {
+			return withBenchLabel(ctx, func(ctx context.Context) error {
+				tl, err = timedUpload(ctx, api, r.Token, stages, data, mode)
+				return err
+			})
+		})
+		if err == nil && tail {
+			err = prof.settle(ctx, "its tail", st.Options.AnalyticsWindow+time.Second, 2*time.Minute)
+		}
+		return tl, err
 	}
 
 	fmt.Fprintf(os.Stderr, "e2e -delta: loading %d products\n", rows)
-	first, err := upload(snapshotCSV(products), "")
+	first, err := upload("first load", snapshotCSV(products), "")
 	if err != nil {
 		return fmt.Errorf("first snapshot: %w", err)
 	}
@@ -63,7 +73,7 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 		products[i].version = 2
 	}
 	fullCSV := snapshotCSV(products)
-	full, err := upload(fullCSV, "")
+	full, err := upload("full snapshot", fullCSV, "")
 	if err != nil {
 		return fmt.Errorf("full snapshot: %w", err)
 	}
@@ -76,7 +86,7 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 	}
 	sortByID(deltaRows)
 	deltaCSV := snapshotCSV(deltaRows)
-	delta, err := upload(deltaCSV, "delta")
+	delta, err := upload("delta", deltaCSV, "delta")
 	if err != nil {
 		return fmt.Errorf("delta: %w", err)
 	}
@@ -104,5 +114,6 @@ func benchE2EDelta(ctx context.Context, rows, changed int, seed uint64) error {
 	printColumns(os.Stdout, fmt.Sprintf("e2e -delta: the local stack (%d shards, SQS emulator, S3 stand-in); a catalog of %d products, then a full snapshot changing %d of them and a delta changing %d others; stages in seconds after the PUT ended; %s",
 		st.Options.Shards, rows, changed, changed, machine()),
 		[]string{"stage", "full snapshot", "delta"}, table)
+	prof.print(os.Stdout, nil)
 	return nil
 }

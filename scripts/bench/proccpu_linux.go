@@ -10,10 +10,6 @@ import (
 	"time"
 )
 
-// userHZ is the unit of the CPU times in /proc/<pid>/stat (USER_HZ, 100 on
-// every Linux the kernel ABI allows).
-const userHZ = 100
-
 // serverCPU is the CPU time (user and system) the PostgreSQL server of
 // dataDir has used so far: its postmaster's and every live child's (the
 // backends of a pool's open connections among them). Processes that have

@@ -76,10 +76,12 @@ func fmtRate(v float64, unit string) string {
 	return fmt.Sprintf("%.0f %s", v, unit)
 }
 
-// measured is a finished child process: how long it ran and its peak RSS.
+// measured is a finished child process: how long it ran, its CPU time
+// and its peak RSS.
 type measured struct {
 	elapsed time.Duration
-	maxRSS  int64 // bytes
+	maxRSS  int64         // bytes
+	cpu     time.Duration // user + system
 	stdout  []byte
 }
 
@@ -126,6 +128,9 @@ func runMeasured(cmd *exec.Cmd) (measured, error) {
 	m := measured{elapsed: time.Since(start)}
 	close(done)
 	m.maxRSS = <-peak
+	if ps := cmd.ProcessState; ps != nil {
+		m.cpu = ps.UserTime() + ps.SystemTime()
+	}
 	m.stdout = []byte(out.String())
 	if err != nil {
 		return m, fmt.Errorf("%s: %w", strings.Join(cmd.Args, " "), err)

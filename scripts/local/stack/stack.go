@@ -23,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -575,7 +576,30 @@ func (st *Stack) startS3(ctx context.Context, dataDir string, sender *sqsqueue.S
 	var err error
 	// S3, with object-created notifications to arrivals.
 	st.Bucket = strings.ToLower(strings.ReplaceAll(o.Prefix, "_", "-")) + "catalog-snapshots"
-	s3srv, err := s3server.Start(ctx, s3server.Options{
+	var s3srv *s3server.Server
+	// The stand-in's server goroutines (and the notifications they send)
+	// inherit the label of the goroutine that starts them.
+	pprof.Do(ctx, pprof.Labels(ProfileLabel, LabelS3), func(ctx context.Context) {
+		s3srv, err = st.startS3Server(ctx, dataDir, sender)
+	})
+	if err != nil {
+		return err
+	}
+	st.closers = append(st.closers, s3srv.Close)
+	st.S3Endpoint = s3srv.Endpoint()
+	st.Config.Bucket, st.Config.S3Endpoint = st.Bucket, st.S3Endpoint
+	if st.Blobs, err = st.adapters.Blobs(ctx); err != nil {
+		return err
+	}
+	st.progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
+
+	return nil
+}
+
+// startS3Server starts the S3 stand-in's server.
+func (st *Stack) startS3Server(ctx context.Context, dataDir string, sender *sqsqueue.Sender) (*s3server.Server, error) {
+	o := st.Options
+	return s3server.Start(ctx, s3server.Options{
 		Dir: filepath.Join(dataDir, "s3"), Addr: o.S3Addr, Buckets: []string{st.Bucket},
 		MaxUploadBytes: o.MaxUploadBytes, NotifyPrefix: "snapshots/", Logger: o.Logger,
 		AccessKeyID: s3server.DefaultAccessKeyID, SecretAccessKey: s3server.DefaultSecretAccessKey,
@@ -596,18 +620,6 @@ func (st *Stack) startS3(ctx context.Context, dataDir string, sender *sqsqueue.S
 			return sender.Send(ctx, st.ArrivalQueue.URL, string(body), "", "")
 		},
 	})
-	if err != nil {
-		return err
-	}
-	st.closers = append(st.closers, s3srv.Close)
-	st.S3Endpoint = s3srv.Endpoint()
-	st.Config.Bucket, st.Config.S3Endpoint = st.Bucket, st.S3Endpoint
-	if st.Blobs, err = st.adapters.Blobs(ctx); err != nil {
-		return err
-	}
-	st.progress("s3: %s (bucket %s)", st.S3Endpoint, st.Bucket)
-
-	return nil
 }
 
 // buildHandlers builds every function's handler through its wiring
@@ -658,7 +670,7 @@ func (st *Stack) buildHandlers(ctx context.Context, dataDir string, sender *sqsq
 	var diffEvents diff.Flusher
 	var applyEvents apply.Flusher
 	if !o.NoFastPath {
-		diffEvents, applyEvents = st.Relay, st.Relay
+		diffEvents, applyEvents = relayFastPath{st.Relay}, relayFastPath{st.Relay}
 	}
 	st.Diff = diffwiring.Build(c, diffwiring.Deps{Stores: st.Stores, Blobs: diffBlobs, Sender: diffQueue, Jobs: sender,
 		Events: diffEvents, Logger: log("diff"), Metrics: st.metrics("diff")})
@@ -688,7 +700,7 @@ func (st *Stack) startWork(ctx context.Context) {
 	st.cancel = cancel
 	for _, m := range st.Meters.all() {
 		st.wg.Add(1)
-		go func() { defer st.wg.Done(); m.Run(runCtx) }()
+		go pprof.Do(runCtx, pprof.Labels(ProfileLabel, "meters"), func(ctx context.Context) { defer st.wg.Done(); m.Run(ctx) })
 	}
 	if !o.NoPollers {
 		applyHandler := eventsource.Handler(metering.Lambda(st.Meters.Apply, st.Apply.HandleSQS))
@@ -699,34 +711,34 @@ func (st *Stack) startWork(ctx context.Context) {
 		if o.WrapDiff != nil {
 			diffHandler = o.WrapDiff(diffHandler)
 		}
-		st.poll(runCtx, st.ArrivalQueue, 10, 0, 2, metering.Lambda(st.Meters.Arrival, st.Arrival.HandleSQS))
-		st.poll(runCtx, st.DiffQueue, 1, 0, o.DiffConcurrency, diffHandler)
-		st.poll(runCtx, st.SmallQueue, 10, 0, o.ApplyConcurrency, applyHandler)
-		st.poll(runCtx, st.LargeQueue, 10, 0, o.ApplyConcurrency, applyHandler)
-		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, metering.Lambda(st.Meters.Consumers, st.Analytics.HandleSQS))
-		st.poll(runCtx, st.WebhooksQueue, 10, 0, 2, metering.Lambda(st.Meters.Consumers, st.Webhooks.HandleSQS))
-		st.poll(runCtx, st.ReconcileQueue, 1, 0, 1, st.Ops.HandleSQS)
+		st.poll(runCtx, st.ArrivalQueue, 10, 0, 2, labelled("arrival", metering.Lambda(st.Meters.Arrival, st.Arrival.HandleSQS)))
+		st.poll(runCtx, st.DiffQueue, 1, 0, o.DiffConcurrency, labelled("diff", diffHandler))
+		st.poll(runCtx, st.SmallQueue, 10, 0, o.ApplyConcurrency, labelled("apply", applyHandler))
+		st.poll(runCtx, st.LargeQueue, 10, 0, o.ApplyConcurrency, labelled("apply", applyHandler))
+		st.poll(runCtx, st.AnalyticsQueue, AnalyticsBatch, o.AnalyticsWindow, 2, labelled("analytics", metering.Lambda(st.Meters.Consumers, st.Analytics.HandleSQS)))
+		st.poll(runCtx, st.WebhooksQueue, 10, 0, 2, labelled("webhooks", metering.Lambda(st.Meters.Consumers, st.Webhooks.HandleSQS)))
+		st.poll(runCtx, st.ReconcileQueue, 1, 0, 1, labelled("ops", st.Ops.HandleSQS))
 		if o.ReconcileEvery > 0 {
-			st.every(runCtx, o.ReconcileEvery, "scheduled reconciliation", st.Ops.ScheduledReconcile)
+			st.every(runCtx, o.ReconcileEvery, "ops", "scheduled reconciliation", st.Ops.ScheduledReconcile)
 		}
 		if o.GCEvery > 0 {
-			st.every(runCtx, o.GCEvery, "scheduled collection", func(ctx context.Context) error {
+			st.every(runCtx, o.GCEvery, "ops", "scheduled collection", func(ctx context.Context) error {
 				return st.Ops.RunTask(ctx, ops.TaskGC)
 			})
 		}
-		st.every(runCtx, o.StuckSweepEvery, "stuck-generation sweeper", func(ctx context.Context) error {
+		st.every(runCtx, o.StuckSweepEvery, "ops", "stuck-generation sweeper", func(ctx context.Context) error {
 			_, err := st.Ops.Sweep(ctx)
 			return err
 		})
 		// The moves of retailers between shards (the ops function's
 		// schedule on AWS): a running move goes on from its checkpoint.
-		st.every(runCtx, time.Second, "moves", st.Ops.RunMoves)
-		st.every(runCtx, o.SweepEvery, "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
+		st.every(runCtx, time.Second, "ops", "moves", st.Ops.RunMoves)
+		st.every(runCtx, o.SweepEvery, "relay", "relay sweeper", metering.Scheduled(st.Meters.Relay, func(ctx context.Context) error {
 			_, err := st.Relay.Sweep(ctx)
 			return err
 		}))
 	}
-	st.every(runCtx, 10*time.Second, "storefront metrics", func(ctx context.Context) error {
+	st.every(runCtx, 10*time.Second, "read", "storefront metrics", func(ctx context.Context) error {
 		st.Read.FlushMetrics(ctx) // as after each storefront invocation on Lambda
 		return nil
 	})
@@ -743,12 +755,14 @@ func (st *Stack) serveAPI() error {
 	st.APIURL = "http://" + ln.Addr().String()
 	st.server = newAPIServer(withRequestIDs(st.Handler()), defaultAPILimits, o.Logger)
 	st.wg.Add(1)
-	go func() {
+	// The connections' goroutines inherit the label; each route's handler
+	// runs under its function's (Handler).
+	go pprof.Do(context.Background(), pprof.Labels(ProfileLabel, LabelAPIServer), func(context.Context) {
 		defer st.wg.Done()
 		if err := st.server.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			o.Logger.Error("http server", "err", err)
 		}
-	}()
+	})
 
 	return nil
 }
@@ -847,19 +861,19 @@ func (st *Stack) startReplicas(ctx context.Context, srv *pgserver.Server, dataDi
 // Handler is the HTTP API: every route of the upload and read functions on one mux.
 func (st *Stack) Handler() http.Handler {
 	mux := http.NewServeMux()
-	uploads := metering.HTTP(st.Meters.Upload, uploadwiring.Routes(st.Upload, st.Control))
+	uploads := labelledHTTP("upload", metering.HTTP(st.Meters.Upload, uploadwiring.Routes(st.Upload, st.Control)))
 	for _, route := range append(st.Upload.Routes(), st.Control.Routes()...) {
 		mux.Handle(route, uploads)
 	}
 	// The storefront's routes, each request metered like a Lambda invocation.
 	reads := http.NewServeMux()
 	st.Read.Register(reads)
-	metered := metering.HTTP(st.Meters.Read, reads)
+	metered := labelledHTTP("read", metering.HTTP(st.Meters.Read, reads))
 	for _, route := range st.Read.Routes() {
 		mux.Handle(route, metered)
 	}
 	for _, route := range st.Ops.Routes() {
-		mux.Handle(route, st.Ops)
+		mux.Handle(route, labelledHTTP("ops", st.Ops))
 	}
 	mux.HandleFunc("/", httpapi.NotFound)
 	return mux
@@ -907,7 +921,9 @@ func webhookKeys(dataDir string) (string, error) {
 // gathered for up to window, at most concurrency invocations at once.
 func (st *Stack) poll(ctx context.Context, q Queue, batch int, window time.Duration, concurrency int, h eventsource.Handler) {
 	st.wg.Add(1)
-	go func() {
+	// The poller's goroutines run under LabelPollers, each invocation
+	// under its function's label (labelled).
+	go pprof.Do(ctx, pprof.Labels(ProfileLabel, LabelPollers), func(ctx context.Context) {
 		defer st.wg.Done()
 		err := eventsource.Run(ctx, st.SQS, eventsource.Options{
 			QueueURL: q.URL, BatchSize: batch, BatchWindow: window, Concurrency: concurrency,
@@ -917,14 +933,15 @@ func (st *Stack) poll(ctx context.Context, q Queue, batch int, window time.Durat
 		if err != nil {
 			st.Options.Logger.Error("poller stopped", "queue", q.Name, "err", err)
 		}
-	}()
+	})
 }
 
 // every runs fn now and then every interval until ctx ends, as
-// EventBridge Scheduler runs a scheduled function.
-func (st *Stack) every(ctx context.Context, interval time.Duration, name string, fn func(context.Context) error) {
+// EventBridge Scheduler runs a scheduled function, under the profiler
+// label of function.
+func (st *Stack) every(ctx context.Context, interval time.Duration, function, name string, fn func(context.Context) error) {
 	st.wg.Add(1)
-	go func() {
+	go pprof.Do(ctx, pprof.Labels(ProfileLabel, function), func(ctx context.Context) {
 		defer st.wg.Done()
 		t := time.NewTicker(interval)
 		defer t.Stop()
@@ -939,7 +956,7 @@ func (st *Stack) every(ctx context.Context, interval time.Duration, name string,
 			case <-t.C:
 			}
 		}
-	}()
+	})
 }
 
 // Resume re-sends the diff job of every unfinished generation. Messages do
