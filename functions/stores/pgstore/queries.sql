@@ -547,10 +547,11 @@ FROM products WHERE retailer_id = $1 AND product_id = $2 AND NOT deleted;
 -- The storefront's lookups of concurrent requests in one query: $1 and $2
 -- are parallel arrays of retailer and product ids; each live product comes
 -- back with the 1-based position of its key (absent or deleted: no row).
+-- A primary-key probe a key (as storefront_products_by_id).
 SELECT k.i, p.attributes, p.generation, p.updated_at
 FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(retailer_id, product_id, i)
-JOIN products p ON p.retailer_id = k.retailer_id AND p.product_id = k.product_id COLLATE "C"
-WHERE NOT p.deleted;
+CROSS JOIN LATERAL (SELECT attributes, generation, updated_at FROM products
+                    WHERE retailer_id = k.retailer_id AND product_id = k.product_id COLLATE "C" AND NOT deleted LIMIT 1) AS p;
 
 -- name: storefront_generations
 -- The storefront's view of a retailer's generations on a replica: the
@@ -703,10 +704,14 @@ SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM lifecycle);
 -- name: newer_versions
 -- A consumer's version state (DESIGN 8): for each key ($3, with its
 -- generation $4), in the order given, whether the generation is higher
--- than the one recorded (nothing recorded: it is). A read: no lock.
-SELECT v.generation IS NULL OR v.generation < u.generation
+-- than the one recorded (nothing recorded: it is). A read: no lock. One
+-- primary-key probe a key (a correlated subquery), not a join: on a table
+-- never analyzed (right after a first load recorded its versions) the
+-- planner put a join's inner side as a scan of the retailer's every row,
+-- compared with every key (TestNewerVersionsProbesByKey).
+SELECT coalesce((SELECT v.generation < u.generation FROM consumer_versions v
+                 WHERE v.consumer = $1 AND v.retailer_id = $2 AND v.product_id = u.product_id COLLATE "C"), true)
 FROM unnest($3::text[], $4::bigint[]) WITH ORDINALITY AS u(product_id, generation, i)
-LEFT JOIN consumer_versions v ON v.consumer = $1 AND v.retailer_id = $2 AND v.product_id = u.product_id COLLATE "C"
 ORDER BY u.i;
 
 -- name: record_versions

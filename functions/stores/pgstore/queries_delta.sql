@@ -40,7 +40,8 @@ WHERE retailer_id = $1 AND generation < $2 AND state = 'applied';
 -- name: current_products
 -- The live products among $2 (ids), with their canonical-comparable
 -- attributes and content hash: what a delta's diff merges into.
+-- A primary-key probe an id (as storefront_products_by_id).
 SELECT p.product_id, p.attributes::text, p.content_hash
 FROM unnest($2::text[]) AS k(product_id)
-JOIN products p ON p.retailer_id = $1 AND p.product_id = k.product_id COLLATE "C"
-WHERE NOT p.deleted;
+CROSS JOIN LATERAL (SELECT product_id, attributes, content_hash FROM products
+                    WHERE retailer_id = $1 AND product_id = k.product_id COLLATE "C" AND NOT deleted LIMIT 1) AS p;
