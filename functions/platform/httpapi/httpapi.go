@@ -194,3 +194,12 @@ func DecodeJSON(r *http.Request, maxBytes int64, v any) error {
 func NotFound(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusNotFound, ErrorBody{ErrorDetail{Code: "route_not_found", Message: "no route " + r.Method + " " + r.URL.Path}})
 }
+
+// Shortened is a request's value as an error message may quote it: at most
+// 32 bytes of it (valid UTF-8), then "…" when it was longer.
+func Shortened(v string) string {
+	if len(v) <= 32 {
+		return v
+	}
+	return strings.ToValidUTF8(v[:32], "") + "…"
+}

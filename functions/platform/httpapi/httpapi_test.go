@@ -180,3 +180,12 @@ func TestWithRequestIDMakesOneLocally(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	require.NotEqual(t, "chosen-by-the-client", rec.Header().Get("X-Request-Id"))
 }
+
+// A value quoted in an error message is cut to 32 bytes of valid UTF-8.
+func TestShortened(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "12", httpapi.Shortened("12"))
+	long := strings.Repeat("9", 5000)
+	require.Equal(t, long[:32]+"…", httpapi.Shortened(long))
+	require.Equal(t, strings.Repeat("a", 31)+"…", httpapi.Shortened(strings.Repeat("a", 31)+"é"+"xx"), "no half character")
+}

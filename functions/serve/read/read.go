@@ -259,7 +259,7 @@ func (h *Handler) products(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxLimit {
-			h.fail(w, r, retailerID, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to %d", v, maxLimit))
+			h.fail(w, r, retailerID, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to %d", httpapi.Shortened(v), maxLimit))
 			return
 		}
 		limit = n

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/retailcatalog/catalog/events/message"
@@ -240,10 +239,7 @@ func parseLimit(v string, def int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 || n > 1000 {
-		if len(v) > 32 { // the message quotes it, shortened
-			v = strings.ToValidUTF8(v[:32], "") + "…"
-		}
-		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", v)
+		return 0, catalog.Errorf(catalog.ErrInvalid, "invalid_limit", "limit %q must be an integer from 1 to 1000", httpapi.Shortened(v))
 	}
 	return n, nil
 }
