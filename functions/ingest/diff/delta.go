@@ -366,6 +366,9 @@ func (r *run) deltaChanges(ctx context.Context, ops []snapshot.DeltaOp) ([]delta
 		}
 	}
 	if len(problems) > 0 {
+		// The problems file has every one kept (up to MaxListedProblems);
+		// the status the first MaxProblems.
+		r.problems = readerProblems(nil, problems, tooLarge > len(problems))
 		return nil, 0, snapshot.Reject(problems, tooLarge > len(problems))
 	}
 	slices.SortFunc(changes, func(a, b deltaChange) int { return strings.Compare(a.id, b.id) })

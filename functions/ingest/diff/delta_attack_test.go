@@ -309,3 +309,32 @@ func TestDeltaPastItsBoundsIsRejected(t *testing.T) {
 	f.settle(g)
 	require.Equal(t, catalog.StateApplied, f.status(g).State)
 }
+
+// Past the status's 100 problems, the problems file of a delta whose
+// merges pass the attribute limit lists every such row.
+func TestDeltaMergedPastTheLimitProblemsFileListsAll(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 1000)
+	big := strings.Repeat("x", 130<<10)
+	const n = 120
+	var full strings.Builder
+	full.WriteString("product_id,a,b\n")
+	for i := range n {
+		fmt.Fprintf(&full, "p%03d,%s,1\n", i, big)
+	}
+	f.settle(f.uploadFull(full.String()))
+	var d strings.Builder
+	for i := range n {
+		fmt.Fprintf(&d, `{"product_id":"p%03d","b":"%s"}`+"\n", i, big)
+	}
+	g := f.uploadDelta(d.String())
+	f.settle(g)
+	st := f.status(g)
+	require.Equal(t, catalog.StateRejected, st.State)
+	require.Equal(t, "attributes_too_large", st.ErrorCode)
+	require.Len(t, st.Problems, 100)
+	require.True(t, st.MoreProblems)
+	file := string(f.object(keys.Problems("r1", g)))
+	require.Equal(t, n, strings.Count(file, `"attributes_too_large"`), file[:min(len(file), 500)])
+	require.NotContains(t, file, `"truncated"`)
+}
