@@ -8,7 +8,7 @@
 //
 // On AWS it is one Lambda: API Gateway sends it the admin routes, EventBridge
 // Scheduler its scheduled tasks, and the reconcile-jobs queue one message
-// per retailer to reconcile (lambda/main.go tells them apart). The local
+// per retailer to reconcile or to collect (lambda/main.go tells them apart). The local
 // stack serves the routes on its HTTP API and runs the tasks on tickers and
 // a poller, with the same handler.
 package ops
@@ -165,8 +165,8 @@ type Queues struct {
 	DiffJobs, DiffJobsDLQ     string
 	ApplySmall, ApplySmallDLQ string
 	ApplyLarge, ApplyLargeDLQ string
-	// Reconcile is reconcile-jobs, the queue of reconciliation's work,
-	// and ReconcileDLQ its dead-letter queue (jobs that crashed or timed
+	// Reconcile is reconcile-jobs, the queue of reconciliation's and the
+	// scheduled collection's work, and ReconcileDLQ its dead-letter queue (jobs that crashed or timed
 	// out on every receive).
 	Reconcile, ReconcileDLQ string
 }
