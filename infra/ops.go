@@ -27,9 +27,10 @@ import (
 
 // The operations function (DESIGN 9; functions/operate/ops): the admin routes an
 // on-call engineer uses (why, reconcile, dlq, replay), the stuck-generation
-// sweeper and the daily reconciliation, each started by EventBridge
-// Scheduler, and the reconcile-jobs queue that spreads a reconciliation
-// over the retailers. Its alarms, dashboard rows and saved Logs Insights
+// sweeper, the daily reconciliation and the daily collection, each started
+// by EventBridge Scheduler, and the reconcile-jobs queue that spreads a
+// reconciliation, and a collection (messages of kind "gc"), over the
+// retailers. Its alarms, dashboard rows and saved Logs Insights
 // queries are below; docs/RUNBOOK.md has a section for every alarm.
 
 // Settings of the ops function and its schedules.
@@ -46,8 +47,9 @@ const (
 	opsConcurrency          = 6
 	opsReconcileConcurrency = 3
 	// reconcileJobsMaxReceiveCount: a job retries itself twice and records
-	// a failure on its third receive (ops.HandleSQS); only a crash or a
-	// timeout on every receive reaches the DLQ.
+	// (a collection's: logs) a failure on its third receive
+	// (ops.HandleSQS); only a crash or a timeout on every receive reaches
+	// the DLQ.
 	reconcileJobsMaxReceiveCount = 5
 	// sweepStuckEvery is how often the stuck-generation sweeper runs.
 	sweepStuckEvery = 5 * time.Minute
@@ -97,7 +99,9 @@ type opsResources struct {
 	queries                 []awslogs.CfnQueryDefinition
 }
 
-// newOps makes the reconcile-jobs queue, the ops function (arm64, in the
+// newOps makes the reconcile-jobs queue (reconciliation's and the daily
+// collection's jobs: one queue, one event source, so that the two share
+// the ops function's connections to the shards), the ops function (arm64, in the
 // app subnets, logged in to every database as catalog_ops), its schedules
 // and its permissions, and adds it to f.
 func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *opsResources {
@@ -136,7 +140,7 @@ func newOps(scope constructs.Construct, d functionDeps, f *catalogFunctions) *op
 	o.fn = newFunction(scope, d, fnSpec{
 		id: "Ops", asset: "ops", memoryMB: opsMemoryMB, timeout: opsTimeout, reserved: opsConcurrency,
 		dbRole:      catalogsql.RoleOps,
-		description: "catalog ops: admin routes (why, reconcile, dlq, replay), the stuck-generation sweeper and the daily reconciliation",
+		description: "catalog ops: admin routes (why, reconcile, gc, moves, dlq, replay), the stuck-generation sweeper, the daily reconciliation and collection",
 		env:         env,
 	})
 	f.ops = o.fn

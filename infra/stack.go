@@ -123,7 +123,7 @@ func NewCatalogStack(scope constructs.Construct, id string, props *CatalogStackP
 	}
 	out("ShardClusterEndpoints", strings.Join(shardEndpoints, ","), "Shard cluster writer endpoints, shard 0 first")
 	out("DashboardName", *mon.dashboard.DashboardName(), "CloudWatch dashboard")
-	out("ReconcileJobsQueueUrl", *ops.reconcileJobs.QueueUrl(), "reconcile-jobs queue (a job per retailer of a reconciliation; its DLQ is reconcile-jobs-dlq)")
+	out("ReconcileJobsQueueUrl", *ops.reconcileJobs.QueueUrl(), "reconcile-jobs queue (a job per retailer of a reconciliation or of the daily collection; its DLQ is reconcile-jobs-dlq)")
 
 	addCostTags(stack)
 	nag := nagRefs{

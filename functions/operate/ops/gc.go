@@ -2,8 +2,11 @@ package ops
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"time"
 
@@ -16,6 +19,14 @@ import (
 // --gc-every`. What goes, and the retailer-level write floor that keeps I3
 // true once tombstones are gone: functions/stores/pgstore/collect.go and
 // the migrations shard and control 0110.
+//
+// POST /v1/admin/gc collects in the request (Collect). The scheduled run
+// of every retailer goes through the reconcile-jobs queue as a
+// reconciliation does (StartCollection): a listing message per page of
+// retailers, one message per retailer (collected in an invocation of its
+// own, a retailer switching shards delivered again later, one failing on
+// its third delivery given up with an ERROR), and after the last page one
+// message that collects the old shards' forwarding records.
 
 // progressEvery is how often a long collection of one retailer logs how far it is.
 const progressEvery = 10 * time.Second
@@ -76,10 +87,10 @@ func (h *Handler) gc(w http.ResponseWriter, r *http.Request) {
 // except one switching shards, which is skipped (GCResult.Skipped).
 func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, error) {
 	now := h.cfg.Now()
-	p := catalog.CollectPolicy{AppliedBefore: now.Add(-h.cfg.TombstoneAfter), ParkedBefore: now.Add(-h.cfg.ParkedAfter)}
+	p := h.collectPolicy(now)
 	var res GCResult
 	if retailerID != "" {
-		c, err := h.collectRetailer(ctx, retailerID, p)
+		c, err := h.collectRetailer(ctx, h.log, retailerID, p)
 		if err != nil {
 			return res, err
 		}
@@ -87,13 +98,13 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 		return res, nil
 	}
 	for after := ""; ; {
-		ids, err := h.store.RetailerIDs(ctx, after, 500)
+		ids, err := h.store.RetailerIDs(ctx, after, h.cfg.ListPage)
 		if err != nil {
 			return res, fmt.Errorf("collect: list retailers after %q: %w", after, err)
 		}
 		for _, id := range ids {
-			c, err := h.collectRetailer(ctx, id, p)
-			if ce := (*catalog.Error)(nil); errors.As(err, &ce) && ce.Code == "retailer_moving" {
+			c, err := h.collectRetailer(ctx, h.log, id, p)
+			if isMoving(err) {
 				// Switching shards (a move's few seconds): the next run
 				// collects it; the others are not held up.
 				h.log.WarnContext(ctx, "collection skipped a retailer", "retailer_id", id, "generation", c.Floor, "error", err.Error())
@@ -105,7 +116,7 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 			}
 			res.add(c)
 		}
-		if len(ids) < 500 {
+		if len(ids) < h.cfg.ListPage {
 			break
 		}
 		after = ids[len(ids)-1]
@@ -121,15 +132,28 @@ func (h *Handler) Collect(ctx context.Context, retailerID string) (GCResult, err
 	return res, nil
 }
 
-// collectRetailer collects one retailer, logging its progress every
-// progressEvery and its total at the end (with the write floor it left).
-func (h *Handler) collectRetailer(ctx context.Context, retailerID string, p catalog.CollectPolicy) (catalog.Collected, error) {
+// collectPolicy is what a collection starting at now may remove.
+func (h *Handler) collectPolicy(now time.Time) catalog.CollectPolicy {
+	return catalog.CollectPolicy{AppliedBefore: now.Add(-h.cfg.TombstoneAfter), ParkedBefore: now.Add(-h.cfg.ParkedAfter)}
+}
+
+// isMoving reports whether err is a retailer's shard refusing its writes
+// while it switches shards (429 retailer_moving).
+func isMoving(err error) bool {
+	ce := (*catalog.Error)(nil)
+	return errors.As(err, &ce) && ce.Code == "retailer_moving"
+}
+
+// collectRetailer collects one retailer, logging (to log) its progress
+// every progressEvery and its total at the end (with the write floor it
+// left).
+func (h *Handler) collectRetailer(ctx context.Context, log *slog.Logger, retailerID string, p catalog.CollectPolicy) (catalog.Collected, error) {
 	start := h.cfg.Now()
 	last := start
 	c, err := h.store.Collect(ctx, retailerID, p, func(c catalog.Collected) {
 		if now := h.cfg.Now(); now.Sub(last) >= progressEvery {
 			last = now
-			h.log.InfoContext(ctx, "collecting", "retailer_id", retailerID, "generation", c.Floor,
+			log.InfoContext(ctx, "collecting", "retailer_id", retailerID, "generation", c.Floor,
 				"tombstones", c.Tombstones, "directory_entries", c.DirectoryEntries, "chunk_rows", c.ChunkRows,
 				"outbox_rows", c.OutboxRows, "batches", c.Batches)
 		}
@@ -138,12 +162,12 @@ func (h *Handler) collectRetailer(ctx context.Context, retailerID string, p cata
 		return c, fmt.Errorf("collect retailer %s: %w", retailerID, err)
 	}
 	took := h.cfg.Now().Sub(start)
-	h.log.InfoContext(ctx, "collected", "retailer_id", retailerID, "generation", c.Floor, "write_floor", c.Floor,
+	log.InfoContext(ctx, "collected", "retailer_id", retailerID, "generation", c.Floor, "write_floor", c.Floor,
 		"tombstones", c.Tombstones, "directory_entries", c.DirectoryEntries, "chunk_rows", c.ChunkRows,
 		"outbox_rows", c.OutboxRows, "consumer_versions", c.ConsumerVersions, "batches", c.Batches,
 		"indexes_rebuilt", c.IndexesRebuilt, "seconds", took.Seconds())
 	if c.RebuildSkipped != "" {
-		h.log.WarnContext(ctx, "churned indexes left unrebuilt", "retailer_id", retailerID, "generation", c.Floor,
+		log.WarnContext(ctx, "churned indexes left unrebuilt", "retailer_id", retailerID, "generation", c.Floor,
 			"reason", c.RebuildSkipped)
 	}
 	if h.Metrics != nil {
@@ -156,4 +180,90 @@ func (h *Handler) collectRetailer(ctx context.Context, retailerID string, p cata
 			metrics.Duration(metrics.CollectionSeconds, took))
 	}
 	return c, nil
+}
+
+// receivesBeforeGivingUp is the delivery of a collection's message on
+// which its failure is logged and the message dropped instead of retried.
+const receivesBeforeGivingUp = 3
+
+// StartCollection starts the scheduled collection of every retailer (the
+// daily "gc" task, `up --gc-every`) and returns its run id ("gc-" and 16
+// hex digits): its first listing message is queued on reconcile-jobs; the
+// work happens as the queue is consumed (HandleSQS).
+func (h *Handler) StartCollection(ctx context.Context) (string, error) {
+	if h.cfg.Queues.Reconcile == "" {
+		return "", errors.New("collect: no reconcile-jobs queue configured")
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	runID := "gc-" + hex.EncodeToString(b[:])
+	if err := h.sendJob(ctx, reconcileJob{Kind: jobCollect, RunID: runID}); err != nil {
+		return "", fmt.Errorf("collect: %w", err)
+	}
+	h.log.InfoContext(ctx, "collection started", "run_id", runID)
+	return runID, nil
+}
+
+// handleCollectJob does a collection's message: a listing page, a
+// retailer, or the forwarding records. An error is for a retry; a
+// retailer that fails on its receivesBeforeGivingUp-th delivery is given
+// up (an ERROR naming it; the next run collects it), as are the forwarding
+// records, so that no message loops for ever.
+func (h *Handler) handleCollectJob(ctx context.Context, job reconcileJob, receives int) error {
+	log := h.log.With("run_id", job.RunID)
+	switch {
+	case job.MoveRecords:
+		now := h.cfg.Now()
+		n, err := h.store.CollectMoveRecords(ctx, h.collectPolicy(now).AppliedBefore)
+		if err != nil {
+			if receives < receivesBeforeGivingUp {
+				return fmt.Errorf("collect: %w", err)
+			}
+			log.ErrorContext(ctx, "collection gave up on the forwarding records of moves; the next run collects them",
+				"receives", receives, "err", err.Error())
+			return nil
+		}
+		log.InfoContext(ctx, "collection queued every retailer", "retailers", job.Listed, "move_records", n)
+		return nil
+	case job.RetailerID == "":
+		return h.listForCollection(ctx, job)
+	}
+	c, err := h.collectRetailer(ctx, log, job.RetailerID, h.collectPolicy(h.cfg.Now()))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, catalog.ErrNotFound):
+		log.InfoContext(ctx, "collection skipped a retailer no longer registered", "retailer_id", job.RetailerID)
+		return nil
+	case receives >= receivesBeforeGivingUp:
+		log.ErrorContext(ctx, "collection gave up on a retailer; the next run collects it", "retailer_id", job.RetailerID,
+			"generation", c.Floor, "receives", receives, "err", err.Error())
+		return nil
+	case isMoving(err):
+		// Switching shards (a move's few seconds): the queue delivers it
+		// again after its visibility timeout.
+		return retryLater{err}
+	}
+	return err
+}
+
+// listForCollection queues a collection of each retailer of one page,
+// then the next page, or after the last one the forwarding records.
+// Repeating a page is harmless: a retailer collected twice has nothing
+// left the second time.
+func (h *Handler) listForCollection(ctx context.Context, job reconcileJob) error {
+	ids, err := h.store.RetailerIDs(ctx, job.After, h.cfg.ListPage)
+	if err != nil {
+		return fmt.Errorf("collect: list retailers after %q: %w", job.After, err)
+	}
+	for _, id := range ids {
+		if err := h.sendJob(ctx, reconcileJob{Kind: jobCollect, RunID: job.RunID, RetailerID: id}); err != nil {
+			return err
+		}
+	}
+	listed := job.Listed + len(ids)
+	if len(ids) == h.cfg.ListPage {
+		return h.sendJob(ctx, reconcileJob{Kind: jobCollect, RunID: job.RunID, After: ids[len(ids)-1], Listed: listed})
+	}
+	return h.sendJob(ctx, reconcileJob{Kind: jobCollect, RunID: job.RunID, MoveRecords: true, Listed: listed})
 }

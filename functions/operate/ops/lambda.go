@@ -15,7 +15,7 @@ import (
 const (
 	TaskReconcile = "reconcile" // the daily reconciliation of every retailer
 	TaskSweep     = "sweep"     // the stuck-generation sweeper
-	TaskGC        = "gc"        // the daily collection of every retailer (DESIGN 14)
+	TaskGC        = "gc"        // the daily collection of every retailer, over reconcile-jobs (DESIGN 14)
 )
 
 // TaskMoves (move.go) runs the moves of retailers between shards.
@@ -27,7 +27,8 @@ type ScheduledEvent struct {
 
 // Invoke is the Lambda entry: one function takes three kinds of event,
 // told apart by their shape: a scheduled task ({"ops_task": ...}), a batch
-// of reconcile-jobs messages (SQS records), and an admin route (API
+// of reconcile-jobs messages (SQS records: reconciliation's and
+// collection's), and an admin route (API
 // Gateway's HTTP API, payload 2.0).
 func (h *Handler) Invoke(ctx context.Context, event json.RawMessage) (any, error) {
 	var probe struct {
@@ -68,7 +69,7 @@ func (h *Handler) RunTask(ctx context.Context, task string) error {
 		_, err := h.Sweep(ctx)
 		return err
 	case TaskGC:
-		_, err := h.Collect(ctx, "")
+		_, err := h.StartCollection(ctx)
 		return err
 	case TaskMoves:
 		return h.RunMoves(ctx)

@@ -8,7 +8,7 @@
 //
 // On AWS it is one Lambda: API Gateway sends it the admin routes, EventBridge
 // Scheduler its scheduled tasks, and the reconcile-jobs queue one message
-// per retailer to reconcile (lambda/main.go tells them apart). The local
+// per retailer to reconcile or to collect (lambda/main.go tells them apart). The local
 // stack serves the routes on its HTTP API and runs the tasks on tickers and
 // a poller, with the same handler.
 package ops
@@ -165,8 +165,8 @@ type Queues struct {
 	DiffJobs, DiffJobsDLQ     string
 	ApplySmall, ApplySmallDLQ string
 	ApplyLarge, ApplyLargeDLQ string
-	// Reconcile is reconcile-jobs, the queue of reconciliation's work,
-	// and ReconcileDLQ its dead-letter queue (jobs that crashed or timed
+	// Reconcile is reconcile-jobs, the queue of reconciliation's and the
+	// scheduled collection's work, and ReconcileDLQ its dead-letter queue (jobs that crashed or timed
 	// out on every receive).
 	Reconcile, ReconcileDLQ string
 }
@@ -219,6 +219,11 @@ type Config struct {
 	// compares with the catalog's rows [50,000]: the index is read from S3
 	// between transactions, never inside one (I12).
 	ReconcileBatch int
+	// ListPage is how many retailers one listing message of a run of every
+	// retailer (reconciliation's, the scheduled collection's) lists and
+	// queues, and a collection of every retailer on request reads at a
+	// time [500].
+	ListPage int
 	// As the diff: the changed rows from which a generation's chunks take
 	// the large apply queue, and the chunks of a retailer in flight (its
 	// FIFO groups) [catalog's defaults]. Region names the region in the
@@ -252,6 +257,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReconcileBatch <= 0 {
 		c.ReconcileBatch = 50_000
+	}
+	if c.ListPage <= 0 {
+		c.ListPage = defaultListPage
 	}
 	if c.LargeThreshold <= 0 {
 		c.LargeThreshold = catalog.DefaultLargeThresholdRows

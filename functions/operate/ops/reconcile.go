@@ -33,21 +33,45 @@ import (
 // them; nothing is held but the divergent ids. A run goes through the
 // reconcile-jobs queue: one message lists the retailers of a run of every
 // retailer, page by page, and one message per retailer checks it, so that a
-// run of any size is many short invocations.
+// run of any size is many short invocations. The scheduled collection
+// (gc.go) goes through the same queue and consumer, its messages told
+// apart by their kind.
 
-// reconcileJob is a reconcile-jobs message.
+// reconcileJob is a reconcile-jobs message: reconciliation's (Kind "" or
+// "reconcile") or collection's (Kind "gc", gc.go).
 type reconcileJob struct {
+	// Kind: "" (every message before collection was queued too) or
+	// jobReconcile: reconciliation's; jobCollect: collection's.
+	Kind   string `json:"kind,omitempty"`
 	RunID  string `json:"run_id"`
 	Repair bool   `json:"repair"`
-	// RetailerID: check this retailer. Otherwise the message lists the
-	// retailers after After (Listed of them were listed before it).
+	// RetailerID: check (collect) this retailer. Otherwise the message
+	// lists the retailers after After (Listed of them were listed before
+	// it).
 	RetailerID string `json:"retailer_id,omitempty"`
 	After      string `json:"after,omitempty"`
 	Listed     int    `json:"listed,omitempty"`
+	// MoveRecords (collection): collect the old shards' forwarding
+	// records; the run's last listing page queues it, Listed its total.
+	MoveRecords bool `json:"move_records,omitempty"`
 }
 
+// The kinds of reconcile-jobs message.
 const (
-	listPage = 500 // retailers listed per listing message
+	jobReconcile = "reconcile"
+	jobCollect   = "gc"
+)
+
+// retryLater is a job's failure that is expected to pass (a retailer
+// switching shards): the queue delivers it again, logged as a WARN.
+type retryLater struct{ err error }
+
+func (e retryLater) Error() string { return e.err.Error() }
+func (e retryLater) Unwrap() error { return e.err }
+
+const (
+	// defaultListPage is how many retailers a listing message lists (Config.ListPage).
+	defaultListPage = 500
 	// repairBatch is how many rows one repair transaction (and its change event) takes.
 	repairBatch = 1000
 	// maxDivergent bounds the divergent ids one check keeps (for the
@@ -125,9 +149,11 @@ func (h *Handler) ScheduledReconcile(ctx context.Context) error {
 	return err
 }
 
-// HandleSQS handles reconcile-jobs messages; a message whose work failed is
-// reported for retry alone. A retailer whose check fails on its third
-// delivery gets the failure as its result (the run can finish) instead.
+// HandleSQS handles reconcile-jobs messages (reconciliation's and
+// collection's); a message whose work failed is reported for retry alone.
+// A retailer whose check fails on its third delivery gets the failure as
+// its result (the run can finish) instead; a retailer whose collection
+// fails on its third delivery is given up with an ERROR naming it.
 func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lambdaevents.SQSEventResponse, error) {
 	var resp lambdaevents.SQSEventResponse
 	for _, msg := range ev.Records {
@@ -136,14 +162,26 @@ func (h *Handler) HandleSQS(ctx context.Context, ev lambdaevents.SQSEvent) (lamb
 		if err == nil && job.RunID == "" {
 			err = errors.New("no run_id")
 		}
+		if err == nil && job.Kind != "" && job.Kind != jobReconcile && job.Kind != jobCollect {
+			err = fmt.Errorf("unknown kind %q", job.Kind)
+		}
 		if err != nil {
 			h.log.ErrorContext(ctx, "not a reconcile job; dropped", "message_id", msg.MessageId, "err", err)
 			continue
 		}
 		receives, _ := strconv.Atoi(msg.Attributes["ApproximateReceiveCount"])
-		if err := h.handleJob(ctx, job, receives); err != nil {
-			h.log.ErrorContext(ctx, "reconcile job failed", "message_id", msg.MessageId, "run_id", job.RunID,
-				"retailer_id", job.RetailerID, "err", err)
+		if job.Kind == jobCollect {
+			err = h.handleCollectJob(ctx, job, receives)
+		} else {
+			err = h.handleJob(ctx, job, receives)
+		}
+		if later := (retryLater{}); errors.As(err, &later) {
+			h.log.WarnContext(ctx, "job left for a later delivery", "message_id", msg.MessageId, "kind", job.Kind,
+				"run_id", job.RunID, "retailer_id", job.RetailerID, "receives", receives, "err", err)
+			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
+		} else if err != nil {
+			h.log.ErrorContext(ctx, "reconcile job failed", "message_id", msg.MessageId, "kind", job.Kind, "run_id", job.RunID,
+				"retailer_id", job.RetailerID, "receives", receives, "err", err)
 			resp.BatchItemFailures = append(resp.BatchItemFailures, lambdaevents.SQSBatchItemFailure{ItemIdentifier: msg.MessageId})
 		}
 	}
@@ -169,7 +207,7 @@ func (h *Handler) handleJob(ctx context.Context, job reconcileJob, receives int)
 // page (or, at the end, records the run's total). Repeating a page is
 // harmless: a retailer's result is recorded once per run.
 func (h *Handler) listRetailers(ctx context.Context, job reconcileJob) error {
-	ids, err := h.store.RetailerIDs(ctx, job.After, listPage)
+	ids, err := h.store.RetailerIDs(ctx, job.After, h.cfg.ListPage)
 	if err != nil {
 		return err
 	}
@@ -179,7 +217,7 @@ func (h *Handler) listRetailers(ctx context.Context, job reconcileJob) error {
 		}
 	}
 	listed := job.Listed + len(ids)
-	if len(ids) == listPage {
+	if len(ids) == h.cfg.ListPage {
 		return h.sendJob(ctx, reconcileJob{RunID: job.RunID, Repair: job.Repair, After: ids[len(ids)-1], Listed: listed})
 	}
 	if listed == 0 {

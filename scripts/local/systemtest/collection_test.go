@@ -94,3 +94,35 @@ func TestCollectionAfterDeletesKeepsTheCatalogExact(t *testing.T) {
 	e.WaitOutboxEmpty(30 * time.Second)
 	e.RequireAnalytics("gc1", again, time.Minute)
 }
+
+// The scheduled collection on the whole stack (`up --gc-every`, here every
+// half second) goes through the reconcile-jobs queue as on AWS: the task
+// queues a listing message, the ops poller collects each retailer from its
+// own message; the deleted products' tombstones of every retailer go and
+// the catalogs stay exact.
+func TestScheduledCollectionRunsOverTheQueue(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, stack.Options{GCEvery: 500 * time.Millisecond, TombstoneAfter: time.Nanosecond})
+	ctx := context.Background()
+	ids := []string{"sgc1", "sgc2", "sgc3"}
+	base := fixtures.Generate("p", 20)
+	next := base.Clone()
+	for i := 0; i < 5; i++ {
+		delete(next, fmt.Sprintf("p-%05d", i))
+	}
+	for _, id := range ids {
+		e.Onboard(id)
+		require.Equal(t, "applied", e.Upload(id, base.CSV(nil)).State)
+		require.Equal(t, "applied", e.Upload(id, next.CSV(nil)).State)
+	}
+	for _, id := range ids {
+		require.Eventually(t, func() bool {
+			var rows int
+			require.NoError(t, e.Shard(id).Pool().QueryRow(ctx,
+				`SELECT count(*) FROM products WHERE retailer_id = $1 AND deleted`, id).Scan(&rows))
+			return rows == 0
+		}, time.Minute, 100*time.Millisecond, "%s's tombstones are collected", id)
+		e.RequireCatalog(id, next)
+	}
+	e.requireNoDivergence("after the scheduled collections")
+}

@@ -1,6 +1,7 @@
 // Command ops is the operations Lambda (DESIGN 9): the admin routes (why,
-// reconciliation) behind API Gateway, the reconcile-jobs queue, and the
-// scheduled tasks (the stuck-generation sweeper, the daily reconciliation).
+// reconciliation, collection) behind API Gateway, the reconcile-jobs queue
+// (reconciliation's and collection's jobs), and the scheduled tasks (the
+// stuck-generation sweeper, the daily reconciliation and collection).
 package main
 
 import (
