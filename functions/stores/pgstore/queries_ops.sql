@@ -120,7 +120,8 @@ SELECT g.chunks_total + n.repairs - 1 FROM n, generations g WHERE g.retailer_id 
 -- are missing: written with the applied generation $2, fenced like any
 -- apply (a row of a newer generation is never touched) but also over a
 -- row stamped with $2 itself (changed behind the pipeline's back), and only
--- where the row still differs.
+-- where the row still differs. Run under stage_plans; the fenced ids found
+-- by a primary-key probe an id (TestKeyLookupsProbeByKey).
 WITH input AS (
     SELECT u.product_id, u.attributes::jsonb AS attributes, u.content_hash
     FROM unnest($3::text[], $4::text[], $5::bytea[]) AS u(product_id, attributes, content_hash)
@@ -136,11 +137,16 @@ WITH input AS (
 )
 SELECT (SELECT count(*) FROM up),
        ARRAY(SELECT product_id COLLATE "C" FROM input EXCEPT SELECT product_id FROM up),
-       ARRAY(SELECT product_id COLLATE "C" FROM products WHERE retailer_id = $1 AND product_id = ANY($3::text[]) AND generation > $2);
+       ARRAY(SELECT f.product_id COLLATE "C" FROM unnest($3::text[]) AS k(product_id)
+             CROSS JOIN LATERAL (SELECT product_id FROM products
+                                 WHERE retailer_id = $1 AND product_id = k.product_id COLLATE "C" AND generation > $2 LIMIT 1) AS f);
 
 -- name: repair_delete
 -- Reconciliation's tombstones for rows the applied snapshot does not have,
--- stamped with $2 and fenced likewise.
+-- stamped with $2 and fenced likewise. (On a catalog never analyzed the
+-- UPDATE's "= ANY" is an index scan of the retailer's rows filtered, even
+-- under stage_plans: a rare path, only divergent rows; the fenced ids are
+-- probed.)
 WITH del AS (
     UPDATE products SET deleted = true, attributes = NULL, content_hash = NULL, generation = $2, updated_at = now()
     WHERE retailer_id = $1 AND product_id = ANY($3::text[]) AND generation <= $2 AND NOT deleted
@@ -148,7 +154,9 @@ WITH del AS (
 )
 SELECT (SELECT count(*) FROM del),
        ARRAY(SELECT u COLLATE "C" FROM unnest($3::text[]) AS u EXCEPT SELECT product_id FROM del),
-       ARRAY(SELECT product_id COLLATE "C" FROM products WHERE retailer_id = $1 AND product_id = ANY($3::text[]) AND generation > $2);
+       ARRAY(SELECT f.product_id COLLATE "C" FROM unnest($3::text[]) AS k(product_id)
+             CROSS JOIN LATERAL (SELECT product_id FROM products
+                                 WHERE retailer_id = $1 AND product_id = k.product_id COLLATE "C" AND generation > $2 LIMIT 1) AS f);
 
 -- name: directory_repair
 -- The product directory after a repair: like directory_apply, and over an

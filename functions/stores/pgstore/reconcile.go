@@ -215,6 +215,12 @@ func (s *Shard) RepairRows(ctx context.Context, retailerID string, gen int64, op
 	var res catalog.RepairResult
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		res = catalog.RepairResult{}
+		// Key probes whatever the statistics (as an apply's stage_write):
+		// the repair's "product_id = ANY" could otherwise scan the
+		// retailer's whole catalog once a batch.
+		if _, err := tx.Exec(ctx, q("stage_plans")); err != nil {
+			return err
+		}
 		var latest, applied int64
 		err := tx.QueryRow(ctx, q("lock_state_for_repair"), retailerID).Scan(&latest, &applied)
 		if errors.Is(err, pgx.ErrNoRows) || (err == nil && (latest != gen || applied != gen)) {

@@ -94,6 +94,36 @@ func TestKeyLookupsProbeByKey(t *testing.T) {
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM ("+strings.TrimSuffix(strings.TrimSpace(q(c.query)), ";")+") AS x", c.args...).Scan(&n), c.query)
 		require.Equal(t, len(c.args[1].([]string)), n, c.query)
 	}
+	// Reconciliation's repair upsert, in the repair's transaction (its
+	// delete's UPDATE keeps "= ANY": queries_ops.sql says why).
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, q("stage_plans"))
+	require.NoError(t, err)
+	attrs, hashes := make([]string, len(batch)), make([][]byte, len(batch))
+	for i := range batch {
+		attrs[i], hashes[i] = `{"v":"2"}`, []byte{2}
+	}
+	for _, c := range []struct {
+		query string
+		args  []any
+	}{
+		{"repair_upsert", []any{"r1", int64(1), batch, attrs, hashes}},
+	} {
+		rows, err := tx.Query(ctx, "EXPLAIN (FORMAT TEXT) "+q(c.query), c.args...)
+		require.NoError(t, err, c.query)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		require.NoError(t, err, c.query)
+		plan := strings.Join(lines, "\n")
+		require.NotContains(t, plan, "Seq Scan on products", "%s:\n%s", c.query, plan)
+		require.NotContains(t, plan, "Bitmap Heap Scan on products", "%s:\n%s", c.query, plan)
+		for _, line := range lines {
+			if strings.Contains(line, "Index Cond:") && strings.Contains(line, "retailer_id") {
+				require.Contains(t, line, "product_id", "%s: an index condition without the product id:\n%s", c.query, plan)
+			}
+		}
+	}
 }
 
 // requireKeyProbes checks that a plan reads table only by probes of its
