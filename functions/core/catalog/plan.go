@@ -209,7 +209,7 @@ func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err erro
 	var doc PlanIndexDoc
 	var cur []byte
 	n := 0
-	for _, e := range entries {
+	for i, e := range entries {
 		if n > 0 && (n >= PlanPageItems || len(cur)+len(e.Line)+1 > PlanPageBytes) {
 			pages = append(pages, cur)
 			doc.Pages[len(doc.Pages)-1].Items = n
@@ -217,6 +217,7 @@ func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err erro
 		}
 		if n == 0 {
 			doc.Pages = append(doc.Pages, PlanPageRef{First: e.ProductID})
+			cur = make([]byte, 0, pageSize(entries[i:]))
 		}
 		cur = append(append(cur, e.Line...), '\n')
 		n++
@@ -230,6 +231,19 @@ func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err erro
 	}
 	index, err = json.Marshal(doc)
 	return pages, index, err
+}
+
+// pageSize is the size of the page of BuildPlanPages that starts with
+// entries[0].
+func pageSize(entries []PlanEntry) int {
+	size := 0
+	for i, e := range entries {
+		if i > 0 && (i >= PlanPageItems || size+len(e.Line)+1 > PlanPageBytes) {
+			break
+		}
+		size += len(e.Line) + 1
+	}
+	return size
 }
 
 // FirstPlanPage is the page of the index where the items after product

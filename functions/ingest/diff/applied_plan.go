@@ -2,8 +2,11 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/keys"
@@ -37,22 +40,26 @@ type AppliedPlanStore interface {
 	RecordAppliedPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error
 }
 
+// planPutsAtOnce bounds the plan pages written at once.
+const planPutsAtOnce = 8
+
 // appliedPlan accumulates the plan of the generation whose chunks are sent.
 type appliedPlan struct {
 	r        *run
 	baseline int64
 	readFrom bool // the catalog may hold some of the products (not a first load)
 
-	pending []pendingOp // the chunk being filled
 	entries []catalog.PlanEntry
 	bytes   int
-	dropped bool // over a bound: nothing is kept
+	// dropped: over a bound, nothing is kept (or written: nothing more
+	// is); set by the chunks' sender, read by the goroutine filling them.
+	dropped atomic.Bool
 
 	canon     snapshot.Canonicalizer
 	from, buf []byte
 }
 
-// pendingOp is an op of the chunk being filled: attrs nil for a delete.
+// pendingOp is an op of a chunk not sent yet: attrs nil for a delete.
 type pendingOp struct {
 	id    string
 	attrs []byte
@@ -82,27 +89,18 @@ func (r *run) newAppliedPlan(ops int, baseline int64, stopped bool) *appliedPlan
 	return &appliedPlan{r: r, baseline: baseline, readFrom: baseline != 0 || stopped}
 }
 
-// add records an op of the chunk being filled; attrs is copied.
-func (p *appliedPlan) add(id string, attrs []byte) {
-	if p == nil || p.dropped {
-		return
-	}
-	var a []byte
-	if attrs != nil {
-		a = slices.Clone(attrs)
-	}
-	p.pending = append(p.pending, pendingOp{id: id, attrs: a})
-}
+// keeps reports whether the ops of the chunks still go into the plan
+// (the chunker keeps a copy of each op for it).
+func (p *appliedPlan) keeps() bool { return p != nil && !p.dropped.Load() }
 
-// beforeSend turns the pending ops into plan entries, reading their live
-// values first; called before the chunk holding them is sent.
-func (p *appliedPlan) beforeSend(ctx context.Context) error {
-	if p == nil || p.dropped || len(p.pending) == 0 {
+// beforeSend turns the ops of a chunk into plan entries, reading their
+// live values first; called before the chunk holding them is sent.
+func (p *appliedPlan) beforeSend(ctx context.Context, pending []pendingOp) error {
+	if !p.keeps() || len(pending) == 0 {
 		return nil
 	}
-	defer func() { p.pending = p.pending[:0] }()
-	for start := 0; start < len(p.pending); start += planReadBatch {
-		batch := p.pending[start:min(start+planReadBatch, len(p.pending))]
+	for start := 0; start < len(pending); start += planReadBatch {
+		batch := pending[start:min(start+planReadBatch, len(pending))]
 		var current map[string][]byte
 		if p.readFrom {
 			ids := make([]string, len(batch))
@@ -144,19 +142,20 @@ func (p *appliedPlan) beforeSend(ctx context.Context) error {
 
 func (p *appliedPlan) drop(ctx context.Context, why string) {
 	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", p.r.h.cfg.MaxPlanBytes)
-	p.dropped, p.entries, p.pending = true, nil, nil
+	p.dropped.Store(true)
+	p.entries = nil
 }
 
 // write writes the plan's pages and records them, once the last chunk's
-// ops are in it and before that chunk is sent (the chunker's flush): the
+// ops are in it and before that chunk is sent (the chunker's send): the
 // generation cannot be applied before its plan is recorded. A failure is
 // logged, not returned: the plan route answers plan_unavailable for a
 // plan that is not recorded.
 func (p *appliedPlan) write(ctx context.Context) {
-	if p == nil || p.dropped {
+	if !p.keeps() {
 		return
 	}
-	p.dropped = true // written once
+	p.dropped.Store(true) // written once
 	r := p.r
 	err := func() error {
 		pages, index, err := catalog.BuildPlanPages(p.entries)
@@ -164,10 +163,25 @@ func (p *appliedPlan) write(ctx context.Context) {
 			return err
 		}
 		p.entries = nil
+		// The pages are written planPutsAtOnce at a time: the last chunk
+		// waits for them (one at a time, a 40k-row change's 41 pages took
+		// 41 round trips to S3).
+		errs := make([]error, len(pages))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, planPutsAtOnce)
 		for n, page := range pages {
-			if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
-				return fmt.Errorf("write page %d: %w", n, err)
-			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
+					errs[n] = fmt.Errorf("write page %d: %w", n, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 		if err := r.h.blobs.Put(ctx, keys.PlanIndex(r.job.RetailerID, r.job.Generation), index); err != nil {
 			return fmt.Errorf("write its index: %w", err)
