@@ -1334,14 +1334,20 @@ func (c *chunker) send(ctx context.Context, ch filledChunk) error {
 	if err := c.applied.beforeSend(ctx, ch.ops); err != nil {
 		return err
 	}
-	if ch.seq+1 == c.total {
-		// The plan is whole: recorded before the last chunk can make the
-		// generation applied, so that an applied status always comes with
-		// its plan (the route would answer plan_unavailable meanwhile).
-		c.applied.write(ctx)
-	}
 	key := keys.Chunk(r.job.RetailerID, r.job.Generation, ch.seq)
-	if err := r.h.blobs.Put(ctx, key, ch.buf); err != nil {
+	if ch.seq+1 == c.total && c.applied.keeps() {
+		// The plan is whole: recorded before the last chunk can make the
+		// generation applied (its message, below), so that an applied
+		// status always comes with its plan (the route would answer
+		// plan_unavailable meanwhile). The chunk's object is written
+		// meanwhile: nothing reads it before its message.
+		put := make(chan error, 1)
+		go func() { put <- r.h.blobs.Put(ctx, key, ch.buf) }()
+		c.applied.write(ctx)
+		if err := <-put; err != nil {
+			return fmt.Errorf("write chunk %d: %w", ch.seq, err)
+		}
+	} else if err := r.h.blobs.Put(ctx, key, ch.buf); err != nil {
 		return fmt.Errorf("write chunk %d: %w", ch.seq, err)
 	}
 	sum := sha256.Sum256(ch.buf)
