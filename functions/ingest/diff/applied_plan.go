@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -50,6 +51,7 @@ type appliedPlan struct {
 	readFrom bool // the catalog may hold some of the products (not a first load)
 
 	entries []catalog.PlanEntry
+	runs    []int // entries[runs[i-1]:runs[i]] (from 0) are a chunk's, sorted by product_id
 	bytes   int
 	// dropped: over a bound, nothing is kept (or written: nothing more
 	// is); set by the chunks' sender, read by the goroutine filling them.
@@ -99,6 +101,15 @@ func (p *appliedPlan) beforeSend(ctx context.Context, pending []pendingOp) error
 	if !p.keeps() || len(pending) == 0 {
 		return nil
 	}
+	// The chunk's entries are sorted here, beside the reading of the next
+	// chunk, so that write only merges the chunks' runs.
+	first := len(p.entries)
+	defer func() {
+		if p.keeps() {
+			slices.SortFunc(p.entries[first:], byProductID)
+			p.runs = append(p.runs, len(p.entries))
+		}
+	}()
 	for start := 0; start < len(pending); start += planReadBatch {
 		batch := pending[start:min(start+planReadBatch, len(pending))]
 		var current map[string][]byte
@@ -140,6 +151,41 @@ func (p *appliedPlan) beforeSend(ctx context.Context, pending []pendingOp) error
 	return nil
 }
 
+func byProductID(a, b catalog.PlanEntry) int { return strings.Compare(a.ProductID, b.ProductID) }
+
+// mergeRuns merges the sorted runs entries[runs[i-1]:runs[i]] (the last
+// ends at len(entries)) into one, two at a time.
+func mergeRuns(entries []catalog.PlanEntry, runs []int) []catalog.PlanEntry {
+	bounds := append([]int{0}, runs...)
+	if bounds[len(bounds)-1] != len(entries) {
+		bounds = append(bounds, len(entries))
+	}
+	tmp := make([]catalog.PlanEntry, len(entries))
+	for len(bounds) > 2 {
+		next := []int{0}
+		for i := 0; i+1 < len(bounds); i += 2 {
+			lo, mid := bounds[i], bounds[i+1]
+			hi := mid
+			if i+2 < len(bounds) {
+				hi = bounds[i+2]
+			}
+			a, b, out := entries[lo:mid], entries[mid:hi], tmp[lo:lo]
+			for len(a) > 0 && len(b) > 0 {
+				if byProductID(b[0], a[0]) < 0 {
+					out, b = append(out, b[0]), b[1:]
+				} else {
+					out, a = append(out, a[0]), a[1:]
+				}
+			}
+			out = append(append(out, a...), b...)
+			next = append(next, hi)
+		}
+		entries, tmp = tmp, entries
+		bounds = next
+	}
+	return entries
+}
+
 func (p *appliedPlan) drop(ctx context.Context, why string) {
 	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", p.r.h.cfg.MaxPlanBytes)
 	p.dropped.Store(true)
@@ -158,7 +204,7 @@ func (p *appliedPlan) write(ctx context.Context) {
 	p.dropped.Store(true) // written once
 	r := p.r
 	err := func() error {
-		pages, index, err := catalog.BuildPlanPages(p.entries)
+		pages, index, err := catalog.BuildPlanPages(mergeRuns(p.entries, p.runs))
 		if err != nil {
 			return err
 		}
