@@ -416,7 +416,7 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := r.newChunker(ctx, queueURL, chunkPlan, r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0))
+	c := r.newChunker(ctx, queueURL, chunkPlan, r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0), nil)
 	defer c.wait()
 	for _, u := range upserts {
 		if err := c.upsert([]byte(u.id), u.hash, u.attrs); err != nil || c.halted() {

@@ -606,40 +606,83 @@ func (r *run) diff(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.writeIndex(ctx); err != nil {
-		return err
-	}
 	// The chunks are planned before any is sent (their total is recorded
 	// now): upserts by line, then deletes, within the row and byte limits.
 	lines := slices.Clone(plan.Upserts)
 	slices.Sort(lines)
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, r.sizes, plan.Deletes, message.DeleteLineLen)
 	chunks := len(chunkPlan)
+	if chunks == 0 || !r.indexed {
+		// (An index not written yet is written by a walk over the
+		// entries, which pass 2 drops: before it.)
+		if err := r.writeIndex(ctx); err != nil {
+			return err
+		}
+	}
 	if chunks == 0 {
 		if counts.EmptyPlan, err = r.emptyAppliedPlan(ctx, takeover); err != nil {
 			return err
 		}
+		if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
+			return err
+		}
+		r.logPlanned(ctx, takeover, plan, chunks, start, read)
+		r.appliedWithoutChunks(ctx)
+		return nil
 	}
-	if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
+	// Pass 2 reads the upload again from now on, beside the index's
+	// completion and StartApplying (on S3, the index's last part and
+	// CompleteMultipartUpload); no chunk is sent before both are done
+	// (I5: the index exists before any chunk is sent).
+	type opening struct {
+		started bool
+		err     error
+		planned time.Time
+	}
+	gate := make(chan opening, 1)
+	go func() {
+		var o opening
+		if o.err = r.writeIndex(ctx); o.err == nil {
+			o.started, o.err = r.startApplying(ctx, takeover, plan, counts, chunks)
+		}
+		if o.started && o.err == nil {
+			r.logPlanned(ctx, takeover, plan, chunks, start, read)
+		}
+		o.planned = time.Now()
+		gate <- o
+	}()
+	var open *opening
+	opened := func() opening {
+		if open == nil {
+			o := <-gate
+			open = &o
+		}
+		return *open
+	}
+	defer opened() // before the index is aborted (deferred above)
+	ap := r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)
+	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan, ap, func() bool {
+		o := opened()
+		return o.started && o.err == nil
+	})
+	if o := opened(); o.err != nil || !o.started {
+		return o.err // superseded before sending chunks (it ended so), or failed
+	}
+	if err != nil {
 		return err
 	}
+	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds(),
+		"send_ms", time.Since(opened().planned).Milliseconds())
+	return nil
+}
+
+// logPlanned logs that the generation's chunks are planned and recorded.
+func (r *run) logPlanned(ctx context.Context, takeover catalog.DiffDecision, plan catalog.Plan, chunks int, start, read time.Time) {
 	planned := time.Now()
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
 		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", planned.Sub(start).Milliseconds(),
 		"read_ms", read.Sub(start).Milliseconds(), "plan_ms", planned.Sub(read).Milliseconds())
-	if chunks == 0 {
-		r.appliedWithoutChunks(ctx)
-		return nil
-	}
-	ap := r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)
-	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan, ap)
-	if err != nil {
-		return err
-	}
-	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds(),
-		"send_ms", time.Since(planned).Milliseconds())
-	return nil
 }
 
 // startApplying records that the generation applies in chunks (its
@@ -1119,13 +1162,14 @@ func (h *Handler) limits() catalog.ChunkLimits {
 // file order, then the deletes, in the chunks of chunkPlan (ops per chunk);
 // before each chunk the generation must still be the latest (I4). Only
 // the chunk being filled and the one being sent are held, and the plan ap
-// records (nil: none).
-func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int, ap *appliedPlan) (int, error) {
+// records (nil: none). No chunk is sent before open returns, and none if
+// it returns false.
+func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int, ap *appliedPlan, open func() bool) (int, error) {
 	queueURL := r.h.cfg.SmallQueueURL
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := r.newChunker(ctx, queueURL, chunkPlan, ap)
+	c := r.newChunker(ctx, queueURL, chunkPlan, ap, open)
 	defer c.wait()
 
 	if len(lines) > 0 {
@@ -1228,17 +1272,21 @@ type filledChunk struct {
 }
 
 // newChunker starts the sender of the chunks of chunkPlan; wait (or
-// finish) ends it.
-func (r *run) newChunker(ctx context.Context, queueURL string, chunkPlan []int, ap *appliedPlan) *chunker {
+// finish) ends it. The sender sends nothing before open (nil: none)
+// returns, and nothing if it returns false.
+func (r *run) newChunker(ctx context.Context, queueURL string, chunkPlan []int, ap *appliedPlan, open func() bool) *chunker {
 	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan, applied: ap,
 		out: make(chan filledChunk), free: make(chan []byte, 2), done: make(chan struct{})}
 	c.free <- nil // the second buffer
-	go c.sender(ctx)
+	go c.sender(ctx, open)
 	return c
 }
 
-func (c *chunker) sender(ctx context.Context) {
+func (c *chunker) sender(ctx context.Context, open func() bool) {
 	defer close(c.done)
+	if open != nil && !open() {
+		c.halt.Store(true)
+	}
 	for ch := range c.out {
 		if !c.halt.Load() {
 			if err := c.send(ctx, ch); err != nil {
