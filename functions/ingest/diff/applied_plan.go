@@ -169,15 +169,17 @@ func mergeRuns(entries []catalog.PlanEntry, runs []int) []catalog.PlanEntry {
 			if i+2 < len(bounds) {
 				hi = bounds[i+2]
 			}
-			a, b, out := entries[lo:mid], entries[mid:hi], tmp[lo:lo]
+			a, b, k := entries[lo:mid], entries[mid:hi], lo
 			for len(a) > 0 && len(b) > 0 {
 				if byProductID(b[0], a[0]) < 0 {
-					out, b = append(out, b[0]), b[1:]
+					tmp[k], b = b[0], b[1:]
 				} else {
-					out, a = append(out, a[0]), a[1:]
+					tmp[k], a = a[0], a[1:]
 				}
+				k++
 			}
-			out = append(append(out, a...), b...)
+			k += copy(tmp[k:], a)
+			copy(tmp[k:], b)
 			next = append(next, hi)
 		}
 		entries, tmp = tmp, entries
