@@ -26,11 +26,14 @@ func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, erro
 	if from == nil && to == nil {
 		return dst, false, nil
 	}
-	before, err := splitObject(from)
+	// The members of a product's attributes fit these on the stack (a
+	// plan has a line for every changed row); more grow on the heap.
+	var beforeMem, afterMem [32]member
+	before, err := splitObject(beforeMem[:0], from)
 	if err != nil {
 		return dst, false, fmt.Errorf("product %q, before: %w", productID, err)
 	}
-	after, err := splitObject(to)
+	after, err := splitObject(afterMem[:0], to)
 	if err != nil {
 		return dst, false, fmt.Errorf("product %q, after: %w", productID, err)
 	}
@@ -93,15 +96,14 @@ func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, erro
 type member struct{ name, value []byte }
 
 // splitObject splits a compact JSON object (canonical form: no white
-// space, keys sorted) into its members, in order.
-func splitObject(object []byte) ([]member, error) {
+// space, keys sorted) into its members, in order, appended to out.
+func splitObject(out []member, object []byte) ([]member, error) {
 	if object == nil {
-		return nil, nil
+		return out, nil
 	}
 	if len(object) < 2 || object[0] != '{' || object[len(object)-1] != '}' {
 		return nil, fmt.Errorf("not a JSON object")
 	}
-	var out []member
 	p := 1
 	for p < len(object)-1 {
 		if object[p] == ',' {
@@ -131,11 +133,7 @@ func skipValue(b []byte, p int) (int, error) {
 	for i := p; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
-			}
+			i = stringEnd(b, i+1)
 			if depth == 0 {
 				return i + 1, nil
 			}
@@ -161,11 +159,40 @@ func skipValue(b []byte, p int) (int, error) {
 	return len(b), nil
 }
 
+// stringEnd returns the index of the '"' that closes the JSON string whose
+// content starts at i (a '"' after an even number of backslashes), or
+// len(b) when none does.
+func stringEnd(b []byte, i int) int {
+	for {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		q := i + j
+		k := q
+		for k > i && b[k-1] == '\\' {
+			k--
+		}
+		if (q-k)%2 == 0 {
+			return q
+		}
+		i = q + 1
+	}
+}
+
 // appendJSONString appends s as a JSON string (s is valid UTF-8: a
-// product_id the reader took).
+// product_id the reader took), as json.Marshal writes it: a string of
+// printable ASCII without anything it escapes is copied as it is.
 func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // The bounds of an applied generation's plan (DESIGN 13): it is held in
@@ -209,7 +236,7 @@ func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err erro
 	var doc PlanIndexDoc
 	var cur []byte
 	n := 0
-	for _, e := range entries {
+	for i, e := range entries {
 		if n > 0 && (n >= PlanPageItems || len(cur)+len(e.Line)+1 > PlanPageBytes) {
 			pages = append(pages, cur)
 			doc.Pages[len(doc.Pages)-1].Items = n
@@ -217,6 +244,7 @@ func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err erro
 		}
 		if n == 0 {
 			doc.Pages = append(doc.Pages, PlanPageRef{First: e.ProductID})
+			cur = make([]byte, 0, pageSize(entries[i:]))
 		}
 		cur = append(append(cur, e.Line...), '\n')
 		n++
@@ -230,6 +258,19 @@ func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err erro
 	}
 	index, err = json.Marshal(doc)
 	return pages, index, err
+}
+
+// pageSize is the size of the page of BuildPlanPages that starts with
+// entries[0].
+func pageSize(entries []PlanEntry) int {
+	size := 0
+	for i, e := range entries {
+		if i > 0 && (i >= PlanPageItems || size+len(e.Line)+1 > PlanPageBytes) {
+			break
+		}
+		size += len(e.Line) + 1
+	}
+	return size
 }
 
 // FirstPlanPage is the page of the index where the items after product

@@ -106,6 +106,15 @@ func (r *Reader) readHeader() error {
 		p = appendJSONString(p, []byte(r.names[col]))
 		r.prefixes = append(r.prefixes, append(p, ':'))
 	}
+	// A plain record's canonical form is these and its fields, in turn.
+	for k := range r.order {
+		seg := []byte{'"'}
+		if k == 0 {
+			seg[0] = '{'
+		}
+		seg = append(append(seg, r.prefixes[k]...), '"')
+		r.plainSegs = append(r.plainSegs, seg)
+	}
 	return nil
 }
 
@@ -133,8 +142,12 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 		return nil, lineErr(CodeInvalidUTF8, line, "invalid UTF-8")
 	}
 	id := p.fields[p.idCol]
-	if code, reason := productIDProblem(id); code != "" {
-		return nil, lineErr(code, line, "%s", reason)
+	// A plain record is ASCII without control characters but DEL: its
+	// id's checks come down to the length and DEL (the same problems).
+	if !p.plain || len(id) == 0 || len(id) > MaxProductIDBytes || bytes.IndexByte(id, 0x7f) >= 0 {
+		if code, reason := productIDProblem(id); code != "" {
+			return nil, lineErr(code, line, "%s", reason)
+		}
 	}
 	// A NUL byte is the one character a cell may not hold: the catalog's
 	// jsonb cannot store U+0000. A plain record has none.
@@ -145,18 +158,23 @@ func (p *rowParser) csvRow(rec []byte, line int) ([]byte, *Error) {
 			}
 		}
 	}
-	out := append(p.out[:0], '{')
-	for k, col := range p.order {
-		out = append(out, p.prefixes[k]...)
-		if p.plain { // valid UTF-8 with nothing to escape: the field is its own JSON content
-			out = append(out, '"')
+	if p.plain && len(p.order) > 0 {
+		// Valid UTF-8 with nothing to escape: each field is its own JSON
+		// content, between the constant parts of the object.
+		out := p.out[:0]
+		for k, col := range p.order {
+			out = append(out, p.plainSegs[k]...)
 			out = append(out, p.fields[col]...)
-			out = append(out, '"')
-		} else {
+		}
+		p.out = append(out, '"', '}')
+	} else {
+		out := append(p.out[:0], '{')
+		for k, col := range p.order {
+			out = append(out, p.prefixes[k]...)
 			out = appendJSONString(out, p.fields[col])
 		}
+		p.out = append(out, '}')
 	}
-	p.out = append(out, '}')
 	if e := p.checkSize(line); e != nil {
 		return nil, e
 	}

@@ -130,6 +130,8 @@ type rowParser struct {
 	idCol    int
 	order    []int    // attribute columns, sorted by name
 	prefixes [][]byte // `"name":` (with a leading ',' after the first) in order's order
+	// plainSegs: `{"name":"` first, then `","name":"`, in order's order
+	plainSegs [][]byte
 	// CSV per row
 	fields  [][]byte
 	scratch []byte

@@ -2,8 +2,12 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 	"github.com/retailcatalog/catalog/functions/core/keys"
@@ -37,22 +41,27 @@ type AppliedPlanStore interface {
 	RecordAppliedPlan(ctx context.Context, retailerID string, gen int64, pages int, baseline int64) error
 }
 
+// planPutsAtOnce bounds the plan pages written at once.
+const planPutsAtOnce = 8
+
 // appliedPlan accumulates the plan of the generation whose chunks are sent.
 type appliedPlan struct {
 	r        *run
 	baseline int64
 	readFrom bool // the catalog may hold some of the products (not a first load)
 
-	pending []pendingOp // the chunk being filled
 	entries []catalog.PlanEntry
+	runs    []int // entries[runs[i-1]:runs[i]] (from 0) are a chunk's, sorted by product_id
 	bytes   int
-	dropped bool // over a bound: nothing is kept
+	// dropped: over a bound, nothing is kept (or written: nothing more
+	// is); set by the chunks' sender, read by the goroutine filling them.
+	dropped atomic.Bool
 
 	canon     snapshot.Canonicalizer
 	from, buf []byte
 }
 
-// pendingOp is an op of the chunk being filled: attrs nil for a delete.
+// pendingOp is an op of a chunk not sent yet: attrs nil for a delete.
 type pendingOp struct {
 	id    string
 	attrs []byte
@@ -82,27 +91,27 @@ func (r *run) newAppliedPlan(ops int, baseline int64, stopped bool) *appliedPlan
 	return &appliedPlan{r: r, baseline: baseline, readFrom: baseline != 0 || stopped}
 }
 
-// add records an op of the chunk being filled; attrs is copied.
-func (p *appliedPlan) add(id string, attrs []byte) {
-	if p == nil || p.dropped {
-		return
-	}
-	var a []byte
-	if attrs != nil {
-		a = slices.Clone(attrs)
-	}
-	p.pending = append(p.pending, pendingOp{id: id, attrs: a})
-}
+// keeps reports whether the ops of the chunks still go into the plan
+// (the chunker keeps a copy of each op for it).
+func (p *appliedPlan) keeps() bool { return p != nil && !p.dropped.Load() }
 
-// beforeSend turns the pending ops into plan entries, reading their live
-// values first; called before the chunk holding them is sent.
-func (p *appliedPlan) beforeSend(ctx context.Context) error {
-	if p == nil || p.dropped || len(p.pending) == 0 {
+// beforeSend turns the ops of a chunk into plan entries, reading their
+// live values first; called before the chunk holding them is sent.
+func (p *appliedPlan) beforeSend(ctx context.Context, pending []pendingOp) error {
+	if !p.keeps() || len(pending) == 0 {
 		return nil
 	}
-	defer func() { p.pending = p.pending[:0] }()
-	for start := 0; start < len(p.pending); start += planReadBatch {
-		batch := p.pending[start:min(start+planReadBatch, len(p.pending))]
+	// The chunk's entries are sorted here, beside the reading of the next
+	// chunk, so that write only merges the chunks' runs.
+	first := len(p.entries)
+	defer func() {
+		if p.keeps() {
+			slices.SortFunc(p.entries[first:], byProductID)
+			p.runs = append(p.runs, len(p.entries))
+		}
+	}()
+	for start := 0; start < len(pending); start += planReadBatch {
+		batch := pending[start:min(start+planReadBatch, len(pending))]
 		var current map[string][]byte
 		if p.readFrom {
 			ids := make([]string, len(batch))
@@ -142,32 +151,85 @@ func (p *appliedPlan) beforeSend(ctx context.Context) error {
 	return nil
 }
 
+func byProductID(a, b catalog.PlanEntry) int { return strings.Compare(a.ProductID, b.ProductID) }
+
+// mergeRuns merges the sorted runs entries[runs[i-1]:runs[i]] (the last
+// ends at len(entries)) into one, two at a time.
+func mergeRuns(entries []catalog.PlanEntry, runs []int) []catalog.PlanEntry {
+	bounds := append([]int{0}, runs...)
+	if bounds[len(bounds)-1] != len(entries) {
+		bounds = append(bounds, len(entries))
+	}
+	tmp := make([]catalog.PlanEntry, len(entries))
+	for len(bounds) > 2 {
+		next := []int{0}
+		for i := 0; i+1 < len(bounds); i += 2 {
+			lo, mid := bounds[i], bounds[i+1]
+			hi := mid
+			if i+2 < len(bounds) {
+				hi = bounds[i+2]
+			}
+			a, b, k := entries[lo:mid], entries[mid:hi], lo
+			for len(a) > 0 && len(b) > 0 {
+				if byProductID(b[0], a[0]) < 0 {
+					tmp[k], b = b[0], b[1:]
+				} else {
+					tmp[k], a = a[0], a[1:]
+				}
+				k++
+			}
+			k += copy(tmp[k:], a)
+			copy(tmp[k:], b)
+			next = append(next, hi)
+		}
+		entries, tmp = tmp, entries
+		bounds = next
+	}
+	return entries
+}
+
 func (p *appliedPlan) drop(ctx context.Context, why string) {
 	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", p.r.h.cfg.MaxPlanBytes)
-	p.dropped, p.entries, p.pending = true, nil, nil
+	p.dropped.Store(true)
+	p.entries = nil
 }
 
 // write writes the plan's pages and records them, once the last chunk's
-// ops are in it and before that chunk is sent (the chunker's flush): the
+// ops are in it and before that chunk is sent (the chunker's send): the
 // generation cannot be applied before its plan is recorded. A failure is
 // logged, not returned: the plan route answers plan_unavailable for a
 // plan that is not recorded.
 func (p *appliedPlan) write(ctx context.Context) {
-	if p == nil || p.dropped {
+	if !p.keeps() {
 		return
 	}
-	p.dropped = true // written once
+	p.dropped.Store(true) // written once
 	r := p.r
 	err := func() error {
-		pages, index, err := catalog.BuildPlanPages(p.entries)
+		pages, index, err := catalog.BuildPlanPages(mergeRuns(p.entries, p.runs))
 		if err != nil {
 			return err
 		}
 		p.entries = nil
+		// The pages are written planPutsAtOnce at a time: the last chunk
+		// waits for them (one at a time, a 40k-row change's 41 pages took
+		// 41 round trips to S3).
+		errs := make([]error, len(pages))
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, planPutsAtOnce)
 		for n, page := range pages {
-			if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
-				return fmt.Errorf("write page %d: %w", n, err)
-			}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
+					errs[n] = fmt.Errorf("write page %d: %w", n, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return err
 		}
 		if err := r.h.blobs.Put(ctx, keys.PlanIndex(r.job.RetailerID, r.job.Generation), index); err != nil {
 			return fmt.Errorf("write its index: %w", err)

@@ -419,23 +419,32 @@ func (r *run) sendDelta(ctx context.Context, takeover catalog.DiffDecision, plan
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan,
-		applied: r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)}
+	c := r.newChunker(ctx, queueURL, chunkPlan, r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0), nil)
+	defer c.wait()
 	for _, u := range upserts {
-		if err := c.upsert(ctx, []byte(u.id), u.hash, u.attrs); err != nil || c.stopped {
+		if err := c.upsert([]byte(u.id), u.hash, u.attrs); err != nil || c.halted() {
+			c.wait()
+			if err == nil {
+				err = c.err
+			}
 			return err
 		}
 	}
 	for _, id := range plan.Deletes {
-		if err := c.delete(ctx, id); err != nil || c.stopped {
+		if err := c.delete(id); err != nil || c.halted() {
+			c.wait()
+			if err == nil {
+				err = c.err
+			}
 			return err
 		}
 	}
-	if err := c.flush(ctx); err != nil || c.stopped {
+	sent, stopped, err := c.finish()
+	if err != nil || stopped {
 		return err
 	}
-	if c.seq != c.total {
-		return fmt.Errorf("sent %d chunks, planned %d", c.seq, c.total)
+	if sent != c.total {
+		return fmt.Errorf("sent %d chunks, planned %d", sent, c.total)
 	}
 	return nil
 }

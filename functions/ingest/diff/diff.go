@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/retailcatalog/catalog/functions/ingest/diff/extsort"
@@ -605,40 +606,83 @@ func (r *run) diff(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.writeIndex(ctx); err != nil {
-		return err
-	}
 	// The chunks are planned before any is sent (their total is recorded
 	// now): upserts by line, then deletes, within the row and byte limits.
 	lines := slices.Clone(plan.Upserts)
 	slices.Sort(lines)
 	chunkPlan := catalog.PlanChunks(r.h.limits(), lines, r.sizes, plan.Deletes, message.DeleteLineLen)
 	chunks := len(chunkPlan)
+	if chunks == 0 || !r.indexed {
+		// (An index not written yet is written by a walk over the
+		// entries, which pass 2 drops: before it.)
+		if err := r.writeIndex(ctx); err != nil {
+			return err
+		}
+	}
 	if chunks == 0 {
 		if counts.EmptyPlan, err = r.emptyAppliedPlan(ctx, takeover); err != nil {
 			return err
 		}
+		if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
+			return err
+		}
+		r.logPlanned(ctx, takeover, plan, chunks, start, read)
+		r.appliedWithoutChunks(ctx)
+		return nil
 	}
-	if started, err := r.startApplying(ctx, takeover, plan, counts, chunks); err != nil || !started {
+	// Pass 2 reads the upload again from now on, beside the index's
+	// completion and StartApplying (on S3, the index's last part and
+	// CompleteMultipartUpload); no chunk is sent before both are done
+	// (I5: the index exists before any chunk is sent).
+	type opening struct {
+		started bool
+		err     error
+		planned time.Time
+	}
+	gate := make(chan opening, 1)
+	go func() {
+		var o opening
+		if o.err = r.writeIndex(ctx); o.err == nil {
+			o.started, o.err = r.startApplying(ctx, takeover, plan, counts, chunks)
+		}
+		if o.started && o.err == nil {
+			r.logPlanned(ctx, takeover, plan, chunks, start, read)
+		}
+		o.planned = time.Now()
+		gate <- o
+	}()
+	var open *opening
+	opened := func() opening {
+		if open == nil {
+			o := <-gate
+			open = &o
+		}
+		return *open
+	}
+	defer opened() // before the index is aborted (deferred above)
+	ap := r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)
+	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan, ap, func() bool {
+		o := opened()
+		return o.started && o.err == nil
+	})
+	if o := opened(); o.err != nil || !o.started {
+		return o.err // superseded before sending chunks (it ended so), or failed
+	}
+	if err != nil {
 		return err
 	}
+	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds(),
+		"send_ms", time.Since(opened().planned).Milliseconds())
+	return nil
+}
+
+// logPlanned logs that the generation's chunks are planned and recorded.
+func (r *run) logPlanned(ctx context.Context, takeover catalog.DiffDecision, plan catalog.Plan, chunks int, start, read time.Time) {
 	planned := time.Now()
 	r.log.InfoContext(ctx, "diff planned", "products", r.products, "baseline", takeover.Baseline,
 		"stopped", takeover.Stopped, "inserted", plan.Inserted, "updated", plan.Updated, "deleted", plan.Deleted,
 		"unchanged", plan.Unchanged, "repaired", plan.Repaired, "chunks", chunks, "elapsed_ms", planned.Sub(start).Milliseconds(),
 		"read_ms", read.Sub(start).Milliseconds(), "plan_ms", planned.Sub(read).Milliseconds())
-	if chunks == 0 {
-		r.appliedWithoutChunks(ctx)
-		return nil
-	}
-	ap := r.newAppliedPlan(plan.Ops(), takeover.Baseline, len(takeover.Stopped) > 0)
-	sent, err := r.sendChunks(ctx, plan, lines, chunkPlan, ap)
-	if err != nil {
-		return err
-	}
-	r.log.InfoContext(ctx, "diff done", "chunks_sent", sent, "chunks", chunks, "elapsed_ms", time.Since(start).Milliseconds(),
-		"send_ms", time.Since(planned).Milliseconds())
-	return nil
 }
 
 // startApplying records that the generation applies in chunks (its
@@ -792,26 +836,10 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 		if err == io.EOF {
 			break
 		}
-		var se *snapshot.Error
-		if errors.As(err, &se) {
-			// The rows read so far may repeat ids too: their duplicates
-			// join the list, so that one round fixes the file. Not when the
-			// file is refused for its size (the product or inflate limit:
-			// it was read no further): sorting what a gzip bomb held would
-			// take the diff's budget, to no use.
-			var dups []snapshot.Problem
-			var total int64
-			if !sizeLimit(se) && !spill.sizeLimit && entries.Finish() == nil {
-				dups = duplicateProblems(entries)
-				_, total = entries.Duplicates()
-				se = snapshot.Merge(se, dups...)
-				se.More = se.More || total > int64(len(dups))
-			}
-			r.problems = readerProblems(spill, dups, rd.ProblemsCut() || total > int64(len(dups)))
-			return true, r.reject(ctx, se)
-		}
 		if err != nil {
-			return r.rejectOrFail(ctx, err)
+			// Apart, so that the errors.As target is not allocated for
+			// every row.
+			return r.readFailed(ctx, err, rd, entries, spill)
 		}
 		if stored += int64(len(row.ID) + row.AttributesLen); stored > maxStored {
 			return true, r.reject(ctx, &snapshot.Error{Code: snapshot.CodeFileTooLarge, Line: row.Line,
@@ -872,6 +900,29 @@ func (r *run) readSnapshot(ctx context.Context) (rejected bool, err error) {
 	// instead of twice what pass 1 had live at its last collection.
 	runtime.GC()
 	return false, nil
+}
+
+// readFailed ends pass 1 on the reader's error err: a rejection of the
+// snapshot (true), or a failure worth a retry.
+func (r *run) readFailed(ctx context.Context, err error, rd *snapshot.Reader, entries *extsort.Sorter, spill *problemSpill) (bool, error) {
+	var se *snapshot.Error
+	if !errors.As(err, &se) {
+		return r.rejectOrFail(ctx, err)
+	}
+	// The rows read so far may repeat ids too: their duplicates join the
+	// list, so that one round fixes the file. Not when the file is refused
+	// for its size (the product or inflate limit: it was read no further):
+	// sorting what a gzip bomb held would take the diff's budget, to no use.
+	var dups []snapshot.Problem
+	var total int64
+	if !sizeLimit(se) && !spill.sizeLimit && entries.Finish() == nil {
+		dups = duplicateProblems(entries)
+		_, total = entries.Duplicates()
+		se = snapshot.Merge(se, dups...)
+		se.More = se.More || total > int64(len(dups))
+	}
+	r.problems = readerProblems(spill, dups, rd.ProblemsCut() || total > int64(len(dups)))
+	return true, r.reject(ctx, se)
 }
 
 // sizeLimit reports whether the reader stopped at a limit of the whole
@@ -1110,13 +1161,16 @@ func (h *Handler) limits() catalog.ChunkLimits {
 // sendChunks is pass 2: the changed rows (lines, ascending), read again in
 // file order, then the deletes, in the chunks of chunkPlan (ops per chunk);
 // before each chunk the generation must still be the latest (I4). Only
-// the chunk being filled is held, and the plan ap records (nil: none).
-func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int, ap *appliedPlan) (int, error) {
+// the chunk being filled and the one being sent are held, and the plan ap
+// records (nil: none). No chunk is sent before open returns, and none if
+// it returns false.
+func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, chunkPlan []int, ap *appliedPlan, open func() bool) (int, error) {
 	queueURL := r.h.cfg.SmallQueueURL
 	if plan.Ops() >= r.h.cfg.LargeThreshold {
 		queueURL = r.h.cfg.LargeQueueURL
 	}
-	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan, applied: ap}
+	c := r.newChunker(ctx, queueURL, chunkPlan, ap, open)
+	defer c.wait()
 
 	if len(lines) > 0 {
 		// Only the upserted rows are parsed again: the others are skipped
@@ -1125,12 +1179,12 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 		r.entries = nil // the sorted entries are not needed any more
 		obj, err := r.openUpload(ctx, r.etag)
 		if err != nil {
-			return c.seq, err
+			return c.wait(), err
 		}
 		defer obj.Body.Close()
 		rd, err := r.newReader(obj.Body)
 		if err != nil {
-			return c.seq, fmt.Errorf("reread snapshot: %w", err)
+			return c.wait(), fmt.Errorf("reread snapshot: %w", err)
 		}
 		defer rd.Close()
 		rd.Lines = lines
@@ -1143,85 +1197,177 @@ func (r *run) sendChunks(ctx context.Context, plan catalog.Plan, lines []int32, 
 				break
 			}
 			if err != nil {
-				return c.seq, fmt.Errorf("reread snapshot: %w", err)
+				return c.wait(), fmt.Errorf("reread snapshot: %w", err)
 			}
 			found++
-			if err := c.upsert(ctx, row.ID, row.Hash, row.Attributes); err != nil {
-				return c.seq, err
+			if err := c.upsert(row.ID, row.Hash, row.Attributes); err != nil {
+				return c.wait(), err
 			}
-			if c.stopped {
+			if c.halted() {
 				break
 			}
 		}
-		if found != len(lines) && !c.stopped {
-			return c.seq, fmt.Errorf("reread snapshot: found %d of %d rows to send: the upload changed while being read", found, len(lines))
+		if found != len(lines) && !c.halted() {
+			return c.wait(), fmt.Errorf("reread snapshot: found %d of %d rows to send: the upload changed while being read", found, len(lines))
 		}
 	}
 	for _, id := range plan.Deletes {
-		if c.stopped {
+		if c.halted() {
 			break
 		}
-		if err := c.delete(ctx, id); err != nil {
-			return c.seq, err
+		if err := c.delete(id); err != nil {
+			return c.wait(), err
 		}
 	}
-	if err := c.flush(ctx); err != nil {
-		return c.seq, err
+	sent, stopped, err := c.finish()
+	if err != nil {
+		return sent, err
 	}
-	if c.stopped {
-		r.log.InfoContext(ctx, "superseded while sending chunks; stopped", "chunks_sent", c.seq)
-		return c.seq, nil
+	if stopped {
+		r.log.InfoContext(ctx, "superseded while sending chunks; stopped", "chunks_sent", sent)
+		return sent, nil
 	}
-	if c.seq != c.total {
-		return c.seq, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", c.seq, c.total)
+	if sent != c.total {
+		return sent, fmt.Errorf("sent %d chunks, planned %d: the upload changed while being read", sent, c.total)
 	}
-	return c.seq, nil
+	return sent, nil
 }
 
 // chunker accumulates ops into chunk objects, as planned, and sends one
-// message each.
+// message each. The chunks are sent by a goroutine of their own, one at a
+// time and in order, while the caller fills the next one: the fence check,
+// the plan's "from" reads and the writes of a chunk overlap the reading of
+// the next. A chunk is sent whole or not at all; once one is not (the
+// generation is no longer the latest, or a send failed) no later one is.
 type chunker struct {
 	r        *run
 	queueURL string
 	total    int
-	plan     []int // ops of each chunk
-	seq      int
-	rows     int
-	buf      []byte
-	stopped  bool
+	plan     []int        // ops of each chunk
 	applied  *appliedPlan // the plan recorded as the chunks go (nil: none)
+
+	// The chunk being filled, the caller's.
+	filling int // its seq
+	rows    int
+	buf     []byte
+	pending []pendingOp // its ops, for the applied plan
+
+	out    chan filledChunk
+	free   chan []byte // chunk buffers the sender is done with
+	done   chan struct{}
+	halt   atomic.Bool // the sender sends nothing more
+	closed bool
+
+	// The sender's, read after done.
+	sent    int
+	stopped bool // superseded (I4)
+	err     error
 }
 
+// filledChunk is a chunk handed to the sender.
+type filledChunk struct {
+	seq, rows int
+	buf       []byte
+	ops       []pendingOp
+}
+
+// newChunker starts the sender of the chunks of chunkPlan; wait (or
+// finish) ends it. The sender sends nothing before open (nil: none)
+// returns, and nothing if it returns false.
+func (r *run) newChunker(ctx context.Context, queueURL string, chunkPlan []int, ap *appliedPlan, open func() bool) *chunker {
+	c := &chunker{r: r, queueURL: queueURL, total: len(chunkPlan), plan: chunkPlan, applied: ap,
+		out: make(chan filledChunk), free: make(chan []byte, 2), done: make(chan struct{})}
+	c.free <- nil // the second buffer
+	go c.sender(ctx, open)
+	return c
+}
+
+func (c *chunker) sender(ctx context.Context, open func() bool) {
+	defer close(c.done)
+	if open != nil && !open() {
+		c.halt.Store(true)
+	}
+	for ch := range c.out {
+		if !c.halt.Load() {
+			if err := c.send(ctx, ch); err != nil {
+				c.err = err
+				c.halt.Store(true)
+			}
+		}
+		c.free <- ch.buf[:0] // never blocks: two buffers at most
+	}
+}
+
+// halted reports that no more chunks will be sent (superseded or failed):
+// the caller may stop reading.
+func (c *chunker) halted() bool { return c.halt.Load() }
+
 // upsert appends an upsert op (attrs canonical) to the chunk being filled.
-func (c *chunker) upsert(ctx context.Context, id []byte, hash catalog.Hash, attrs []byte) error {
+func (c *chunker) upsert(id []byte, hash catalog.Hash, attrs []byte) error {
 	c.buf = message.AppendUpsertLine(c.buf, id, hash, attrs)
-	c.applied.add(string(id), attrs)
-	return c.added(ctx)
+	if c.applied.keeps() {
+		c.pending = append(c.pending, pendingOp{id: string(id), attrs: slices.Clone(attrs)})
+	}
+	return c.added()
 }
 
 // delete appends a delete op to the chunk being filled.
-func (c *chunker) delete(ctx context.Context, id string) error {
+func (c *chunker) delete(id string) error {
 	c.buf = message.AppendDeleteLine(c.buf, id)
-	c.applied.add(id, nil)
-	return c.added(ctx)
+	if c.applied.keeps() {
+		c.pending = append(c.pending, pendingOp{id: id})
+	}
+	return c.added()
 }
 
-// added counts the op just appended to c.buf and flushes a full chunk.
-func (c *chunker) added(ctx context.Context) error {
+// added counts the op just appended to c.buf and hands a full chunk to the
+// sender.
+func (c *chunker) added() error {
 	c.rows++
-	if c.seq >= len(c.plan) {
+	if c.filling >= len(c.plan) {
 		return fmt.Errorf("more ops than the %d planned chunks hold: the upload changed while being read", len(c.plan))
 	}
-	if c.rows >= c.plan[c.seq] {
-		return c.flush(ctx)
+	if c.rows >= c.plan[c.filling] {
+		c.handOff()
 	}
 	return nil
 }
 
-func (c *chunker) flush(ctx context.Context) error {
-	if c.rows == 0 || c.stopped {
-		return nil
+// handOff gives the chunk being filled to the sender, and waits for a free
+// buffer: the sender's previous chunk sent.
+func (c *chunker) handOff() {
+	if c.rows == 0 || c.halt.Load() {
+		return
 	}
+	c.out <- filledChunk{seq: c.filling, rows: c.rows, buf: c.buf, ops: c.pending}
+	c.filling++
+	c.rows, c.pending = 0, nil
+	c.buf = <-c.free
+}
+
+// finish sends the last chunk and waits for the sender: the chunks sent,
+// whether it stopped because the generation was superseded, and the first
+// error of a send.
+func (c *chunker) finish() (sent int, stopped bool, err error) {
+	c.handOff()
+	c.wait()
+	return c.sent, c.stopped, c.err
+}
+
+// wait ends the sender without sending the chunk being filled, and returns
+// the chunks sent.
+func (c *chunker) wait() int {
+	if !c.closed {
+		c.closed = true
+		close(c.out)
+		<-c.done
+	}
+	return c.sent
+}
+
+// send sends one chunk: the fence check (I4), the applied plan's "from"
+// (and its pages before the last chunk), the object, the message.
+func (c *chunker) send(ctx context.Context, ch filledChunk) error {
 	r := c.r
 	latest, err := r.store.IsLatest(ctx, r.job.RetailerID, r.job.Generation)
 	if err != nil {
@@ -1229,39 +1375,44 @@ func (c *chunker) flush(ctx context.Context) error {
 	}
 	if !latest {
 		c.stopped = true
+		c.halt.Store(true)
 		return nil
 	}
 	// The plan's "from" is read before the chunk can change it.
-	if err := c.applied.beforeSend(ctx); err != nil {
+	if err := c.applied.beforeSend(ctx, ch.ops); err != nil {
 		return err
 	}
-	if c.seq+1 == c.total {
+	key := keys.Chunk(r.job.RetailerID, r.job.Generation, ch.seq)
+	if ch.seq+1 == c.total && c.applied.keeps() {
 		// The plan is whole: recorded before the last chunk can make the
-		// generation applied, so that an applied status always comes with
-		// its plan (the route would answer plan_unavailable meanwhile).
+		// generation applied (its message, below), so that an applied
+		// status always comes with its plan (the route would answer
+		// plan_unavailable meanwhile). The chunk's object is written
+		// meanwhile: nothing reads it before its message.
+		put := make(chan error, 1)
+		go func() { put <- r.h.blobs.Put(ctx, key, ch.buf) }()
 		c.applied.write(ctx)
+		if err := <-put; err != nil {
+			return fmt.Errorf("write chunk %d: %w", ch.seq, err)
+		}
+	} else if err := r.h.blobs.Put(ctx, key, ch.buf); err != nil {
+		return fmt.Errorf("write chunk %d: %w", ch.seq, err)
 	}
-	key := keys.Chunk(r.job.RetailerID, r.job.Generation, c.seq)
-	if err := r.h.blobs.Put(ctx, key, c.buf); err != nil {
-		return fmt.Errorf("write chunk %d: %w", c.seq, err)
-	}
-	sum := sha256.Sum256(c.buf)
-	msg := message.ChunkMessage{RetailerID: r.job.RetailerID, Generation: r.job.Generation, Seq: c.seq,
-		Total: c.total, Rows: c.rows, Key: key, SHA256: hex.EncodeToString(sum[:])}
+	sum := sha256.Sum256(ch.buf)
+	msg := message.ChunkMessage{RetailerID: r.job.RetailerID, Generation: r.job.Generation, Seq: ch.seq,
+		Total: c.total, Rows: ch.rows, Key: key, SHA256: hex.EncodeToString(sum[:])}
 	body, err := json.Marshal(msg)
 	if err != nil {
 		return err
 	}
 	if err := r.h.queue.Send(ctx, c.queueURL, string(body),
-		message.MessageGroupID(r.job.RetailerID, c.seq, r.h.cfg.InflightCap),
-		message.MessageDeduplicationID(r.job.RetailerID, r.job.Generation, c.seq)); err != nil {
-		return fmt.Errorf("send chunk %d: %w", c.seq, err)
+		message.MessageGroupID(r.job.RetailerID, ch.seq, r.h.cfg.InflightCap),
+		message.MessageDeduplicationID(r.job.RetailerID, r.job.Generation, ch.seq)); err != nil {
+		return fmt.Errorf("send chunk %d: %w", ch.seq, err)
 	}
-	if (c.seq+1)%20 == 0 || c.seq+1 == c.total {
-		r.log.InfoContext(ctx, "chunks sent", "sent", c.seq+1, "total", c.total)
+	if (ch.seq+1)%20 == 0 || ch.seq+1 == c.total {
+		r.log.InfoContext(ctx, "chunks sent", "sent", ch.seq+1, "total", c.total)
 	}
-	c.seq++
-	c.rows = 0
-	c.buf = c.buf[:0]
+	c.sent++
 	return nil
 }

@@ -134,22 +134,49 @@ func (b *Blobs) Put(ctx context.Context, key string, body []byte) error {
 		return err
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if path := b.file(key); path != "" {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fmt.Errorf("put %s: %w", key, err)
-		}
-		if err := os.WriteFile(path, body, 0o644); err != nil {
+		b.mu.Unlock()
+		// Written outside the lock, to a temporary file renamed over the
+		// object's: PUTs of different keys run at once, and a reader sees
+		// the old object or the new one whole, as on S3.
+		if err := putFile(path, body); err != nil {
 			return fmt.Errorf("put %s: %w", key, err)
 		}
 		return nil
 	}
+	defer b.mu.Unlock()
 	if b.objects == nil {
 		b.objects = map[string]memObject{}
 	}
 	b.version++
 	b.objects[key] = memObject{body: bytes.Clone(body), etag: `"v` + strconv.FormatInt(b.version, 10) + `"`}
 	return nil
+}
+
+// putFile writes body to a temporary file beside path and renames it to
+// path.
+func putFile(path string, body []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(path), createPrefix+"*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(f.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
 }
 
 // PutNew writes key unless an object is there already (then nothing
