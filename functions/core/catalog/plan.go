@@ -168,13 +168,14 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, b...)
 }
 
-// The bounds of an applied generation's plan (DESIGN 13): it is held in
-// memory until sorted, so a generation changing more products, or with
-// more bytes of plan lines, keeps none (409 plan_unavailable).
-const (
-	MaxAppliedPlanOps   = 100_000
-	MaxAppliedPlanBytes = 128 << 20
-)
+// MaxKeptPlanBytes bounds a generation's plan (DESIGN 13): its entries
+// (ids and plan lines) are sorted by product_id through sorted runs
+// spilled to the diff's temporary storage (on Lambda its 10 GiB ephemeral
+// storage, which the snapshot's own sorted runs share: ~5.5 GiB at 20M
+// products with 256-byte ids), so a generation whose plan takes more, or
+// finds no space left, keeps none (409 plan_unavailable). Its number of
+// operations is not bounded.
+const MaxKeptPlanBytes = 4 << 30
 
 // PlanEntry is one item of a plan as written: its product_id and its JSON line.
 type PlanEntry struct {
@@ -206,30 +207,56 @@ type PlanIndexDoc struct {
 // (one JSON object a line) and their index.
 func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err error) {
 	slices.SortFunc(entries, func(a, b PlanEntry) int { return strings.Compare(a.ProductID, b.ProductID) })
-	var doc PlanIndexDoc
-	var cur []byte
-	n := 0
+	var p PlanPager
 	for _, e := range entries {
-		if n > 0 && (n >= PlanPageItems || len(cur)+len(e.Line)+1 > PlanPageBytes) {
-			pages = append(pages, cur)
-			doc.Pages[len(doc.Pages)-1].Items = n
-			cur, n = nil, 0
+		if page := p.Add(e.ProductID, e.Line); page != nil {
+			pages = append(pages, page)
 		}
-		if n == 0 {
-			doc.Pages = append(doc.Pages, PlanPageRef{First: e.ProductID})
-		}
-		cur = append(append(cur, e.Line...), '\n')
-		n++
 	}
-	if n > 0 {
-		pages = append(pages, cur)
-		doc.Pages[len(doc.Pages)-1].Items = n
+	last, index, err := p.Finish()
+	if last != nil {
+		pages = append(pages, last)
 	}
-	if doc.Pages == nil {
-		doc.Pages = []PlanPageRef{}
-	}
-	index, err = json.Marshal(doc)
 	return pages, index, err
+}
+
+// PlanPager splits a plan's entries, given in product_id order, into
+// pages as BuildPlanPages does, one page at a time: a plan of any size is
+// written holding one page and its index.
+type PlanPager struct {
+	doc PlanIndexDoc
+	cur []byte
+	n   int
+}
+
+// Add adds the next entry (line is copied) and returns the page it closes
+// (the one before it), or nil.
+func (p *PlanPager) Add(productID string, line []byte) (page []byte) {
+	if p.n > 0 && (p.n >= PlanPageItems || len(p.cur)+len(line)+1 > PlanPageBytes) {
+		page = p.cur
+		p.doc.Pages[len(p.doc.Pages)-1].Items = p.n
+		p.cur, p.n = nil, 0
+	}
+	if p.n == 0 {
+		p.doc.Pages = append(p.doc.Pages, PlanPageRef{First: productID})
+	}
+	p.cur = append(append(p.cur, line...), '\n')
+	p.n++
+	return page
+}
+
+// Finish returns the last page (nil when there is none) and the index.
+func (p *PlanPager) Finish() (last []byte, index []byte, err error) {
+	if p.n > 0 {
+		last = p.cur
+		p.doc.Pages[len(p.doc.Pages)-1].Items = p.n
+		p.cur, p.n = nil, 0
+	}
+	if p.doc.Pages == nil {
+		p.doc.Pages = []PlanPageRef{}
+	}
+	index, err = json.Marshal(p.doc)
+	return last, index, err
 }
 
 // FirstPlanPage is the page of the index where the items after product

@@ -2,11 +2,11 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
-	"github.com/retailcatalog/catalog/functions/core/keys"
 	"github.com/retailcatalog/catalog/functions/core/snapshot"
 )
 
@@ -23,10 +23,13 @@ import (
 // A plan is kept only by the run that starts applying the generation (a
 // resumed run re-sends chunks over values already changed: its "from"
 // would be the new values; a confirmed hold keeps the plan it was held
-// with, unless it applies against another baseline), and only up to Config.MaxPlanOps operations and
-// Config.MaxPlanBytes of lines, since it is held in memory until sorted:
-// a bigger generation answers 409 plan_unavailable, and its change events
-// (the chunk objects) say what it changed.
+// with, unless it applies against another baseline). Its lines are
+// sorted through a planSpill (memory near Config.PlanMemoryBytes, sorted
+// runs in Config.SpillDir), so any number of operations keeps one; only a
+// plan past Config.MaxPlanBytes of lines, or one that finds no space left
+// for its runs, is not kept: the generation answers 409 plan_unavailable,
+// and its change events (the chunk objects) say what it changed. The
+// spill is closed when the run ends (removeLocal), written or not.
 
 // AppliedPlanStore records the plan of an applied generation.
 // pgstore.Stores implements it.
@@ -44,9 +47,8 @@ type appliedPlan struct {
 	readFrom bool // the catalog may hold some of the products (not a first load)
 
 	pending []pendingOp // the chunk being filled
-	entries []catalog.PlanEntry
-	bytes   int
-	dropped bool // over a bound: nothing is kept
+	spill   *planSpill
+	dropped bool // over a bound, or written: nothing more is kept
 
 	canon     snapshot.Canonicalizer
 	from, buf []byte
@@ -66,7 +68,7 @@ func (r *run) emptyAppliedPlan(ctx context.Context, takeover catalog.DiffDecisio
 	if r.newAppliedPlan(0, takeover.Baseline, len(takeover.Stopped) > 0) == nil {
 		return false, nil
 	}
-	if _, err := r.putPlan(ctx, nil); err != nil {
+	if _, err := r.putPlan(ctx, &planSpill{}); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -76,10 +78,19 @@ func (r *run) emptyAppliedPlan(ctx context.Context, takeover catalog.DiffDecisio
 // against baseline, or returns nil when none is kept (see above). stopped
 // is whether a stopped generation may have written rows (I5).
 func (r *run) newAppliedPlan(ops int, baseline int64, stopped bool) *appliedPlan {
-	if ops > r.h.cfg.MaxPlanOps || r.decision.Resumed || r.decision.DryRun || r.decision.Confirmed {
+	if (r.h.cfg.MaxPlanOps > 0 && ops > r.h.cfg.MaxPlanOps) || r.decision.Resumed || r.decision.DryRun || r.decision.Confirmed {
 		return nil
 	}
-	return &appliedPlan{r: r, baseline: baseline, readFrom: baseline != 0 || stopped}
+	r.applied.close() // one a run
+	r.applied = &appliedPlan{r: r, baseline: baseline, readFrom: baseline != 0 || stopped, spill: r.newPlanSpill()}
+	return r.applied
+}
+
+// close releases the plan's spill (nil: none).
+func (p *appliedPlan) close() {
+	if p != nil {
+		p.spill.close()
+	}
 }
 
 // add records an op of the chunk being filled; attrs is copied.
@@ -131,12 +142,12 @@ func (p *appliedPlan) beforeSend(ctx context.Context) error {
 			if !changed {
 				continue
 			}
-			p.bytes += len(p.buf) + len(op.id)
-			if p.bytes > p.r.h.cfg.MaxPlanBytes {
-				p.drop(ctx, "its plan would pass the bytes kept for one")
+			if err := p.spill.add(op.id, p.buf); errors.Is(err, errPlanTooLarge) {
+				p.drop(ctx, err.Error())
 				return nil
+			} else if err != nil {
+				return err
 			}
-			p.entries = append(p.entries, catalog.PlanEntry{ProductID: op.id, Line: slices.Clone(p.buf)})
 		}
 	}
 	return nil
@@ -144,7 +155,8 @@ func (p *appliedPlan) beforeSend(ctx context.Context) error {
 
 func (p *appliedPlan) drop(ctx context.Context, why string) {
 	p.r.log.InfoContext(ctx, "the applied plan is not kept: "+why, "max_bytes", p.r.h.cfg.MaxPlanBytes)
-	p.dropped, p.entries, p.pending = true, nil, nil
+	p.dropped, p.pending = true, nil
+	p.spill.close()
 }
 
 // write writes the plan's pages and records them, once the last chunk's
@@ -159,20 +171,11 @@ func (p *appliedPlan) write(ctx context.Context) {
 	p.dropped = true // written once
 	r := p.r
 	err := func() error {
-		pages, index, err := catalog.BuildPlanPages(p.entries)
+		pages, err := r.putPlan(ctx, p.spill)
 		if err != nil {
 			return err
 		}
-		p.entries = nil
-		for n, page := range pages {
-			if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
-				return fmt.Errorf("write page %d: %w", n, err)
-			}
-		}
-		if err := r.h.blobs.Put(ctx, keys.PlanIndex(r.job.RetailerID, r.job.Generation), index); err != nil {
-			return fmt.Errorf("write its index: %w", err)
-		}
-		return r.store.RecordAppliedPlan(ctx, r.job.RetailerID, r.job.Generation, len(pages), p.baseline)
+		return r.store.RecordAppliedPlan(ctx, r.job.RetailerID, r.job.Generation, pages, p.baseline)
 	}()
 	if err != nil {
 		r.log.WarnContext(ctx, "the applied plan is not kept", "err", err)
