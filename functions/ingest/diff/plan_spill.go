@@ -11,6 +11,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
@@ -290,16 +291,50 @@ func (h *cursorHeap) Pop() any {
 	return c
 }
 
-// putPlan writes a plan's pages and its page index under keys.PlanIndex
-// from spill (closed after); it returns the number of pages.
+// planPutters is how many pages of a plan are written at once: a plan
+// of 1M operations is 1,000 pages, written before the last chunk is sent.
+const planPutters = 8
+
+// putPlan writes a plan's pages (planPutters at once) and then its page
+// index under keys.PlanIndex from spill (closed after); it returns the
+// number of pages.
 func (r *run) putPlan(ctx context.Context, spill *planSpill) (int, error) {
 	defer spill.close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		putErr   error
+		inFlight = make(chan struct{}, planPutters)
+	)
+	failed := func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		return putErr
+	}
 	pages, index, err := spill.write(func(n int, page []byte) error {
-		if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
-			return fmt.Errorf("plan: write page %d: %w", n, err)
+		if err := failed(); err != nil {
+			return err
 		}
+		inFlight <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
+				mu.Lock()
+				if putErr == nil {
+					putErr = fmt.Errorf("plan: write page %d: %w", n, err)
+					cancel()
+				}
+				mu.Unlock()
+			}
+		})
 		return nil
 	})
+	wg.Wait()
+	if err == nil {
+		err = failed()
+	}
 	if err != nil {
 		return 0, err
 	}
