@@ -26,11 +26,13 @@ func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, erro
 	if from == nil && to == nil {
 		return dst, false, nil
 	}
-	before, err := splitObject(from)
+	// The members of a typical product fit on the stack.
+	var beforeBuf, afterBuf [24]member
+	before, err := splitObject(beforeBuf[:0], from)
 	if err != nil {
 		return dst, false, fmt.Errorf("product %q, before: %w", productID, err)
 	}
-	after, err := splitObject(to)
+	after, err := splitObject(afterBuf[:0], to)
 	if err != nil {
 		return dst, false, fmt.Errorf("product %q, after: %w", productID, err)
 	}
@@ -92,16 +94,15 @@ func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, erro
 // string, quotes included) and its value's bytes.
 type member struct{ name, value []byte }
 
-// splitObject splits a compact JSON object (canonical form: no white
-// space, keys sorted) into its members, in order.
-func splitObject(object []byte) ([]member, error) {
+// splitObject appends to out the members of a compact JSON object
+// (canonical form: no white space, keys sorted), in order.
+func splitObject(out []member, object []byte) ([]member, error) {
 	if object == nil {
-		return nil, nil
+		return out, nil
 	}
 	if len(object) < 2 || object[0] != '{' || object[len(object)-1] != '}' {
 		return nil, fmt.Errorf("not a JSON object")
 	}
-	var out []member
 	p := 1
 	for p < len(object)-1 {
 		if object[p] == ',' {
@@ -162,10 +163,18 @@ func skipValue(b []byte, p int) (int, error) {
 }
 
 // appendJSONString appends s as a JSON string (s is valid UTF-8: a
-// product_id the reader took).
+// product_id the reader took), as json.Marshal writes it: directly when
+// no byte of it needs escaping (printable ASCII but ", \, <, > and &).
 func appendJSONString(dst []byte, s string) []byte {
-	b, _ := json.Marshal(s)
-	return append(dst, b...)
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(dst, b...)
+		}
+	}
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // MaxKeptPlanBytes bounds a generation's plan (DESIGN 13): its entries
