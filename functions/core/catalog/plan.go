@@ -26,14 +26,13 @@ func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, erro
 	if from == nil && to == nil {
 		return dst, false, nil
 	}
-	// The members of a product's attributes fit these on the stack (a
-	// plan has a line for every changed row); more grow on the heap.
-	var beforeMem, afterMem [32]member
-	before, err := splitObject(beforeMem[:0], from)
+	// The members of a typical product fit on the stack.
+	var beforeBuf, afterBuf [24]member
+	before, err := splitObject(beforeBuf[:0], from)
 	if err != nil {
 		return dst, false, fmt.Errorf("product %q, before: %w", productID, err)
 	}
-	after, err := splitObject(afterMem[:0], to)
+	after, err := splitObject(afterBuf[:0], to)
 	if err != nil {
 		return dst, false, fmt.Errorf("product %q, after: %w", productID, err)
 	}
@@ -95,8 +94,8 @@ func PlanLine(dst []byte, productID string, from, to []byte) ([]byte, bool, erro
 // string, quotes included) and its value's bytes.
 type member struct{ name, value []byte }
 
-// splitObject splits a compact JSON object (canonical form: no white
-// space, keys sorted) into its members, in order, appended to out.
+// splitObject appends to out the members of a compact JSON object
+// (canonical form: no white space, keys sorted), in order.
 func splitObject(out []member, object []byte) ([]member, error) {
 	if object == nil {
 		return out, nil
@@ -133,7 +132,11 @@ func skipValue(b []byte, p int) (int, error) {
 	for i := p; i < len(b); i++ {
 		switch b[i] {
 		case '"':
-			i = stringEnd(b, i+1)
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
 			if depth == 0 {
 				return i + 1, nil
 			}
@@ -159,33 +162,12 @@ func skipValue(b []byte, p int) (int, error) {
 	return len(b), nil
 }
 
-// stringEnd returns the index of the '"' that closes the JSON string whose
-// content starts at i (a '"' after an even number of backslashes), or
-// len(b) when none does.
-func stringEnd(b []byte, i int) int {
-	for {
-		j := bytes.IndexByte(b[i:], '"')
-		if j < 0 {
-			return len(b)
-		}
-		q := i + j
-		k := q
-		for k > i && b[k-1] == '\\' {
-			k--
-		}
-		if (q-k)%2 == 0 {
-			return q
-		}
-		i = q + 1
-	}
-}
-
 // appendJSONString appends s as a JSON string (s is valid UTF-8: a
-// product_id the reader took), as json.Marshal writes it: a string of
-// printable ASCII without anything it escapes is copied as it is.
+// product_id the reader took), as json.Marshal writes it: directly when
+// no byte of it needs escaping (printable ASCII but ", \, <, > and &).
 func appendJSONString(dst []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			b, _ := json.Marshal(s)
 			return append(dst, b...)
 		}
@@ -195,13 +177,14 @@ func appendJSONString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// The bounds of an applied generation's plan (DESIGN 13): it is held in
-// memory until sorted, so a generation changing more products, or with
-// more bytes of plan lines, keeps none (409 plan_unavailable).
-const (
-	MaxAppliedPlanOps   = 100_000
-	MaxAppliedPlanBytes = 128 << 20
-)
+// MaxKeptPlanBytes bounds a generation's plan (DESIGN 13): its entries
+// (ids and plan lines) are sorted by product_id through sorted runs
+// spilled to the diff's temporary storage (on Lambda its 10 GiB ephemeral
+// storage, which the snapshot's own sorted runs share: ~5.5 GiB at 20M
+// products with 256-byte ids), so a generation whose plan takes more, or
+// finds no space left, keeps none (409 plan_unavailable). Its number of
+// operations is not bounded.
+const MaxKeptPlanBytes = 4 << 30
 
 // PlanEntry is one item of a plan as written: its product_id and its JSON line.
 type PlanEntry struct {
@@ -233,44 +216,56 @@ type PlanIndexDoc struct {
 // (one JSON object a line) and their index.
 func BuildPlanPages(entries []PlanEntry) (pages [][]byte, index []byte, err error) {
 	slices.SortFunc(entries, func(a, b PlanEntry) int { return strings.Compare(a.ProductID, b.ProductID) })
-	var doc PlanIndexDoc
-	var cur []byte
-	n := 0
-	for i, e := range entries {
-		if n > 0 && (n >= PlanPageItems || len(cur)+len(e.Line)+1 > PlanPageBytes) {
-			pages = append(pages, cur)
-			doc.Pages[len(doc.Pages)-1].Items = n
-			cur, n = nil, 0
+	var p PlanPager
+	for _, e := range entries {
+		if page := p.Add(e.ProductID, e.Line); page != nil {
+			pages = append(pages, page)
 		}
-		if n == 0 {
-			doc.Pages = append(doc.Pages, PlanPageRef{First: e.ProductID})
-			cur = make([]byte, 0, pageSize(entries[i:]))
-		}
-		cur = append(append(cur, e.Line...), '\n')
-		n++
 	}
-	if n > 0 {
-		pages = append(pages, cur)
-		doc.Pages[len(doc.Pages)-1].Items = n
+	last, index, err := p.Finish()
+	if last != nil {
+		pages = append(pages, last)
 	}
-	if doc.Pages == nil {
-		doc.Pages = []PlanPageRef{}
-	}
-	index, err = json.Marshal(doc)
 	return pages, index, err
 }
 
-// pageSize is the size of the page of BuildPlanPages that starts with
-// entries[0].
-func pageSize(entries []PlanEntry) int {
-	size := 0
-	for i, e := range entries {
-		if i > 0 && (i >= PlanPageItems || size+len(e.Line)+1 > PlanPageBytes) {
-			break
-		}
-		size += len(e.Line) + 1
+// PlanPager splits a plan's entries, given in product_id order, into
+// pages as BuildPlanPages does, one page at a time: a plan of any size is
+// written holding one page and its index.
+type PlanPager struct {
+	doc PlanIndexDoc
+	cur []byte
+	n   int
+}
+
+// Add adds the next entry (line is copied) and returns the page it closes
+// (the one before it), or nil.
+func (p *PlanPager) Add(productID string, line []byte) (page []byte) {
+	if p.n > 0 && (p.n >= PlanPageItems || len(p.cur)+len(line)+1 > PlanPageBytes) {
+		page = p.cur
+		p.doc.Pages[len(p.doc.Pages)-1].Items = p.n
+		p.cur, p.n = nil, 0
 	}
-	return size
+	if p.n == 0 {
+		p.doc.Pages = append(p.doc.Pages, PlanPageRef{First: productID})
+	}
+	p.cur = append(append(p.cur, line...), '\n')
+	p.n++
+	return page
+}
+
+// Finish returns the last page (nil when there is none) and the index.
+func (p *PlanPager) Finish() (last []byte, index []byte, err error) {
+	if p.n > 0 {
+		last = p.cur
+		p.doc.Pages[len(p.doc.Pages)-1].Items = p.n
+		p.cur, p.n = nil, 0
+	}
+	if p.doc.Pages == nil {
+		p.doc.Pages = []PlanPageRef{}
+	}
+	index, err = json.Marshal(p.doc)
+	return last, index, err
 }
 
 // FirstPlanPage is the page of the index where the items after product

@@ -68,3 +68,32 @@ func TestPlanPagesAndIndex(t *testing.T) {
 	require.Equal(t, 1, doc.FirstPlanPage(doc.Pages[1].First))
 	require.Equal(t, 2, doc.FirstPlanPage(doc.Pages[2].First+"z"))
 }
+
+// BenchmarkPlanLine is the plan line of a first load's insert and of an
+// update of two of six attributes (go test -bench PlanLine).
+func BenchmarkPlanLine(b *testing.B) {
+	to := []byte(`{"availability":"in stock","brand":"Acme","description":"A fine item, number 12, with \"quotes\"","price":"17.12","title":"P product 12","z":null}`)
+	from := []byte(`{"availability":"in stock","brand":"Globex","description":"A fine item, number 12, with \"quotes\"","price":"17.13","title":"P product 12"}`)
+	var dst []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		dst, _, _ = catalog.PlanLine(dst[:0], "p-00012", nil, to)
+		dst, _, _ = catalog.PlanLine(dst[:0], "p-00012", from, to)
+	}
+}
+
+// A plan line's product_id is written as json.Marshal writes it, for
+// every ASCII byte and the runes it escapes (U+2028, U+2029) or not.
+func TestPlanLineProductIDAsJSON(t *testing.T) {
+	ids := []string{"é", "\u2028x", "a\u2029", "𝄞", "\u00ff"}
+	for c := 0x20; c < 0x80; c++ {
+		ids = append(ids, string(rune(c)), "p"+string(rune(c))+"q")
+	}
+	for _, id := range ids {
+		line, _, err := catalog.PlanLine(nil, id, nil, []byte(`{}`))
+		require.NoError(t, err)
+		want, err := json.Marshal(id)
+		require.NoError(t, err)
+		require.Equal(t, `{"product_id":`+string(want)+`,"op":"insert","fields":{}}`, string(line), "%q", id)
+	}
+}

@@ -669,8 +669,10 @@ func (r *run) openLocal() (blob.Object, error) {
 	return blob.Object{Body: f, Size: st.Size()}, nil
 }
 
-// removeLocal removes the materialized catalog, if any.
+// removeLocal removes the materialized catalog, if any, and the applied
+// plan's sorted runs.
 func (r *run) removeLocal() {
+	r.applied.close()
 	if r.local != "" {
 		os.Remove(r.local)
 		r.local = ""

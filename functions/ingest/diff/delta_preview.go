@@ -2,8 +2,8 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
 )
@@ -51,18 +51,18 @@ func (r *run) previewDelta(ctx context.Context, plan catalog.Plan, changes []del
 
 // writeDeltaPlan writes the plan of a delta's changes as writePlan writes
 // a full snapshot's (pages and a page index under keys.PlanIndex, only the
-// attributes that differ, in product_id order): "from" the live value the
-// delta was merged into, "to" the merged attributes (none for a delete).
-// It returns the number of pages, or -1 (nothing written) past the
-// plan's bounds, as writePlan.
+// attributes that differ, in product_id order, sorted through a
+// planSpill): "from" the live value the delta was merged into, "to" the
+// merged attributes (none for a delete). It returns the number of pages,
+// or -1 (nothing written) past the plan's bounds, as writePlan.
 func (r *run) writeDeltaPlan(ctx context.Context, changes []deltaChange) (int, error) {
-	if len(changes) > r.h.cfg.MaxPlanOps {
+	if r.h.cfg.MaxPlanOps > 0 && len(changes) > r.h.cfg.MaxPlanOps {
 		r.planNotKept(ctx, fmt.Sprintf("it changes %d products", len(changes)))
 		return -1, nil
 	}
-	entries := make([]catalog.PlanEntry, 0, len(changes))
+	spill := r.newPlanSpill()
+	defer spill.close()
 	var line []byte
-	size := 0
 	for _, c := range changes {
 		var to []byte
 		if !c.delete {
@@ -73,13 +73,15 @@ func (r *run) writeDeltaPlan(ctx context.Context, changes []deltaChange) (int, e
 		if line, changed, err = catalog.PlanLine(line[:0], c.id, c.before, to); err != nil {
 			return 0, fmt.Errorf("plan: %w", err)
 		}
-		if changed {
-			if size += len(line) + len(c.id); size > r.h.cfg.MaxPlanBytes {
-				r.planNotKept(ctx, "its plan would pass the bytes kept for one")
-				return -1, nil
-			}
-			entries = append(entries, catalog.PlanEntry{ProductID: c.id, Line: slices.Clone(line)})
+		if !changed {
+			continue
+		}
+		if err := spill.add(c.id, line); errors.Is(err, errPlanTooLarge) {
+			r.planNotKept(ctx, err.Error())
+			return -1, nil
+		} else if err != nil {
+			return 0, err
 		}
 	}
-	return r.putPlan(ctx, entries)
+	return r.putPlan(ctx, spill)
 }

@@ -167,14 +167,18 @@ type Config struct {
 	// function's timeout) a run stops, to record what happened [a tenth of
 	// the time it has, at least 100 ms and at most 30 s].
 	BudgetMargin time.Duration
-	// MaxPlanOps and MaxPlanBytes bound the plan a generation keeps, held
-	// in memory until sorted [catalog.MaxAppliedPlanOps,
-	// catalog.MaxAppliedPlanBytes]: a preview, a held upload or an applied
-	// generation that would change more products, or make more bytes of
-	// plan lines (and, for a preview's or a hold's, of the rows read again),
-	// keeps none (the plan route answers 409 plan_unavailable).
-	MaxPlanOps   int
-	MaxPlanBytes int
+	// PlanMemoryBytes bounds the plan lines a generation's plan holds in
+	// memory [DefaultPlanMemoryBytes]: past it, they are sorted and spill
+	// to SpillDir as sorted runs, merged as the pages are written
+	// (planSpill). MaxPlanBytes bounds the plan's ids and lines, its share
+	// of the temporary storage [catalog.MaxKeptPlanBytes]: a preview, a
+	// held upload or an applied generation whose plan passes it, or finds
+	// no space left, keeps none (the plan route answers 409
+	// plan_unavailable). MaxPlanOps, a test knob, bounds its operations
+	// as well [0: no bound].
+	PlanMemoryBytes int
+	MaxPlanBytes    int64
+	MaxPlanOps      int
 	// MaxDeltaRows and MaxDeltaBytes bound a delta, which is held in memory
 	// whole while it is diffed [DefaultMaxDeltaRows, DefaultMaxDeltaBytes
 	// decompressed; never above MaxProducts and MaxInflatedBytes]: past
@@ -222,11 +226,11 @@ func (c *Config) defaults() {
 	if c.SortMemoryBytes <= 0 {
 		c.SortMemoryBytes = DefaultSortMemoryBytes
 	}
-	if c.MaxPlanOps <= 0 {
-		c.MaxPlanOps = catalog.MaxAppliedPlanOps
+	if c.PlanMemoryBytes <= 0 {
+		c.PlanMemoryBytes = DefaultPlanMemoryBytes
 	}
 	if c.MaxPlanBytes <= 0 {
-		c.MaxPlanBytes = catalog.MaxAppliedPlanBytes
+		c.MaxPlanBytes = catalog.MaxKeptPlanBytes
 	}
 	if c.MaxDeltaRows <= 0 {
 		c.MaxDeltaRows = DefaultMaxDeltaRows
@@ -507,6 +511,8 @@ type run struct {
 	// problems is the problems file of a rejection by the reader (every
 	// problem, DESIGN 13); nil: the rejection's own problems.
 	problems problemFile
+	// applied is the plan recorded as the chunks go (applied_plan.go).
+	applied *appliedPlan
 }
 
 // uploadGone reports that the generation's pinned upload cannot be read any

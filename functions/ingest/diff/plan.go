@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
-	"github.com/retailcatalog/catalog/functions/core/keys"
 	"github.com/retailcatalog/catalog/functions/core/snapshot"
 )
 
@@ -61,138 +60,123 @@ func (r *run) preview(ctx context.Context) error {
 	return nil
 }
 
-// planRow is an upserted row of the plan: its id and new attributes.
-type planRow struct {
-	id    string
-	attrs []byte
-}
-
 // writePlan writes the plan of what plan changes in the catalog as it is
 // now (DESIGN 13): the upserted rows read again by line (their "to"), the
 // catalog's current values of every id the plan names, read in batches by
 // the primary key (their "from"), only the attributes that differ, in
 // product_id order, as pages and a page index under keys.PlanIndex. It
 // returns the number of pages, or -1 when the plan passes its bounds
-// (Config.MaxPlanOps operations, Config.MaxPlanBytes of rows read again
-// or of lines): then nothing is written and none is kept. The plan is
-// held in memory while it is sorted: its size is that of the changed
-// rows, twice, hence the bounds.
+// (Config.MaxPlanBytes of lines, or no space left to sort them; or the
+// test knob Config.MaxPlanOps): then nothing is written and none is kept.
+// The rows are read again in file order, a batch at a time, and the lines
+// sorted through a planSpill: memory stays near Config.PlanMemoryBytes
+// whatever the plan's size.
 func (r *run) writePlan(ctx context.Context, plan catalog.Plan) (int, error) {
-	if plan.Ops() > r.h.cfg.MaxPlanOps {
+	if r.h.cfg.MaxPlanOps > 0 && plan.Ops() > r.h.cfg.MaxPlanOps {
 		r.planNotKept(ctx, fmt.Sprintf("it changes %d products", plan.Ops()))
 		return -1, nil
 	}
-	var rows []planRow
-	if len(plan.Upserts) > 0 {
-		lines := slices.Clone(plan.Upserts)
-		slices.Sort(lines)
-		obj, err := r.openUpload(ctx, r.etag)
-		if err != nil {
-			return 0, err
-		}
-		defer obj.Body.Close()
-		rd, err := r.newReader(obj.Body)
-		if err != nil {
-			return 0, fmt.Errorf("plan: reread snapshot: %w", err)
-		}
-		defer rd.Close()
-		rd.Lines = lines
-		rd.ReuseAttributes = true // copied below
-		rd.Workers = r.h.cfg.Workers
-		rows = make([]planRow, 0, len(lines))
-		read := 0
-		for {
-			row, err := rd.Scan()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return 0, fmt.Errorf("plan: reread snapshot: %w", err)
-			}
-			if read += len(row.ID) + len(row.Attributes); read > r.h.cfg.MaxPlanBytes {
-				r.planNotKept(ctx, "the rows it changes pass the bytes kept for one")
-				return -1, nil
-			}
-			rows = append(rows, planRow{id: string(row.ID), attrs: slices.Clone(row.Attributes)})
-		}
-		if len(rows) != len(lines) {
-			return 0, fmt.Errorf("plan: found %d of %d rows: the upload changed while being read", len(rows), len(lines))
-		}
-	}
-	entries := make([]catalog.PlanEntry, 0, plan.Ops())
-	size := 0
+	spill := r.newPlanSpill()
+	defer spill.close()
 	var canon snapshot.Canonicalizer
 	var from, buf []byte
-	add := func(ids []string, to func(i int) []byte) error {
-		for start := 0; start < len(ids); start += planReadBatch {
-			batch := ids[start:min(start+planReadBatch, len(ids))]
-			current, err := r.store.ProductAttributes(ctx, r.job.RetailerID, batch)
-			if err != nil {
+	// add adds the plan lines of a batch of ids, to(i) the i-th one's
+	// new attributes (nil: deleted).
+	add := func(batch []string, to func(i int) []byte) error {
+		current, err := r.store.ProductAttributes(ctx, r.job.RetailerID, batch)
+		if err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		for i, id := range batch {
+			var before []byte
+			if cur, ok := current[id]; ok {
+				if from, err = canon.Append(from[:0], cur); err != nil {
+					return fmt.Errorf("plan: the catalog's value of %q: %w", id, err)
+				}
+				before = from
+			}
+			var changed bool
+			if buf, changed, err = catalog.PlanLine(buf[:0], id, before, to(i)); err != nil {
 				return fmt.Errorf("plan: %w", err)
 			}
-			for i, id := range batch {
-				var before []byte
-				if cur, ok := current[id]; ok {
-					if from, err = canon.Append(from[:0], cur); err != nil {
-						return fmt.Errorf("plan: the catalog's value of %q: %w", id, err)
-					}
-					before = from
-				}
-				var changed bool
-				if buf, changed, err = catalog.PlanLine(buf[:0], id, before, to(start+i)); err != nil {
-					return fmt.Errorf("plan: %w", err)
-				}
-				if changed {
-					if size += len(buf) + len(id); size > r.h.cfg.MaxPlanBytes {
-						return errPlanTooLarge
-					}
-					entries = append(entries, catalog.PlanEntry{ProductID: id, Line: slices.Clone(buf)})
+			if changed {
+				if err := spill.add(id, buf); err != nil {
+					return err
 				}
 			}
 		}
 		return nil
 	}
-	ids := make([]string, len(rows))
-	for i, row := range rows {
-		ids[i] = row.id
-	}
-	err := add(ids, func(i int) []byte { return rows[i].attrs })
-	if err == nil {
-		err = add(plan.Deletes, func(int) []byte { return nil })
+	err := r.planUpserts(ctx, plan, add)
+	for start := 0; err == nil && start < len(plan.Deletes); start += planReadBatch {
+		err = add(plan.Deletes[start:min(start+planReadBatch, len(plan.Deletes))], func(int) []byte { return nil })
 	}
 	if errors.Is(err, errPlanTooLarge) {
-		r.planNotKept(ctx, "its plan would pass the bytes kept for one")
+		r.planNotKept(ctx, err.Error())
 		return -1, nil
 	}
 	if err != nil {
 		return 0, err
 	}
-	rows = nil
-	return r.putPlan(ctx, entries)
+	return r.putPlan(ctx, spill)
 }
 
-// errPlanTooLarge stops a plan that passes Config.MaxPlanBytes.
-var errPlanTooLarge = errors.New("the plan passes its bytes")
+// planUpserts reads plan's upserted rows again, in file order, and gives
+// add their ids and attributes a batch of planReadBatch at a time.
+func (r *run) planUpserts(ctx context.Context, plan catalog.Plan, add func(batch []string, to func(i int) []byte) error) error {
+	if len(plan.Upserts) == 0 {
+		return nil
+	}
+	lines := slices.Clone(plan.Upserts)
+	slices.Sort(lines)
+	obj, err := r.openUpload(ctx, r.etag)
+	if err != nil {
+		return err
+	}
+	defer obj.Body.Close()
+	rd, err := r.newReader(obj.Body)
+	if err != nil {
+		return fmt.Errorf("plan: reread snapshot: %w", err)
+	}
+	defer rd.Close()
+	rd.Lines = lines
+	rd.ReuseAttributes = true // copied below
+	rd.Workers = r.h.cfg.Workers
+	ids := make([]string, 0, planReadBatch)
+	attrs := make([][]byte, 0, planReadBatch)
+	flush := func() error {
+		err := add(ids, func(i int) []byte { return attrs[i] })
+		ids, attrs = ids[:0], attrs[:0]
+		return err
+	}
+	read := 0
+	for {
+		row, err := rd.Scan()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("plan: reread snapshot: %w", err)
+		}
+		read++
+		ids = append(ids, string(row.ID))
+		attrs = append(attrs, slices.Clone(row.Attributes))
+		if len(ids) == planReadBatch {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	if read != len(lines) {
+		return fmt.Errorf("plan: found %d of %d rows: the upload changed while being read", read, len(lines))
+	}
+	if len(ids) > 0 {
+		return flush()
+	}
+	return nil
+}
 
 // planNotKept logs why a preview's or a held upload's plan is not kept.
 func (r *run) planNotKept(ctx context.Context, why string) {
 	r.log.InfoContext(ctx, "the plan is not kept: "+why, "max_ops", r.h.cfg.MaxPlanOps, "max_bytes", r.h.cfg.MaxPlanBytes)
-}
-
-// putPlan writes a plan's entries as pages and a page index under
-// keys.PlanIndex; it returns the number of pages.
-func (r *run) putPlan(ctx context.Context, entries []catalog.PlanEntry) (int, error) {
-	pages, index, err := catalog.BuildPlanPages(entries)
-	if err != nil {
-		return 0, fmt.Errorf("plan: %w", err)
-	}
-	for n, page := range pages {
-		if err := r.h.blobs.Put(ctx, keys.PlanPage(r.job.RetailerID, r.job.Generation, n), page); err != nil {
-			return 0, fmt.Errorf("plan: write page %d: %w", n, err)
-		}
-	}
-	if err := r.h.blobs.Put(ctx, keys.PlanIndex(r.job.RetailerID, r.job.Generation), index); err != nil {
-		return 0, fmt.Errorf("plan: write its index: %w", err)
-	}
-	return len(pages), nil
 }

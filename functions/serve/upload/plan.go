@@ -119,8 +119,8 @@ func (h *Handler) plan(w http.ResponseWriter, r *http.Request) {
 
 // noPlanKept says why a previewed, held or applied generation has no plan.
 func noPlanKept(st catalog.GenerationStatus) string {
-	bounds := fmt.Sprintf("a plan is kept for a generation that changes at most %d products, in at most %d MB of plan lines",
-		catalog.MaxAppliedPlanOps, catalog.MaxAppliedPlanBytes>>20)
+	bounds := fmt.Sprintf("a plan is kept for a generation whose plan lines take at most %d MB of the diff's temporary storage, "+
+		"where they are sorted", catalog.MaxKeptPlanBytes>>20)
 	changes := st.Inserted + st.Updated + st.Deleted
 	switch st.State {
 	case catalog.StatePreviewed, catalog.StateHeld:

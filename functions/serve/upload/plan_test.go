@@ -291,7 +291,7 @@ func TestPlanPagingAbuse(t *testing.T) {
 
 // A previewed or held generation past the plan's bounds keeps no plan
 // (Preview with no pages): 409 plan_unavailable, whose message says why
-// (the bounds) and what it would change.
+// (the bound of its bytes) and what it would change.
 func TestPlanPastItsBoundsIsUnavailable(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
@@ -310,5 +310,5 @@ func TestPlanPastItsBoundsIsUnavailable(t *testing.T) {
 	require.Equal(t, http.StatusConflict, f.Call("GET", fmt.Sprintf("/v1/retailers/r1/snapshots/%d/plan", gen), token, "", &e))
 	require.Equal(t, "plan_unavailable", e.Error.Code)
 	require.Contains(t, e.Error.Message, "150007 products")
-	require.Contains(t, e.Error.Message, fmt.Sprint(catalog.MaxAppliedPlanOps))
+	require.Contains(t, e.Error.Message, fmt.Sprintf("at most %d MB", catalog.MaxKeptPlanBytes>>20))
 }
