@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -166,6 +167,11 @@ type moveRow struct {
 
 func (s *Stores) loadMove(ctx context.Context, moveID string) (moveRow, error) {
 	var m moveRow
+	if !utf8.ValidString(moveID) || strings.ContainsRune(moveID, 0) {
+		// PostgreSQL's text takes neither: no move has such an id (a query
+		// would fail, and GET /v1/admin/moves/%00 answer 500).
+		return m, catalog.Errorf(catalog.ErrNotFound, "move_not_found", "no move %q", strings.ToValidUTF8(moveID[:min(len(moveID), 32)], ""))
+	}
 	var state string
 	err := s.Control.pool.QueryRow(ctx, q("move_get"), moveID).Scan(&m.ID, &state, &m.RetailerID, &m.FromShard, &m.ToShard,
 		&m.Step, &m.RowsCopied, &m.RowsTotal, &m.Error, &m.CreatedAt, &m.UpdatedAt,
