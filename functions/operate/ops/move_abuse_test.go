@@ -83,3 +83,28 @@ func TestMoveRoutesRefuseAbuse(t *testing.T) {
 		require.Contains(t, w.Body.String(), `"code"`)
 	}
 }
+
+// The admin routes that write a retailer's rows on its shard, asked while
+// its move switches (the shard refuses its writes, CM001), answer 429
+// retailer_moving with a Retry-After, as the retailer's own writes do,
+// not 500: POST /v1/admin/retailers/{id}/replay writes its events into
+// the outbox.
+func TestAdminWritesWhileMovingAreRetailerMoving(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.onboard("r")
+	f.upload("r", catalogCSV)
+	_, shard, err := f.store.ForRetailer(t.Context(), "r")
+	require.NoError(t, err)
+	_, err = shard.Pool().Exec(t.Context(), `DELETE FROM outbox WHERE retailer_id = 'r'`) // published: a replay writes them again
+	require.NoError(t, err)
+	_, err = shard.Pool().Exec(t.Context(), `INSERT INTO shard_moves (retailer_id, move_id, role, state, other_shard) VALUES ('r', 'mv_test', 'source', 'moved', 1)`)
+	require.NoError(t, err)
+	req := httptest.NewRequest(http.MethodPost, "/v1/admin/retailers/r/replay", strings.NewReader(`{"since":"2000-01-01T00:00:00Z"}`))
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	w := httptest.NewRecorder()
+	f.ops.ServeHTTP(w, req)
+	require.Equal(t, http.StatusTooManyRequests, w.Code, w.Body.String())
+	require.Contains(t, w.Body.String(), `"retailer_moving"`)
+	require.NotEmpty(t, w.Header().Get("Retry-After"))
+}
