@@ -2,6 +2,8 @@ package pgstore_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
+	"github.com/retailcatalog/catalog/functions/stores/pgstore/pgstoretest"
 )
 
 // A target shard that fails mid-copy (its products table gone: every
@@ -86,4 +89,63 @@ func TestMoveToATargetThatFailsMidCopy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
 	f.requireWhole(ctx, 1)
+}
+
+// Two retailers moved at the same time between the same two shards, each
+// run by a runner of its own, both writing throughout; then each moved
+// back at once (the forwarding records give way) and a third time: every
+// move ends done, each retailer whole on the shard the control database
+// names after each, none of its rows on the other, the other retailer's
+// rows untouched.
+func TestTwoRetailersMovedAtOnceThreeTimes(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s := pgstoretest.New(t, pgstoretest.Shards(2))
+	fs := []*moveFixture{newMoveFixtureNamed(t, s, "mover-a"), newMoveFixtureNamed(t, s, "mover-b")}
+	stop := make(chan struct{})
+	var writes []<-chan error
+	for _, f := range fs {
+		writes = append(writes, f.writeUntil(ctx, stop))
+	}
+	for i, to := range []int{1, 0, 1} {
+		var ids []string
+		for _, f := range fs {
+			id, err := s.StartMove(ctx, f.id, to)
+			require.NoError(t, err, "move %d of %s", i, f.id)
+			ids = append(ids, id)
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 2)
+		for range 2 { // two runners: each takes the move the other does not hold
+			wg.Go(func() {
+				deadline := time.Now().Add(2 * time.Minute)
+				for time.Now().Before(deadline) {
+					running, err := s.RunMoves(ctx, time.Now().Add(time.Minute))
+					if running == 0 && err == nil {
+						return
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				errs <- errors.New("the moves did not end within 2 minutes")
+			})
+		}
+		wg.Wait()
+		close(errs)
+		require.NoError(t, <-errs)
+		for _, id := range ids {
+			m, err := s.Move(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
+		}
+		time.Sleep(100 * time.Millisecond) // writes on the new shard
+	}
+	close(stop)
+	for _, w := range writes {
+		require.NoError(t, <-w)
+	}
+	for _, f := range fs {
+		f.requireWhole(ctx, 1)
+		t.Logf("%s: generations written %d, refused while frozen %d", f.id, f.gen, f.refused.Load())
+	}
 }
