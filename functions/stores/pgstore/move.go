@@ -314,6 +314,20 @@ func (r *moveRunner) checkpoint(ctx context.Context, state catalog.MoveState, st
 	return nil
 }
 
+// renew keeps the lease between the transactions of a step of many (the
+// cleanup, the undo, the start's removal of leftovers): a runner that lost
+// it stops (errLeaseLost) instead of going on beside the one that took it.
+func (r *moveRunner) renew(ctx context.Context) error {
+	tag, err := r.s.Control.pool.Exec(ctx, q("move_renew"), r.m.ID, r.token, r.o.Lease.Seconds())
+	if err != nil {
+		return fmt.Errorf("renew the lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errLeaseLost
+	}
+	return nil
+}
+
 func (r *moveRunner) next(ctx context.Context, state catalog.MoveState, step string) error {
 	return r.checkpoint(ctx, state, step, "", "", 0, r.m.RowsCopied, r.m.RowsTotal)
 }
@@ -382,7 +396,7 @@ func (r *moveRunner) step(ctx context.Context) error {
 			return fmt.Errorf("source: remove the retailer's rows: %w", err)
 		}
 		if more {
-			return nil
+			return r.renew(ctx)
 		}
 		return r.end(ctx, catalog.MoveDone, stepDone, "")
 	case stepAbort:
@@ -464,6 +478,9 @@ func (r *moveRunner) start(ctx context.Context) error {
 		}
 		if !more {
 			break
+		}
+		if err := r.renew(ctx); err != nil {
+			return err
 		}
 	}
 	var total int64
@@ -733,6 +750,9 @@ func (r *moveRunner) abort(ctx context.Context, why string) error {
 		}
 		if !more {
 			break
+		}
+		if err := r.renew(ctx); err != nil {
+			return err
 		}
 	}
 	if _, err := r.dst().pool.Exec(ctx, q("move_unmark"), m.RetailerID, m.ID); err != nil {

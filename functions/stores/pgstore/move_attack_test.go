@@ -149,3 +149,47 @@ func TestTwoRetailersMovedAtOnceThreeTimes(t *testing.T) {
 		t.Logf("%s: generations written %d, refused while frozen %d", f.id, f.gen, f.refused.Load())
 	}
 }
+
+// One runner at a time holds a move, also through a cleanup of many
+// batches that outlasts the lease (a catalog of millions on AWS: minutes,
+// while the schedule starts a runner every minute): each batch renews the
+// lease, so a second runner finds the move held and leaves it, instead of
+// cleaning up beside the first (which it did: the cleanup renewed the
+// lease only at its end).
+func TestMoveCleanupLongerThanItsLeaseKeepsOneRunner(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newMoveFixture(t)
+	var in, most, batches atomic.Int64
+	f.s.Moves.Hook = func(_, step string) error {
+		if step != "cleanup" {
+			return nil
+		}
+		n := in.Add(1)
+		defer in.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		batches.Add(1)
+		time.Sleep(150 * time.Millisecond) // each batch slow: the cleanup outlasts the lease (400 ms)
+		return nil
+	}
+	_, err := f.s.StartMove(ctx, f.id, 1)
+	require.NoError(t, err)
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				running, err := f.s.RunMoves(ctx, time.Now().Add(time.Minute))
+				if running == 0 && err == nil {
+					return
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		})
+	}
+	wg.Wait()
+	require.Greater(t, batches.Load(), int64(5), "the cleanup ran in batches")
+	require.Equal(t, int64(1), most.Load(), "runners of the cleanup at once")
+	f.requireWhole(ctx, 1)
+}

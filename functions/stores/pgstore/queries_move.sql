@@ -22,6 +22,13 @@ UPDATE retailer_moves SET lease_token = $2, lease_until = now() + make_interval(
 WHERE move_id = $1 AND state IN ('copying', 'switching')
   AND (lease_until IS NULL OR lease_until < now() OR lease_token = $2);
 
+-- name: move_renew
+-- The lease kept $3 seconds more by the runner that holds it (a step of
+-- many transactions, a cleanup or an undo, renews it between them): 0 rows
+-- when another runner took it, which then stops.
+UPDATE retailer_moves SET lease_until = now() + make_interval(secs => $3)
+WHERE move_id = $1 AND lease_token = $2 AND state IN ('copying', 'switching');
+
 -- name: move_release
 UPDATE retailer_moves SET lease_until = NULL WHERE move_id = $1 AND lease_token = $2;
 
