@@ -721,16 +721,28 @@ func (r *moveRunner) switchShard(ctx context.Context) error {
 
 // abort undoes a move that has not switched: the source takes writes again
 // (its record removed under the move lock), the target's copy goes. Each
-// part is idempotent, and the move ends failed.
+// part is idempotent, and the move ends failed. A move whose switch
+// committed is never undone, whatever its runner saw (move_begin_abort).
 func (r *moveRunner) abort(ctx context.Context, why string) error {
 	m := r.m
 	if r.m.Step != stepAbort {
-		if err := r.checkpoint(ctx, catalog.MoveState(m.State), stepAbort, "", "", 0, m.RowsCopied, m.RowsTotal); err != nil {
-			return err
+		var step string
+		err := r.s.Control.pool.QueryRow(ctx, q("move_begin_abort"), m.ID, r.token, why, r.o.Lease.Seconds()).Scan(&step)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var switched bool
+			if err := r.s.Control.pool.QueryRow(ctx, q("move_switched"), m.ID).Scan(&switched); err != nil {
+				return fmt.Errorf("undo: %w", err)
+			}
+			if switched {
+				// Its switch committed (its runner saw it fail: the answer
+				// lost): the retailer lives on the target, the move only
+				// goes forward.
+				return errors.New("not undone: the move has switched, it goes on from its checkpoint")
+			}
+			return errLeaseLost
 		}
-		// checkpoint clears the error: keep why.
-		if _, err := r.s.Control.pool.Exec(ctx, "UPDATE retailer_moves SET error = left($2, 500) WHERE move_id = $1", m.ID, why); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("undo: %w", err)
 		}
 		r.m.Step = stepAbort
 	}

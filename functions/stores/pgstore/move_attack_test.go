@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/functions/core/catalog"
@@ -191,5 +192,44 @@ func TestMoveCleanupLongerThanItsLeaseKeepsOneRunner(t *testing.T) {
 	wg.Wait()
 	require.Greater(t, batches.Load(), int64(5), "the cleanup ran in batches")
 	require.Equal(t, int64(1), most.Load(), "runners of the cleanup at once")
+	f.requireWhole(ctx, 1)
+}
+
+// A switch that committed although its runner saw it fail (the commit's
+// answer lost on the way: the connection dropped), after four failed tries
+// of it, is its fifth failure: the move must not be undone then (the undo
+// would let the old shard take writes again and remove the copy the
+// retailer now lives on), it goes on: done, the retailer whole on the new
+// shard.
+func TestMoveNeverUndoneOnceSwitched(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newMoveFixture(t)
+	var once sync.Once
+	f.s.Moves.Hook = func(moveID, step string) error {
+		if step != "switch" {
+			return nil
+		}
+		var lost error
+		once.Do(func() {
+			// What the switch's transaction does, committed; its answer lost.
+			require.NoError(t, pgx.BeginFunc(ctx, f.s.Control.Pool(), func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, `UPDATE retailer_moves SET step = 'wait_routes', switched_at = now(), attempts = 4 WHERE move_id = $1`, moveID); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, `UPDATE retailers SET shard = 1 WHERE retailer_id = $1`, f.id)
+				return err
+			}))
+			lost = errors.New("unexpected EOF (test: the commit's answer lost)")
+		})
+		return lost
+	}
+	id, err := f.s.StartMove(ctx, f.id, 1)
+	require.NoError(t, err)
+	f.runMoves(ctx)
+	m, err := f.s.Move(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
 	f.requireWhole(ctx, 1)
 }

@@ -47,6 +47,18 @@ UPDATE retailer_moves SET attempts = attempts + 1, error = left($3, 500), update
 WHERE move_id = $1 AND lease_token = $2
 RETURNING attempts;
 
+-- name: move_begin_abort
+-- The undo of a move begins, fenced by its lease, and only while it has not
+-- switched: a switch that committed although its runner saw it fail is
+-- never undone (0 rows: the caller tells the lease lost from the switch).
+UPDATE retailer_moves SET step = 'abort', cursor_consumer = '', cursor_id = '', cursor_seq = 0, attempts = 0,
+    error = left($3, 500), updated_at = now(), lease_until = now() + make_interval(secs => $4)
+WHERE move_id = $1 AND lease_token = $2 AND state IN ('copying', 'switching') AND switched_at IS NULL
+RETURNING step;
+
+-- name: move_switched
+SELECT switched_at IS NOT NULL FROM retailer_moves WHERE move_id = $1;
+
 -- name: move_end
 -- The move ends (done or failed), fenced by its lease.
 UPDATE retailer_moves SET state = $3, step = $4, error = nullif(left($5, 500), ''), updated_at = now(), lease_until = NULL
