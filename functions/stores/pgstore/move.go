@@ -455,6 +455,18 @@ func (r *moveRunner) onTarget(ctx context.Context, fn func(pgx.Tx) error) error 
 
 func (r *moveRunner) start(ctx context.Context) error {
 	m := r.m
+	// The retailer must be on the move's source: a move recorded from a
+	// shard it has left since (StartMove read its shard just before an
+	// earlier move switched it) would take the shard it lives on as its
+	// target, refuse its writes there and remove its catalog as leftovers.
+	// Only this move can change its shard from here on (one runs at a time).
+	now, err := r.s.Control.Retailer(ctx, m.RetailerID)
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	if now.Shard != m.FromShard {
+		return r.end(ctx, catalog.MoveFailed, stepAbort, fmt.Sprintf("retailer %s is on shard %d, not %d: nothing moved", m.RetailerID, now.Shard, m.FromShard))
+	}
 	// The target: what an earlier, failed try left, then its record.
 	if err := pgx.BeginFunc(ctx, r.dst().pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, q("move_bypass"), m.ID); err != nil {

@@ -3,6 +3,7 @@ package pgstore_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -231,5 +232,36 @@ func TestMoveNeverUndoneOnceSwitched(t *testing.T) {
 	m, err := f.s.Move(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
+	f.requireWhole(ctx, 1)
+}
+
+// A move recorded from a shard the retailer has left (StartMove read its
+// shard just before an earlier move switched it, and recorded the new one
+// just after that move ended: from its old shard to the one it is on now)
+// ends failed at its start, touching nothing: without the check its start
+// took the retailer's own shard as its target, refused every write there
+// and removed the whole catalog as leftovers.
+func TestMoveFromAShardTheRetailerLeftTouchesNothing(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f := newMoveFixture(t)
+	_, err := f.s.StartMove(ctx, f.id, 1)
+	require.NoError(t, err)
+	f.runMoves(ctx)
+	f.requireWhole(ctx, 1)
+	_, err = f.s.Control.Pool().Exec(ctx, `INSERT INTO retailer_moves (move_id, retailer_id, from_shard, to_shard) VALUES ('mv_stale', $1, 0, 1)`, f.id)
+	require.NoError(t, err)
+	f.runMoves(ctx)
+	m, err := f.s.Move(ctx, "mv_stale")
+	require.NoError(t, err)
+	require.Equal(t, catalog.MoveFailed, m.State, "%+v", m)
+	f.requireWhole(ctx, 1)
+	require.Contains(t, m.Error, "is on shard 1")
+	var records int64
+	require.NoError(t, f.s.Shards[1].Pool().QueryRow(ctx, `SELECT count(*) FROM shard_moves WHERE retailer_id = $1`, f.id).Scan(&records))
+	require.Zero(t, records, "the retailer's shard takes its writes")
+	rnd := rand.New(rand.NewPCG(3, 4))
+	require.NoError(t, f.write(ctx, rnd))
 	f.requireWhole(ctx, 1)
 }
