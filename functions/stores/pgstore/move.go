@@ -391,12 +391,17 @@ func (r *moveRunner) step(ctx context.Context) error {
 		}
 		return r.next(ctx, catalog.MoveSwitching, stepCleanup)
 	case stepCleanup:
+		// The lease renewed before each batch: a runner that lost it (a
+		// cleanup of millions outlasts it) removes nothing more.
+		if err := r.renew(ctx); err != nil {
+			return err
+		}
 		more, err := r.removeRows(ctx, r.src())
 		if err != nil {
 			return fmt.Errorf("source: remove the retailer's rows: %w", err)
 		}
 		if more {
-			return r.renew(ctx)
+			return nil
 		}
 		return r.end(ctx, catalog.MoveDone, stepDone, "")
 	case stepAbort:
