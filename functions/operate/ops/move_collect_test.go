@@ -42,6 +42,7 @@ func TestCollectionAtEachStepOfAMove(t *testing.T) {
 	}
 	for _, at := range steps {
 		t.Run(at, func(t *testing.T) {
+			t.Parallel() // mostly the moves' route waits
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			f := newMoveFixture(t)

@@ -151,6 +151,7 @@ func TestGenerationsOnTheirWayDuringAMove(t *testing.T) {
 		}
 		for _, at := range steps {
 			t.Run(k.name+"/"+at, func(t *testing.T) {
+				t.Parallel() // mostly the moves' route waits
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				f := newMoveFixture(t)
