@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -166,6 +167,11 @@ type moveRow struct {
 
 func (s *Stores) loadMove(ctx context.Context, moveID string) (moveRow, error) {
 	var m moveRow
+	if !utf8.ValidString(moveID) || strings.ContainsRune(moveID, 0) {
+		// PostgreSQL's text takes neither: no move has such an id (a query
+		// would fail, and GET /v1/admin/moves/%00 answer 500).
+		return m, catalog.Errorf(catalog.ErrNotFound, "move_not_found", "no move %q", strings.ToValidUTF8(moveID[:min(len(moveID), 32)], ""))
+	}
 	var state string
 	err := s.Control.pool.QueryRow(ctx, q("move_get"), moveID).Scan(&m.ID, &state, &m.RetailerID, &m.FromShard, &m.ToShard,
 		&m.Step, &m.RowsCopied, &m.RowsTotal, &m.Error, &m.CreatedAt, &m.UpdatedAt,
@@ -308,6 +314,20 @@ func (r *moveRunner) checkpoint(ctx context.Context, state catalog.MoveState, st
 	return nil
 }
 
+// renew keeps the lease between the transactions of a step of many (the
+// cleanup, the undo, the start's removal of leftovers): a runner that lost
+// it stops (errLeaseLost) instead of going on beside the one that took it.
+func (r *moveRunner) renew(ctx context.Context) error {
+	tag, err := r.s.Control.pool.Exec(ctx, q("move_renew"), r.m.ID, r.token, r.o.Lease.Seconds())
+	if err != nil {
+		return fmt.Errorf("renew the lease: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return errLeaseLost
+	}
+	return nil
+}
+
 func (r *moveRunner) next(ctx context.Context, state catalog.MoveState, step string) error {
 	return r.checkpoint(ctx, state, step, "", "", 0, r.m.RowsCopied, r.m.RowsTotal)
 }
@@ -371,6 +391,11 @@ func (r *moveRunner) step(ctx context.Context) error {
 		}
 		return r.next(ctx, catalog.MoveSwitching, stepCleanup)
 	case stepCleanup:
+		// The lease renewed before each batch: a runner that lost it (a
+		// cleanup of millions outlasts it) removes nothing more.
+		if err := r.renew(ctx); err != nil {
+			return err
+		}
 		more, err := r.removeRows(ctx, r.src())
 		if err != nil {
 			return fmt.Errorf("source: remove the retailer's rows: %w", err)
@@ -435,6 +460,18 @@ func (r *moveRunner) onTarget(ctx context.Context, fn func(pgx.Tx) error) error 
 
 func (r *moveRunner) start(ctx context.Context) error {
 	m := r.m
+	// The retailer must be on the move's source: a move recorded from a
+	// shard it has left since (StartMove read its shard just before an
+	// earlier move switched it) would take the shard it lives on as its
+	// target, refuse its writes there and remove its catalog as leftovers.
+	// Only this move can change its shard from here on (one runs at a time).
+	now, err := r.s.Control.Retailer(ctx, m.RetailerID)
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	if now.Shard != m.FromShard {
+		return r.end(ctx, catalog.MoveFailed, stepAbort, fmt.Sprintf("retailer %s is on shard %d, not %d: nothing moved", m.RetailerID, now.Shard, m.FromShard))
+	}
 	// The target: what an earlier, failed try left, then its record.
 	if err := pgx.BeginFunc(ctx, r.dst().pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, q("move_bypass"), m.ID); err != nil {
@@ -458,6 +495,9 @@ func (r *moveRunner) start(ctx context.Context) error {
 		}
 		if !more {
 			break
+		}
+		if err := r.renew(ctx); err != nil {
+			return err
 		}
 	}
 	var total int64
@@ -698,16 +738,28 @@ func (r *moveRunner) switchShard(ctx context.Context) error {
 
 // abort undoes a move that has not switched: the source takes writes again
 // (its record removed under the move lock), the target's copy goes. Each
-// part is idempotent, and the move ends failed.
+// part is idempotent, and the move ends failed. A move whose switch
+// committed is never undone, whatever its runner saw (move_begin_abort).
 func (r *moveRunner) abort(ctx context.Context, why string) error {
 	m := r.m
 	if r.m.Step != stepAbort {
-		if err := r.checkpoint(ctx, catalog.MoveState(m.State), stepAbort, "", "", 0, m.RowsCopied, m.RowsTotal); err != nil {
-			return err
+		var step string
+		err := r.s.Control.pool.QueryRow(ctx, q("move_begin_abort"), m.ID, r.token, why, r.o.Lease.Seconds()).Scan(&step)
+		if errors.Is(err, pgx.ErrNoRows) {
+			var switched bool
+			if err := r.s.Control.pool.QueryRow(ctx, q("move_switched"), m.ID).Scan(&switched); err != nil {
+				return fmt.Errorf("undo: %w", err)
+			}
+			if switched {
+				// Its switch committed (its runner saw it fail: the answer
+				// lost): the retailer lives on the target, the move only
+				// goes forward.
+				return errors.New("not undone: the move has switched, it goes on from its checkpoint")
+			}
+			return errLeaseLost
 		}
-		// checkpoint clears the error: keep why.
-		if _, err := r.s.Control.pool.Exec(ctx, "UPDATE retailer_moves SET error = left($2, 500) WHERE move_id = $1", m.ID, why); err != nil {
-			return err
+		if err != nil {
+			return fmt.Errorf("undo: %w", err)
 		}
 		r.m.Step = stepAbort
 	}
@@ -727,6 +779,9 @@ func (r *moveRunner) abort(ctx context.Context, why string) error {
 		}
 		if !more {
 			break
+		}
+		if err := r.renew(ctx); err != nil {
+			return err
 		}
 	}
 	if _, err := r.dst().pool.Exec(ctx, q("move_unmark"), m.RetailerID, m.ID); err != nil {

@@ -56,10 +56,17 @@ var moveTestOptions = pgstore.MoveOptions{Batch: 700, Lease: 400 * time.Millisec
 // newMoveFixtureOn is newMoveFixture on stores of the test's own.
 func newMoveFixtureOn(t *testing.T, s *pgstore.Stores) *moveFixture {
 	t.Helper()
+	return newMoveFixtureNamed(t, s, "mover")
+}
+
+// newMoveFixtureNamed is newMoveFixtureOn for retailer id (several on the
+// same stores).
+func newMoveFixtureNamed(t *testing.T, s *pgstore.Stores, id string) *moveFixture {
+	t.Helper()
 	ctx := context.Background()
 	s.Moves = moveTestOptions
-	f := &moveFixture{t: t, s: s, id: "mover", want: map[string]string{}, gen: 1}
-	require.NoError(t, s.CreateRetailer(ctx, catalog.Retailer{ID: f.id, Shard: 0, TokenHash: []byte("mover token")}))
+	f := &moveFixture{t: t, s: s, id: id, want: map[string]string{}, gen: 1}
+	require.NoError(t, s.CreateRetailer(ctx, catalog.Retailer{ID: f.id, Shard: 0, TokenHash: []byte(id + " token")}))
 	sh := s.Shards[0].Pool()
 	_, err := sh.Exec(ctx, `INSERT INTO retailer_state (retailer_id, reserved_generation, latest_generation, applied_generation, applied_products)
 		VALUES ($1, 1, 1, 1, $2)`, f.id, moveProducts)

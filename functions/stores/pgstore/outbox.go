@@ -442,11 +442,13 @@ func (s *Stores) RetailerShard(ctx context.Context, retailerID string) (int, err
 	return r.Shard, nil
 }
 
-// Replay is Shard.Replay on the retailer's shard.
+// Replay is Shard.Replay on the retailer's shard; catalog.ErrRateLimited
+// retailer_moving while a move switches the retailer's shard.
 func (s *Stores) Replay(ctx context.Context, retailerID string, since time.Time) (changes, lifecycle int, err error) {
 	sh, err := s.shardOf(ctx, retailerID)
 	if err != nil {
 		return 0, 0, err
 	}
-	return sh.Replay(ctx, retailerID, since)
+	changes, lifecycle, err = sh.Replay(ctx, retailerID, since)
+	return changes, lifecycle, movingError(err) // 429 retailer_moving while it switches shards, not 500
 }

@@ -22,6 +22,13 @@ UPDATE retailer_moves SET lease_token = $2, lease_until = now() + make_interval(
 WHERE move_id = $1 AND state IN ('copying', 'switching')
   AND (lease_until IS NULL OR lease_until < now() OR lease_token = $2);
 
+-- name: move_renew
+-- The lease kept $3 seconds more by the runner that holds it (a step of
+-- many transactions, a cleanup or an undo, renews it between them): 0 rows
+-- when another runner took it, which then stops.
+UPDATE retailer_moves SET lease_until = now() + make_interval(secs => $3)
+WHERE move_id = $1 AND lease_token = $2 AND state IN ('copying', 'switching');
+
 -- name: move_release
 UPDATE retailer_moves SET lease_until = NULL WHERE move_id = $1 AND lease_token = $2;
 
@@ -39,6 +46,18 @@ WHERE move_id = $1 AND lease_token = $2 AND state IN ('copying', 'switching');
 UPDATE retailer_moves SET attempts = attempts + 1, error = left($3, 500), updated_at = now()
 WHERE move_id = $1 AND lease_token = $2
 RETURNING attempts;
+
+-- name: move_begin_abort
+-- The undo of a move begins, fenced by its lease, and only while it has not
+-- switched: a switch that committed although its runner saw it fail is
+-- never undone (0 rows: the caller tells the lease lost from the switch).
+UPDATE retailer_moves SET step = 'abort', cursor_consumer = '', cursor_id = '', cursor_seq = 0, attempts = 0,
+    error = left($3, 500), updated_at = now(), lease_until = now() + make_interval(secs => $4)
+WHERE move_id = $1 AND lease_token = $2 AND state IN ('copying', 'switching') AND switched_at IS NULL
+RETURNING step;
+
+-- name: move_switched
+SELECT switched_at IS NOT NULL FROM retailer_moves WHERE move_id = $1;
 
 -- name: move_end
 -- The move ends (done or failed), fenced by its lease.
