@@ -772,6 +772,12 @@ func (r *moveRunner) abort(ctx context.Context, why string) error {
 	}); err != nil {
 		return fmt.Errorf("source: take writes again: %w", err)
 	}
+	// The target's record first: its removal waits for a stale runner's
+	// copy transaction still open (it holds the record FOR UPDATE) and
+	// fences out any later one, so no copied row lands after the removal.
+	if _, err := r.dst().pool.Exec(ctx, q("move_unmark"), m.RetailerID, m.ID); err != nil {
+		return fmt.Errorf("target: remove its record: %w", err)
+	}
 	for {
 		more, err := r.removeRows(ctx, r.dst())
 		if err != nil {
@@ -783,9 +789,6 @@ func (r *moveRunner) abort(ctx context.Context, why string) error {
 		if err := r.renew(ctx); err != nil {
 			return err
 		}
-	}
-	if _, err := r.dst().pool.Exec(ctx, q("move_unmark"), m.RetailerID, m.ID); err != nil {
-		return fmt.Errorf("target: remove its record: %w", err)
 	}
 	return r.end(ctx, catalog.MoveFailed, stepAbort, why)
 }
