@@ -7,14 +7,12 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/retailcatalog/catalog/events/message"
-	"github.com/retailcatalog/catalog/functions/core/catalog"
 )
 
 // gcRoute asks POST /v1/admin/gc as an operator would and returns the
@@ -66,35 +64,18 @@ func TestCollectionAtEachStepOfAMove(t *testing.T) {
 			f.upload("r", "product_id,price\na,1\nc,3\n") // b, d and e deleted
 			f.now = f.now.Add(20 * 24 * time.Hour)        // past the tombstones' retention
 
-			var once sync.Once
 			var answers []string
-			f.store.Moves.Hook = func(_, step string) error {
-				if step == at {
-					once.Do(func() {
-						for _, body := range []string{`{"retailer_id":"r"}`, `{}`} {
-							code, out := f.gcRoute(body)
-							answers = append(answers, out)
-							if code != http.StatusOK {
-								require.Equal(t, http.StatusTooManyRequests, code, "%s at %s: %s", body, at, out)
-								require.Contains(t, out, "retailer_moving")
-							}
-						}
-					})
+			require.NoError(t, f.moveAt(ctx, at, func() error {
+				for _, body := range []string{`{"retailer_id":"r"}`, `{}`} {
+					code, out := f.gcRoute(body)
+					answers = append(answers, out)
+					if code != http.StatusOK {
+						require.Equal(t, http.StatusTooManyRequests, code, "%s at %s: %s", body, at, out)
+						require.Contains(t, out, "retailer_moving")
+					}
 				}
 				return nil
-			}
-			moveID, err := f.store.StartMove(ctx, "r", 1)
-			require.NoError(t, err)
-			for {
-				running, err := f.store.RunMoves(ctx, time.Now().Add(time.Minute))
-				require.NoError(t, err)
-				if running == 0 {
-					break
-				}
-			}
-			m, err := f.store.Move(ctx, moveID)
-			require.NoError(t, err)
-			require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
+			}))
 			t.Logf("collections at %s: %v", at, answers)
 
 			code, out := f.gcRoute(`{"retailer_id":"r"}`)

@@ -42,6 +42,34 @@ func newMoveFixture(t *testing.T) *fixture {
 	return f
 }
 
+// moveAt moves retailer r to shard 1, calling at (once) before the move's
+// step runs, runs the moves until none is left, asserts that the move
+// ended done, and returns at's error.
+func (f *fixture) moveAt(ctx context.Context, step string, at func() error) error {
+	f.t.Helper()
+	var once sync.Once
+	var hookErr error
+	f.store.Moves.Hook = func(_, s string) error {
+		if s == step {
+			once.Do(func() { hookErr = at() })
+		}
+		return nil
+	}
+	moveID, err := f.store.StartMove(ctx, "r", 1)
+	require.NoError(f.t, err)
+	for {
+		running, err := f.store.RunMoves(ctx, time.Now().Add(time.Minute))
+		require.NoError(f.t, err)
+		if running == 0 {
+			break
+		}
+	}
+	m, err := f.store.Move(ctx, moveID)
+	require.NoError(f.t, err)
+	require.Equal(f.t, catalog.MoveDone, m.State, "%+v", m)
+	return hookErr
+}
+
 // isMoving: the write was refused because the retailer switches shards
 // (429 retailer_moving for an API caller, the database's CM001 for the
 // pipeline, whose message is retried).
@@ -134,27 +162,7 @@ func TestOffboardingAtEachStepOfAMove(t *testing.T) {
 			f.upload("r", "product_id,price\na,1\nb,2\nc,3\nd,4\ne,5\nf,6\ng,7\n")
 			f.upload("r", "product_id,price\na,1\nb,2\nc,3\nd,4\ne,9\nf,6\nh,8\n")
 			o := &offboarding{f: f, id: "r"}
-			var once sync.Once
-			var hookErr error
-			f.store.Moves.Hook = func(_, step string) error {
-				if step == at {
-					once.Do(func() { hookErr = o.advance(ctx) })
-				}
-				return nil
-			}
-			moveID, err := f.store.StartMove(ctx, "r", 1)
-			require.NoError(t, err)
-			for {
-				running, err := f.store.RunMoves(ctx, time.Now().Add(time.Minute))
-				require.NoError(t, err)
-				if running == 0 {
-					break
-				}
-			}
-			require.NoError(t, hookErr)
-			m, err := f.store.Move(ctx, moveID)
-			require.NoError(t, err)
-			require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
+			require.NoError(t, f.moveAt(ctx, at, func() error { return o.advance(ctx) }))
 			require.NoError(t, o.advance(ctx))
 			require.Equal(t, 4, o.stage, "the offboarding ran to its end after the move")
 			t.Logf("offboarding at %s: refused %d times while moving", at, o.refused)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
 	"time"
 
@@ -157,27 +156,7 @@ func TestGenerationsOnTheirWayDuringAMove(t *testing.T) {
 				f := newMoveFixture(t)
 				f.onboard("r")
 				p := k.setup(f)
-				var once sync.Once
-				var hookErr error
-				f.store.Moves.Hook = func(_, step string) error {
-					if step == at {
-						once.Do(func() { hookErr = p.advance(ctx) })
-					}
-					return nil
-				}
-				moveID, err := f.store.StartMove(ctx, "r", 1)
-				require.NoError(t, err)
-				for {
-					running, err := f.store.RunMoves(ctx, time.Now().Add(time.Minute))
-					require.NoError(t, err)
-					if running == 0 {
-						break
-					}
-				}
-				require.NoError(t, hookErr)
-				m, err := f.store.Move(ctx, moveID)
-				require.NoError(t, err)
-				require.Equal(t, catalog.MoveDone, m.State, "%+v", m)
+				require.NoError(t, f.moveAt(ctx, at, func() error { return p.advance(ctx) }))
 				require.NoError(t, p.advance(ctx))
 				require.Equal(t, len(p.stages), p.next, "the generation went its way after the move")
 				t.Logf("%s at %s: refused %d times while moving", k.name, at, p.refused)
