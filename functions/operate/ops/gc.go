@@ -2,8 +2,6 @@ package ops
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -194,9 +192,7 @@ func (h *Handler) StartCollection(ctx context.Context) (string, error) {
 	if h.cfg.Queues.Reconcile == "" {
 		return "", errors.New("collect: no reconcile-jobs queue configured")
 	}
-	var b [8]byte
-	rand.Read(b[:])
-	runID := "gc-" + hex.EncodeToString(b[:])
+	runID := newRunID("gc-")
 	if err := h.sendJob(ctx, reconcileJob{Kind: jobCollect, RunID: runID}); err != nil {
 		return "", fmt.Errorf("collect: %w", err)
 	}

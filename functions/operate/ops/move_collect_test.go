@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +33,7 @@ func (f *fixture) gcRoute(body string) (int, string) {
 // retailer (I3), and the tombstones it would have raised stay gone.
 func TestCollectionAtEachStepOfAMove(t *testing.T) {
 	t.Parallel()
-	steps := []string{"copy_products", "drain", "cleanup"} // copying, frozen, switched
-	if os.Getenv("CATALOG_ATTACK_MOVES") != "" {
-		steps = moveSteps
-	}
-	for _, at := range steps {
+	for _, at := range attackSteps("copy_products", "drain", "cleanup") { // copying, frozen, switched
 		t.Run(at, func(t *testing.T) {
 			t.Parallel() // mostly the moves' route waits
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -28,6 +28,15 @@ import (
 // moveSteps are a move's steps in order (pgstore/move.go).
 var moveSteps = []string{"start", "copy_products", "copy_versions", "catch_up", "freeze", "drain", "switch", "wait_routes", "unfreeze", "cleanup"}
 
+// attackSteps are the steps of a move at which a test acts: quick, or
+// every step with CATALOG_ATTACK_MOVES set.
+func attackSteps(quick ...string) []string {
+	if os.Getenv("CATALOG_ATTACK_MOVES") != "" {
+		return moveSteps
+	}
+	return quick
+}
+
 // newMoveFixture is the fixture on two shards, with small, fast moves.
 func newMoveFixture(t *testing.T) *fixture {
 	f := &fixture{t: t, store: pgstoretest.New(t, pgstoretest.Shards(2)), blobs: inmem.NewBlobs(), queue: inmem.NewQueue(), now: time.Now()}
@@ -148,11 +157,7 @@ func (o *offboarding) advance(ctx context.Context) error {
 // on the other.
 func TestOffboardingAtEachStepOfAMove(t *testing.T) {
 	t.Parallel()
-	steps := []string{"copy_products", "drain", "cleanup"} // copying, frozen, switched
-	if os.Getenv("CATALOG_ATTACK_MOVES") != "" {
-		steps = moveSteps
-	}
-	for _, at := range steps {
+	for _, at := range attackSteps("copy_products", "drain", "cleanup") { // copying, frozen, switched
 		t.Run(at, func(t *testing.T) {
 			t.Parallel() // mostly the moves' route waits
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -142,13 +141,8 @@ func TestGenerationsOnTheirWayDuringAMove(t *testing.T) {
 				stageReserve("full"), stagePut(a), stageDiff, stageApply}}
 		}, map[string]string{"a": `{"price":"1"}`, "b": `{"price":"2"}`, "c": `{"price":"3"}`}},
 	}
-	all := os.Getenv("CATALOG_ATTACK_MOVES") != ""
 	for _, k := range kinds {
-		steps := k.at
-		if all {
-			steps = moveSteps
-		}
-		for _, at := range steps {
+		for _, at := range attackSteps(k.at...) {
 			t.Run(k.name+"/"+at, func(t *testing.T) {
 				t.Parallel() // mostly the moves' route waits
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -84,11 +84,12 @@ const (
 	runRetention = 90 * 24 * time.Hour
 )
 
-// newRunID is a run's id: "rc-" and 16 hex digits.
-func newRunID() string {
+// newRunID is a run's id: prefix ("rc-" a reconciliation's, "gc-" a
+// scheduled collection's) and 16 hex digits.
+func newRunID(prefix string) string {
 	var b [8]byte
 	rand.Read(b[:])
-	return "rc-" + hex.EncodeToString(b[:])
+	return prefix + hex.EncodeToString(b[:])
 }
 
 // validRunID reports whether s looks like a run id.
@@ -108,7 +109,7 @@ func (h *Handler) StartReconcile(ctx context.Context, retailerID string, repair,
 	if h.cfg.Queues.Reconcile == "" {
 		return "", errors.New("reconcile: no reconcile-jobs queue configured")
 	}
-	run := catalog.ReconcileRun{ID: newRunID(), RetailerID: retailerID, Repair: repair, Scheduled: scheduled}
+	run := catalog.ReconcileRun{ID: newRunID("rc-"), RetailerID: retailerID, Repair: repair, Scheduled: scheduled}
 	job := reconcileJob{RunID: run.ID, Repair: repair}
 	if retailerID != "" {
 		if _, err := h.store.Retailer(ctx, retailerID); err != nil {

@@ -95,6 +95,13 @@ func RequestFromAPIGateway(ctx context.Context, req events.APIGatewayV2HTTPReque
 // six bytes for three), so one under MaxLambdaBodyBytes/2 always fits.
 const MaxLambdaBodyBytes = 6_000_000
 
+// FitsLambdaResponse reports whether body, escaped into a Lambda proxy
+// response, stays within MaxLambdaBodyBytes (counted only for a body that
+// may not: one under half of it, quotes and newline included, always fits).
+func FitsLambdaResponse(body []byte) bool {
+	return len(body) <= (MaxLambdaBodyBytes-3)/2 || LambdaStringBytes(body) <= MaxLambdaBodyBytes
+}
+
 // LambdaStringBytes is how many bytes body takes in a Lambda proxy
 // response, where it is a JSON string as the runtime encodes it
 // (aws-lambda-go: HTML characters not escaped), quotes and a newline

@@ -98,7 +98,7 @@ func (h *Handler) costsReport(w http.ResponseWriter, r *http.Request) {
 // limit bytes, and within what a Lambda proxy response holds once the body
 // is escaped into it (a quote-heavy JSON report grows ~20%).
 func reportFitsInline(body []byte, limit int) bool {
-	return len(body) <= limit && (len(body) <= httpapi.MaxLambdaBodyBytes/2 || httpapi.LambdaStringBytes(body) <= httpapi.MaxLambdaBodyBytes)
+	return len(body) <= limit && httpapi.FitsLambdaResponse(body)
 }
 
 // renderCosts builds the report the query asks for.

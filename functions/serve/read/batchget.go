@@ -94,10 +94,9 @@ var jsonContentType = []string{"application/json"}
 
 // batchTooLarge reports whether a batch-get's answer passes
 // MaxBatchAnswerBytes, or httpapi.MaxLambdaBodyBytes once escaped into the
-// Lambda response (counted only for an answer that may: over half of it).
+// Lambda response (httpapi.FitsLambdaResponse).
 func batchTooLarge(body []byte) bool {
-	return len(body) > MaxBatchAnswerBytes ||
-		(len(body) > httpapi.MaxLambdaBodyBytes/2 && httpapi.LambdaStringBytes(body) > httpapi.MaxLambdaBodyBytes)
+	return len(body) > MaxBatchAnswerBytes || !httpapi.FitsLambdaResponse(body)
 }
 
 // distinctProductIDs checks a batch-get's ids (1 to MaxBatchIDs as given,

@@ -30,13 +30,13 @@ type PlanReader interface {
 const MaxPlanBytes = 5_000_000
 
 // maxPlanLambdaBytes bounds a page as the Lambda response carries it, a
-// JSON string (as maxInlineProblemsLambdaBytes bounds a problems file):
+// JSON string (as httpapi.MaxLambdaBodyBytes bounds a problems file):
 // each quote and backslash of the page takes two bytes there, so 5 MB of
 // values full of them would pass Lambda's 6,291,556 bytes. A page ends
 // early, next_after set, before its escaped size would pass this (the
 // rest is the headers'). The page itself is written without HTML
 // escaping (the canonical form's), which would grow <, > and & sixfold.
-const maxPlanLambdaBytes = maxInlineProblemsLambdaBytes
+const maxPlanLambdaBytes = httpapi.MaxLambdaBodyBytes
 
 // planEnvelopeBytes is room, in the Lambda string, for the page's JSON
 // around its items and next_after's value: {"items":[ ... ],"next_after":}
@@ -187,9 +187,9 @@ type planSize struct {
 // whatever its size. It reports whether the item was added.
 func (s *planSize) add(line []byte, productID string, first bool) bool {
 	raw := len(line) + 1 // and its comma
-	escaped := lambdaStringBytes(line) - 3 + 1
+	escaped := httpapi.LambdaStringBytes(line) - 3 + 1
 	id := snapshot.AppendJSONString(nil, productID)
-	nextRaw, nextEscaped := len(id), lambdaStringBytes(id)-3
+	nextRaw, nextEscaped := len(id), httpapi.LambdaStringBytes(id)-3
 	if !first && (s.raw+raw+nextRaw+planEnvelopeBytes > MaxPlanBytes ||
 		s.escaped+escaped+nextEscaped+planEnvelopeBytes > maxPlanLambdaBytes) {
 		return false

@@ -21,13 +21,11 @@ const ProblemsContentType = "application/x-ndjson"
 const (
 	// MaxInlineProblemsBytes is the largest problems file answered in the
 	// body (200); a larger one is answered 303 with a link to it.
+	// A file under it is linked too when, escaped into the Lambda
+	// response, it would pass httpapi.MaxLambdaBodyBytes (each quote and
+	// backslash takes two bytes there: 5 MB of short problems can take
+	// over 6 MB).
 	MaxInlineProblemsBytes = 5 << 20
-	// maxInlineProblemsLambdaBytes bounds the body as the Lambda response
-	// carries it, a JSON string: each quote and backslash of the file
-	// takes two bytes there, so a file of 5 MB of short problems can take
-	// over 6 MB. A file under MaxInlineProblemsBytes over this bound is
-	// linked too (the rest of Lambda's 6,291,556 bytes is the headers').
-	maxInlineProblemsLambdaBytes = httpapi.MaxLambdaBodyBytes
 	// ProblemsLinkTTL is how long the link of a 303 answer is valid.
 	ProblemsLinkTTL = 15 * time.Minute
 )
@@ -84,7 +82,7 @@ func (h *Handler) problems(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, r, h.log, err)
 		return
 	}
-	if obj.Size > MaxInlineProblemsBytes || len(body) > MaxInlineProblemsBytes || lambdaStringBytes(body) > maxInlineProblemsLambdaBytes {
+	if obj.Size > MaxInlineProblemsBytes || len(body) > MaxInlineProblemsBytes || !httpapi.FitsLambdaResponse(body) {
 		h.linkToProblems(w, r, key, obj.Size, retailer.ID, gen)
 		return
 	}
@@ -106,7 +104,3 @@ func (h *Handler) linkToProblems(w http.ResponseWriter, r *http.Request, key str
 	w.Header().Set("Cache-Control", "no-store")
 	httpapi.WriteJSON(w, http.StatusSeeOther, ProblemsLink{URL: link, ExpiresAt: expires})
 }
-
-// lambdaStringBytes is how many bytes body takes in a Lambda response
-// (httpapi.LambdaStringBytes).
-func lambdaStringBytes(body []byte) int { return httpapi.LambdaStringBytes(body) }

@@ -488,17 +488,8 @@ func (r *moveRunner) start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("target: %w", err)
 	}
-	for {
-		more, err := r.removeRows(ctx, r.dst())
-		if err != nil {
-			return fmt.Errorf("target: remove what an earlier try left: %w", err)
-		}
-		if !more {
-			break
-		}
-		if err := r.renew(ctx); err != nil {
-			return err
-		}
+	if err := r.removeAll(ctx, r.dst()); err != nil {
+		return fmt.Errorf("target: remove what an earlier try left: %w", err)
 	}
 	var total int64
 	if err := r.onSource(ctx, true, func(tx pgx.Tx) error {
@@ -778,19 +769,25 @@ func (r *moveRunner) abort(ctx context.Context, why string) error {
 	if _, err := r.dst().pool.Exec(ctx, q("move_unmark"), m.RetailerID, m.ID); err != nil {
 		return fmt.Errorf("target: remove its record: %w", err)
 	}
+	if err := r.removeAll(ctx, r.dst()); err != nil {
+		return fmt.Errorf("target: remove the copy: %w", err)
+	}
+	return r.end(ctx, catalog.MoveFailed, stepAbort, why)
+}
+
+// removeAll removes every row of the retailer on sh, a batch a
+// transaction, the lease renewed between batches (a runner that lost it
+// stops: errLeaseLost).
+func (r *moveRunner) removeAll(ctx context.Context, sh *Shard) error {
 	for {
-		more, err := r.removeRows(ctx, r.dst())
-		if err != nil {
-			return fmt.Errorf("target: remove the copy: %w", err)
-		}
-		if !more {
-			break
+		more, err := r.removeRows(ctx, sh)
+		if err != nil || !more {
+			return err
 		}
 		if err := r.renew(ctx); err != nil {
 			return err
 		}
 	}
-	return r.end(ctx, catalog.MoveFailed, stepAbort, why)
 }
 
 // removeRows removes up to a batch of the retailer's rows of each table on
