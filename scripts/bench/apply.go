@@ -49,7 +49,7 @@ func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *p
 		return nil, nil, nil, err
 	}
 	var undo []func()
-	cleanup = func() {
+	undoAll := func() {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
 		}
@@ -57,14 +57,15 @@ func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *p
 	undo = append(undo, removeWork)
 	defer func() {
 		if err != nil {
-			cleanup()
+			undoAll() // the named results are nil by now
 		}
 	}()
 	srv, err = startPostgres(ctx, work)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	undo = append(undo, func() { srv.Stop() })
+	server := srv
+	undo = append(undo, func() { server.Stop() })
 	controlDSN, err := pgserver.CreateDatabase(ctx, srv.URL("postgres"), "bench_control")
 	if err != nil {
 		return nil, nil, nil, err
@@ -81,7 +82,7 @@ func benchDatabases(ctx context.Context, pattern string, conns int32) (stores *p
 	if err := stores.Migrate(ctx); err != nil {
 		return nil, nil, nil, err
 	}
-	return stores, srv, cleanup, nil
+	return stores, srv, undoAll, nil
 }
 
 // benchApply: the changes of the generated pair and a first load of all its
