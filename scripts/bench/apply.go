@@ -225,7 +225,7 @@ func benchApply(ctx context.Context, args []string) error {
 	// otherwise run through the freshly loaded table during the change).
 	// Then back and forth: each generation changes the same 4% of rows.
 	changes := p.inserted + p.updated + p.deleted
-	var changeRuns, changeRefs []section
+	var changeRuns, changeRefs, changeFloors []section
 	var ratios []float64
 	var changeChunks int
 	for i := 0; i < *nChanges; i++ {
@@ -245,6 +245,13 @@ func benchApply(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
+		if err := copyCatalog(ctx, shard, "products_floor"); err != nil {
+			return err
+		}
+		floor, err := timed(func() (time.Duration, error) { return upsertFloor(ctx, shard, blobs, msgs, "products_floor") })
+		if err != nil {
+			return err
+		}
 		run, err := timed(func() (time.Duration, error) { return applyAll(msgs) })
 		if err != nil {
 			return fmt.Errorf("apply change %d: %w", i+1, err)
@@ -257,10 +264,11 @@ func benchApply(ctx context.Context, args []string) error {
 			return err
 		}
 		ref := mean(before, after)
-		changeRuns, changeRefs = append(changeRuns, run), append(changeRefs, ref)
+		changeRuns, changeRefs, changeFloors = append(changeRuns, run), append(changeRefs, ref), append(changeFloors, floor)
 		ratios = append(ratios, ref.elapsed.Seconds()/run.elapsed.Seconds())
-		fmt.Fprintf(os.Stderr, "apply: change %d of %d rows in %s (%d chunks); COPY %s and %s\n", i+1, changes,
-			run.elapsed.Round(time.Millisecond), len(msgs), before.elapsed.Round(time.Millisecond), after.elapsed.Round(time.Millisecond))
+		fmt.Fprintf(os.Stderr, "apply: change %d of %d rows in %s (%d chunks); COPY %s and %s; bare upsert %s\n", i+1, changes,
+			run.elapsed.Round(time.Millisecond), len(msgs), before.elapsed.Round(time.Millisecond), after.elapsed.Round(time.Millisecond),
+			floor.elapsed.Round(time.Millisecond))
 	}
 	var upd, hot int64
 	if err := shard.Pool().QueryRow(ctx, `SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables WHERE relname = 'products'`).Scan(&upd, &hot); err == nil && upd > 0 {
@@ -273,7 +281,7 @@ func benchApply(ctx context.Context, args []string) error {
 	}
 	slices.SortFunc(byRatio, func(a, b int) int { return cmp.Compare(ratios[a], ratios[b]) })
 	mid := byRatio[len(byRatio)/2]
-	change, copy2 := changeRuns[mid], changeRefs[mid]
+	change, copy2, floor := changeRuns[mid], changeRefs[mid], changeFloors[mid]
 	var all []string
 	for _, r := range ratios {
 		all = append(all, fmt.Sprintf("%.2f", r))
@@ -290,6 +298,11 @@ func benchApply(ctx context.Context, args []string) error {
 		{"change: rows/s", fmtRate(rate(n2, change.elapsed), "rows/s"), fmtRate(rate(n2, copy2.elapsed), "rows/s"),
 			ratio(rate(n2, change.elapsed), rate(n2, copy2.elapsed)) + " (target ≥ 0.5; runs: " + strings.Join(all, ", ") + ")"},
 		{"change: WAL per row", walPerRow(change, n2), walPerRow(copy2, n2), ratio(float64(change.wal), float64(copy2.wal))},
+		// The floor: what any apply of this change into a catalog of this
+		// size pays before fences, counts, events and the directory.
+		{"change floor: a bare upsert of the same rows into a copy of the catalog, rows/s", fmtRate(rate(n2, floor.elapsed), "rows/s"), fmtRate(rate(n2, copy2.elapsed), "rows/s"),
+			ratio(rate(n2, floor.elapsed), rate(n2, copy2.elapsed)) + " (ours: " + ratio(rate(n2, change.elapsed), rate(n2, floor.elapsed)) + " of it)"},
+		{"change floor: WAL per row", walPerRow(floor, n2), walPerRow(copy2, n2), ratio(float64(floor.wal), float64(copy2.wal))},
 	}
 	printTable(os.Stdout, fmt.Sprintf("apply: first load of %d rows (%d chunks) and changes of %d rows (%d chunks) through apply.Handler.Apply with %d chunks at once (read + checksum + decode, fence, chunk count, staged set-based writes or COPY, change event, directory), against one `COPY` of the same rows into an empty copy of the products table, run before and after each of ours (their mean; a CHECKPOINT before each); PostgreSQL 15 on the same machine; %s",
 		len(p.old), len(msgs1), changes, changeChunks, *workers, machine()), table)
@@ -311,50 +324,22 @@ func chunkMessages(sent []inmem.Message) ([]message.ChunkMessage, error) {
 // copyReference COPYs the rows of the chunks into a fresh copy of the
 // products table and returns how long the COPY took.
 func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []message.ChunkMessage, table string) (time.Duration, error) {
-	var rows [][]any
-	now := time.Now()
-	for _, m := range msgs {
-		body, err := blobs.Get(ctx, m.Key)
-		if err != nil {
-			return 0, err
-		}
-		ops, err := message.ReadChunk(bytes.NewReader(body))
-		if err != nil {
-			return 0, err
-		}
-		for _, op := range ops {
-			if op.Op == message.OpDelete {
-				rows = append(rows, []any{benchRetailer.ID, op.ProductID, nil, nil, m.Generation, true, now})
-				continue
-			}
-			h, err := hex.DecodeString(op.Hash)
-			if err != nil {
-				return 0, err
-			}
-			rows = append(rows, []any{benchRetailer.ID, op.ProductID, string(op.Attributes), h, m.Generation, false, now})
-		}
+	rows, err := chunkRows(ctx, blobs, msgs)
+	if err != nil {
+		return 0, err
 	}
 	pool := shard.Pool()
 	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (LIKE products INCLUDING ALL)", table, table)); err != nil {
 		return 0, err
 	}
-	// The same storage parameters as products (its fillfactor).
-	var opts string
-	if err := pool.QueryRow(ctx, `SELECT coalesce(array_to_string(reloptions, ', '), '') FROM pg_class WHERE oid = 'products'::regclass`).Scan(&opts); err != nil {
+	if err := copyStorageParameters(ctx, shard, table); err != nil {
 		return 0, err
-	}
-	if opts != "" {
-		if _, err := pool.Exec(ctx, fmt.Sprintf("ALTER TABLE %s SET (%s)", table, opts)); err != nil {
-			return 0, err
-		}
 	}
 	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
 		return 0, err
 	}
 	start := time.Now()
-	n, err := pool.CopyFrom(ctx, pgx.Identifier{table},
-		[]string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"},
-		pgx.CopyFromRows(rows))
+	n, err := pool.CopyFrom(ctx, pgx.Identifier{table}, productColumns, pgx.CopyFromRows(rows))
 	elapsed := time.Since(start)
 	if err != nil {
 		return 0, fmt.Errorf("copy into %s: %w", table, err)
@@ -363,6 +348,106 @@ func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs
 		return 0, fmt.Errorf("copied %d rows, want %d", n, len(rows))
 	}
 	return elapsed, nil
+}
+
+// productColumns are the columns the references write.
+var productColumns = []string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"}
+
+// copyStorageParameters gives table the storage parameters of products
+// (its fillfactor).
+func copyStorageParameters(ctx context.Context, shard *pgstore.Shard, table string) error {
+	var opts string
+	if err := shard.Pool().QueryRow(ctx, `SELECT coalesce(array_to_string(reloptions, ', '), '') FROM pg_class WHERE oid = 'products'::regclass`).Scan(&opts); err != nil {
+		return err
+	}
+	if opts == "" {
+		return nil
+	}
+	_, err := shard.Pool().Exec(ctx, fmt.Sprintf("ALTER TABLE %s SET (%s)", table, opts))
+	return err
+}
+
+// copyCatalog makes table a settled copy of the bench retailer's catalog
+// as it stands (untimed): the table the floor's upsert writes into.
+func copyCatalog(ctx context.Context, shard *pgstore.Shard, table string) error {
+	pool := shard.Pool()
+	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (LIKE products INCLUDING ALL)", table, table)); err != nil {
+		return err
+	}
+	if err := copyStorageParameters(ctx, shard, table); err != nil {
+		return err
+	}
+	if _, err := pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM products WHERE retailer_id = $1", table), benchRetailer.ID); err != nil {
+		return fmt.Errorf("copy the catalog into %s: %w", table, err)
+	}
+	_, err := pool.Exec(ctx, fmt.Sprintf("VACUUM (ANALYZE) %s", table))
+	return err
+}
+
+// upsertFloor writes the chunks' rows into table, a copy of the catalog,
+// the cheapest set-based way: one COPY into a temporary table (no WAL),
+// then one INSERT ... ON CONFLICT DO UPDATE in the same transaction; no
+// fence, chunk count, change event or directory. It returns the time.
+func upsertFloor(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []message.ChunkMessage, table string) (time.Duration, error) {
+	rows, err := chunkRows(ctx, blobs, msgs)
+	if err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	tx, err := shard.Pool().Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE floor_stage (LIKE %s) ON COMMIT DROP", table)); err != nil {
+		return 0, err
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"floor_stage"}, productColumns, pgx.CopyFromRows(rows)); err != nil {
+		return 0, fmt.Errorf("copy into the floor's stage: %w", err)
+	}
+	tag, err := tx.Exec(ctx, fmt.Sprintf(`INSERT INTO %s SELECT * FROM floor_stage
+		ON CONFLICT (retailer_id, product_id) DO UPDATE SET attributes = EXCLUDED.attributes,
+		content_hash = EXCLUDED.content_hash, generation = EXCLUDED.generation,
+		deleted = EXCLUDED.deleted, updated_at = EXCLUDED.updated_at`, table))
+	if err != nil {
+		return 0, fmt.Errorf("upsert into %s: %w", table, err)
+	}
+	if tag.RowsAffected() != int64(len(rows)) {
+		return 0, fmt.Errorf("upserted %d rows, want %d", tag.RowsAffected(), len(rows))
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// chunkRows decodes the chunks' operations into rows of products: a
+// delete as a tombstone.
+func chunkRows(ctx context.Context, blobs *inmem.Blobs, msgs []message.ChunkMessage) ([][]any, error) {
+	var rows [][]any
+	now := time.Now()
+	for _, m := range msgs {
+		body, err := blobs.Get(ctx, m.Key)
+		if err != nil {
+			return nil, err
+		}
+		ops, err := message.ReadChunk(bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		for _, op := range ops {
+			if op.Op == message.OpDelete {
+				rows = append(rows, []any{benchRetailer.ID, op.ProductID, nil, nil, m.Generation, true, now})
+				continue
+			}
+			h, err := hex.DecodeString(op.Hash)
+			if err != nil {
+				return nil, err
+			}
+			rows = append(rows, []any{benchRetailer.ID, op.ProductID, string(op.Attributes), h, m.Generation, false, now})
+		}
+	}
+	return rows, nil
 }
 
 func requireApplied(ctx context.Context, shard *pgstore.Shard, gen, products int64) error {
