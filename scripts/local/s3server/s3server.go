@@ -44,8 +44,8 @@
 //     exists gets 412 PreconditionFailed and changes nothing (checked before
 //     the body is read, and again atomically when the object is stored, by
 //     gofakes3's backend), as S3's conditional writes do.
-//   - Atomic puts: an upload is spooled to a temporary file first, so an
-//     interrupted upload never leaves a truncated object behind (and never
+//   - Atomic puts: an upload is spooled first (in memory up to 16 MiB, to a
+//     temporary file beyond), so an interrupted upload never leaves a truncated object behind (and never
 //     damages the previous version of the key).
 //   - Timeouts, per connection: the request line and headers within
 //     Options.ReadHeaderTimeout, a keep-alive connection idle for at most
@@ -791,8 +791,9 @@ func (r *recorder) flush(w http.ResponseWriter) {
 }
 
 // spoolBackend makes PutObject atomic and enforces the size limit: the body
-// is copied to a temporary file first and handed to the real backend only
-// when it arrived complete and within the limit.
+// is copied to memory (up to memorySpoolBytes) or to a temporary file first
+// and handed to the real backend only when it arrived complete and within
+// the limit.
 type spoolBackend struct {
 	gofakes3.Backend
 	tmpDir     string
@@ -876,31 +877,58 @@ func (b *spoolBackend) listUnder(bucket string, prefix *gofakes3.Prefix, page go
 	return list, nil
 }
 
+// memorySpoolBytes is the largest body spooled in memory instead of to a
+// temporary file: chunk objects, plan pages and index parts are a few MiB
+// at most, and their second write to disk was a quarter of the stand-in's
+// CPU in a first load of 1M products (bench e2e's profile).
+const memorySpoolBytes = 16 << 20
+
+// memorySpools are the buffers of bodies spooled in memory, reused.
+var memorySpools = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func (b *spoolBackend) PutObject(bucket, key string, meta map[string]string, input io.Reader, size int64, conditions *gofakes3.PutConditions) (gofakes3.PutObjectResult, error) {
+	src := input
+	if b.max > 0 {
+		src = io.LimitReader(input, b.max+1)
+	}
+	// copied reports whether the body arrived whole: the error of a body
+	// cut short, or over the limit, or of another length than announced.
+	copied := func(n int64, err error) error {
+		if err != nil {
+			var gerr gofakes3.Error
+			if errors.As(err, &gerr) { // e.g. BadDigest from the Content-MD5 check
+				return err
+			}
+			return gofakes3.ErrIncompleteBody
+		}
+		if b.max > 0 && n > b.max {
+			return gofakes3.ErrorMessage(codeEntityTooLarge, "Your proposed upload exceeds the maximum allowed size")
+		}
+		if size >= 0 && n != size {
+			return gofakes3.ErrIncompleteBody
+		}
+		return nil
+	}
+	if size >= 0 && size <= memorySpoolBytes {
+		buf := memorySpools.Get().(*bytes.Buffer)
+		buf.Reset()
+		defer memorySpools.Put(buf)
+		// One byte more than announced shows a body longer than its length.
+		n, err := buf.ReadFrom(io.LimitReader(src, size+1))
+		if err := copied(n, err); err != nil {
+			return gofakes3.PutObjectResult{}, err
+		}
+		return b.Backend.PutObject(bucket, key, meta, bytes.NewReader(buf.Bytes()), n, conditions)
+	}
 	f, err := os.CreateTemp(b.tmpDir, "put-*")
 	if err != nil {
 		return gofakes3.PutObjectResult{}, fmt.Errorf("s3server: spool upload: %w", err)
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-
-	src := input
-	if b.max > 0 {
-		src = io.LimitReader(input, b.max+1)
-	}
 	n, err := io.Copy(f, src)
-	if err != nil {
-		var gerr gofakes3.Error
-		if errors.As(err, &gerr) { // e.g. BadDigest from the Content-MD5 check
-			return gofakes3.PutObjectResult{}, err
-		}
-		return gofakes3.PutObjectResult{}, gofakes3.ErrIncompleteBody
-	}
-	if b.max > 0 && n > b.max {
-		return gofakes3.PutObjectResult{}, gofakes3.ErrorMessage(codeEntityTooLarge, "Your proposed upload exceeds the maximum allowed size")
-	}
-	if size >= 0 && n != size {
-		return gofakes3.PutObjectResult{}, gofakes3.ErrIncompleteBody
+	if err := copied(n, err); err != nil {
+		return gofakes3.PutObjectResult{}, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return gofakes3.PutObjectResult{}, fmt.Errorf("s3server: rewind spooled upload: %w", err)
