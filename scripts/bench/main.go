@@ -9,6 +9,7 @@
 //	go run ./scripts/bench events  change events: relay, Parquet and webhook lag, apply with the relay on vs off
 //	go run ./scripts/bench retention  a year of daily uploads: the shard's rows and bytes against the live catalog's, collection on and off
 //	go run ./scripts/bench move   a move of a retailer between shards vs COPY, and the storefront's p99 during it
+//	go run ./scripts/bench all    the README's table: diff, apply, e2e and read, one after another
 package main
 
 import (
@@ -25,7 +26,7 @@ import (
 // package registers its own in an init function.
 var benches = map[string]func(ctx context.Context, args []string) error{}
 
-const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|events|retention|move> [flags]
+const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|events|retention|move|all> [flags]
        go run ./scripts/bench <bench> -h    that bench's flags
 
   read   storefront reads vs raw primary-key SELECTs
@@ -38,7 +39,9 @@ const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|even
   retention  a year (-days) of daily uploads of a -products catalog, 1% deletes and 1% inserts a day:
           the shard's rows and bytes against the live catalog's, collection daily and off
   move   a move of a 1M-product retailer between two shard databases vs COPY between them,
-         and the storefront's p99 for that retailer during the move vs before`
+         and the storefront's p99 for that retailer during the move vs before
+  all    the README's table: diff, apply, e2e and read one after another, each in a process
+         of its own, with when each ran and at what load (~6 minutes idle)`
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
