@@ -191,8 +191,8 @@ func benchApply(ctx context.Context, args []string) error {
 	}
 	// The reference runs right before and right after each of ours, and
 	// ours is compared with their mean: both see the same machine.
-	reference := func(msgs []message.ChunkMessage, table string) (section, error) {
-		return timed(func() (time.Duration, error) { return copyReference(ctx, shard, blobs, msgs, table) })
+	reference := func(rows [][]any, table string) (section, error) {
+		return timed(func() (time.Duration, error) { return copyReference(ctx, shard, rows, table) })
 	}
 	mean := func(a, b section) section { return section{(a.elapsed + b.elapsed) / 2, (a.wal + b.wal) / 2} }
 
@@ -201,7 +201,11 @@ func benchApply(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("diff of the first load: %w", err)
 	}
-	refBefore, err := reference(msgs1, "products_copy_first")
+	rows1, err := chunkRows(ctx, blobs, msgs1)
+	if err != nil {
+		return err
+	}
+	refBefore, err := reference(rows1, "products_copy_first")
 	if err != nil {
 		return err
 	}
@@ -209,7 +213,7 @@ func benchApply(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("apply the first load: %w", err)
 	}
-	refAfter, err := reference(msgs1, "products_copy_first")
+	refAfter, err := reference(rows1, "products_copy_first")
 	if err != nil {
 		return err
 	}
@@ -241,14 +245,18 @@ func benchApply(ctx context.Context, args []string) error {
 			return fmt.Errorf("diff of change %d: %w", i+1, err)
 		}
 		changeChunks = len(msgs)
-		before, err := reference(msgs, "products_copy_change")
+		rows, err := chunkRows(ctx, blobs, msgs)
+		if err != nil {
+			return err
+		}
+		before, err := reference(rows, "products_copy_change")
 		if err != nil {
 			return err
 		}
 		if err := copyCatalog(ctx, shard, "products_floor"); err != nil {
 			return err
 		}
-		floor, err := timed(func() (time.Duration, error) { return upsertFloor(ctx, shard, blobs, msgs, "products_floor") })
+		floor, err := timed(func() (time.Duration, error) { return upsertFloor(ctx, shard, rows, "products_floor") })
 		if err != nil {
 			return err
 		}
@@ -256,7 +264,7 @@ func benchApply(ctx context.Context, args []string) error {
 		if err != nil {
 			return fmt.Errorf("apply change %d: %w", i+1, err)
 		}
-		after, err := reference(msgs, "products_copy_change")
+		after, err := reference(rows, "products_copy_change")
 		if err != nil {
 			return err
 		}
@@ -321,20 +329,13 @@ func chunkMessages(sent []inmem.Message) ([]message.ChunkMessage, error) {
 	return out, nil
 }
 
-// copyReference COPYs the rows of the chunks into a fresh copy of the
-// products table and returns how long the COPY took.
-func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []message.ChunkMessage, table string) (time.Duration, error) {
-	rows, err := chunkRows(ctx, blobs, msgs)
-	if err != nil {
+// copyReference COPYs the rows of the chunks (chunkRows) into a fresh copy
+// of the products table and returns how long the COPY took.
+func copyReference(ctx context.Context, shard *pgstore.Shard, rows [][]any, table string) (time.Duration, error) {
+	if err := freshProductsTable(ctx, shard, table); err != nil {
 		return 0, err
 	}
 	pool := shard.Pool()
-	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (LIKE products INCLUDING ALL)", table, table)); err != nil {
-		return 0, err
-	}
-	if err := copyStorageParameters(ctx, shard, table); err != nil {
-		return 0, err
-	}
 	if _, err := pool.Exec(ctx, "CHECKPOINT"); err != nil {
 		return 0, err
 	}
@@ -353,9 +354,13 @@ func copyReference(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs
 // productColumns are the columns the references write.
 var productColumns = []string{"retailer_id", "product_id", "attributes", "content_hash", "generation", "deleted", "updated_at"}
 
-// copyStorageParameters gives table the storage parameters of products
-// (its fillfactor).
-func copyStorageParameters(ctx context.Context, shard *pgstore.Shard, table string) error {
+// freshProductsTable (re)creates table as an empty copy of products: its
+// columns, constraints and indexes, and its storage parameters (the
+// fillfactor).
+func freshProductsTable(ctx context.Context, shard *pgstore.Shard, table string) error {
+	if _, err := shard.Pool().Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (LIKE products INCLUDING ALL)", table, table)); err != nil {
+		return err
+	}
 	var opts string
 	if err := shard.Pool().QueryRow(ctx, `SELECT coalesce(array_to_string(reloptions, ', '), '') FROM pg_class WHERE oid = 'products'::regclass`).Scan(&opts); err != nil {
 		return err
@@ -370,13 +375,10 @@ func copyStorageParameters(ctx context.Context, shard *pgstore.Shard, table stri
 // copyCatalog makes table a settled copy of the bench retailer's catalog
 // as it stands (untimed): the table the floor's upsert writes into.
 func copyCatalog(ctx context.Context, shard *pgstore.Shard, table string) error {
+	if err := freshProductsTable(ctx, shard, table); err != nil {
+		return err
+	}
 	pool := shard.Pool()
-	if _, err := pool.Exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %s; CREATE TABLE %s (LIKE products INCLUDING ALL)", table, table)); err != nil {
-		return err
-	}
-	if err := copyStorageParameters(ctx, shard, table); err != nil {
-		return err
-	}
 	if _, err := pool.Exec(ctx, fmt.Sprintf("INSERT INTO %s SELECT * FROM products WHERE retailer_id = $1", table), benchRetailer.ID); err != nil {
 		return fmt.Errorf("copy the catalog into %s: %w", table, err)
 	}
@@ -384,15 +386,12 @@ func copyCatalog(ctx context.Context, shard *pgstore.Shard, table string) error 
 	return err
 }
 
-// upsertFloor writes the chunks' rows into table, a copy of the catalog,
-// the cheapest set-based way: one COPY into a temporary table (no WAL),
-// then one INSERT ... ON CONFLICT DO UPDATE in the same transaction; no
-// fence, chunk count, change event or directory. It returns the time.
-func upsertFloor(ctx context.Context, shard *pgstore.Shard, blobs *inmem.Blobs, msgs []message.ChunkMessage, table string) (time.Duration, error) {
-	rows, err := chunkRows(ctx, blobs, msgs)
-	if err != nil {
-		return 0, err
-	}
+// upsertFloor writes the chunks' rows (chunkRows) into table, a copy of
+// the catalog, the cheapest set-based way: one COPY into a temporary table
+// (no WAL), then one INSERT ... ON CONFLICT DO UPDATE in the same
+// transaction; no fence, chunk count, change event or directory. It
+// returns the time.
+func upsertFloor(ctx context.Context, shard *pgstore.Shard, rows [][]any, table string) (time.Duration, error) {
 	start := time.Now()
 	tx, err := shard.Pool().Begin(ctx)
 	if err != nil {

@@ -24,7 +24,7 @@ import (
 
 func init() {
 	benches["diff"] = benchDiff
-	benches["diff-child"] = diffChild // hidden: one diff in a process of its own
+	children["diff-child"] = diffChild // one diff in a process of its own
 }
 
 // diffResult is what a diff child reports on stdout.

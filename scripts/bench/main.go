@@ -26,6 +26,11 @@ import (
 // package registers its own in an init function.
 var benches = map[string]func(ctx context.Context, args []string) error{}
 
+// children maps the hidden subcommands, the processes a bench starts of
+// this binary (a diff, a load generator, a reference), to their run
+// functions; they are not benches of their own.
+var children = map[string]func(ctx context.Context, args []string) error{}
+
 const usage = `usage: go run ./scripts/bench <read|diff|apply|e2e|reconcile|events|retention|move|all> [flags]
        go run ./scripts/bench <bench> -h    that bench's flags
 
@@ -56,11 +61,19 @@ func run(ctx context.Context, args []string) int {
 		fmt.Println(usage)
 		return 0
 	}
-	if len(args) < 1 || benches[args[0]] == nil {
+	if len(args) < 1 {
 		fmt.Fprintln(os.Stderr, usage)
 		return 2
 	}
-	err := benches[args[0]](ctx, args[1:])
+	command := benches[args[0]]
+	if command == nil {
+		command = children[args[0]]
+	}
+	if command == nil {
+		fmt.Fprintln(os.Stderr, usage)
+		return 2
+	}
+	err := command(ctx, args[1:])
 	switch {
 	case errors.Is(err, flag.ErrHelp): // the bench's flag set printed its usage
 		return 0

@@ -16,7 +16,9 @@ import (
 // Otherwise it runs the tests and stops the test servers they started.
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 {
-		if _, ok := benches[os.Args[1]]; ok {
+		_, bench := benches[os.Args[1]]
+		_, child := children[os.Args[1]]
+		if bench || child {
 			os.Exit(run(context.Background(), os.Args[1:]))
 		}
 	}
@@ -30,9 +32,11 @@ func TestHelpExitsZero(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}); code != 0 {
 		t.Fatalf("bench -h: exit %d", code)
 	}
-	for name := range benches {
-		if code := run(context.Background(), []string{name, "-h"}); code != 0 {
-			t.Errorf("bench %s -h: exit %d", name, code)
+	for _, commands := range []map[string]func(context.Context, []string) error{benches, children} {
+		for name := range commands {
+			if code := run(context.Background(), []string{name, "-h"}); code != 0 {
+				t.Errorf("bench %s -h: exit %d", name, code)
+			}
 		}
 	}
 	if code := run(context.Background(), []string{"no-such-bench"}); code != 2 {

@@ -63,8 +63,8 @@ import (
 
 func init() {
 	benches["read"] = benchRead
-	benches["read-load"] = readLoad // hidden: the paced HTTP load generator, in a process of its own
-	benches["read-sql"] = readSQL   // hidden: the pgx reference, in a process of its own
+	children["read-load"] = readLoad // the paced HTTP load generator, in a process of its own
+	children["read-sql"] = readSQL   // the pgx reference, in a process of its own
 }
 
 // readMaxRequests bounds every load run, whatever its duration.

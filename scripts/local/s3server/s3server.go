@@ -45,8 +45,9 @@
 //     the body is read, and again atomically when the object is stored, by
 //     gofakes3's backend), as S3's conditional writes do.
 //   - Atomic puts: an upload is spooled first (in memory up to 16 MiB, to a
-//     temporary file beyond), so an interrupted upload never leaves a truncated object behind (and never
-//     damages the previous version of the key).
+//     temporary file beyond), so an interrupted upload never leaves a
+//     truncated object behind (and never damages the previous version of
+//     the key).
 //   - Timeouts, per connection: the request line and headers within
 //     Options.ReadHeaderTimeout, a keep-alive connection idle for at most
 //     Options.IdleTimeout, and no read of a body nor write of an answer
