@@ -11,10 +11,11 @@ import (
 )
 
 // serverCPU is the CPU time (user and system) the PostgreSQL server of
-// dataDir has used so far: its postmaster's and every live child's (the
-// backends of a pool's open connections among them). Processes that have
-// exited are not counted, so a figure is a difference over a run during
-// which the connections stay open.
+// dataDir has used so far: its postmaster's, every live child's (the
+// backends of a pool's open connections among them) and the children's it
+// has reaped (the backends of closed connections: pgbench's). A child that
+// exited and is not reaped yet is missed, so a figure is a difference over
+// a run whose connections close before its end is sampled.
 func serverCPU(dataDir string) (time.Duration, error) {
 	pidFile, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
 	if err != nil {
@@ -41,7 +42,7 @@ func serverCPU(dataDir string) (time.Duration, error) {
 		// pid (comm) state ppid ... utime stime: fields 4, 14 and 15; comm may hold spaces.
 		s := string(stat)
 		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
+		if len(f) < 15 {
 			continue
 		}
 		if ppid, _ := strconv.Atoi(f[1]); pid != postmaster && ppid != postmaster {
@@ -50,6 +51,11 @@ func serverCPU(dataDir string) (time.Duration, error) {
 		utime, _ := strconv.ParseInt(f[11], 10, 64)
 		stime, _ := strconv.ParseInt(f[12], 10, 64)
 		ticks += utime + stime
+		if pid == postmaster { // and the children it has reaped: backends of closed connections
+			cutime, _ := strconv.ParseInt(f[13], 10, 64)
+			cstime, _ := strconv.ParseInt(f[14], 10, 64)
+			ticks += cutime + cstime
+		}
 	}
 	return time.Duration(ticks) * time.Second / userHZ, nil
 }

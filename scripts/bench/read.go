@@ -20,7 +20,13 @@ package main
 // (pgstore.StorefrontProductSQL) straight to PostgreSQL: pgbench (one
 // process per shard database, prepared statements) at full speed and at half
 // of its own maximum, and a Go pgx client (this binary as "read-sql") at full
-// speed. Each system's maximum is its best over the concurrency levels of
+// speed. Then the floors, the same requests with nothing of ours in them:
+// a bare net/http server answering the mix with a constant (the API's answer
+// to one single GET) driven as the API is, the mix's three statements
+// straight to the database (pgbench, one a request, in the mix's shares),
+// and batch-gets' statement alone (the batch-get target's bound: products/s
+// the database serves that way, against 10x the single GETs').
+// Each system's maximum is its best over the concurrency levels of
 // --conns (a server that batches wants more requests in flight than
 // PostgreSQL, which slows down past a few backends a core), and each half
 // load runs at the level of that maximum. Every run is bounded in time and
@@ -35,13 +41,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -235,6 +244,12 @@ func benchRead(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Lookups a shared query carried, warm-up and the mix's full-speed runs
+	// (queries of one lookup not counted: an upper bound).
+	lookupsShared := 1
+	if s := stackLookupStats(st); s.LookupBatches > 0 {
+		lookupsShared = max(1, int(math.Round(float64(s.BatchedLookups)/float64(s.LookupBatches))))
+	}
 	half := max(1, int(full.QPS/2))
 	fmt.Fprintf(os.Stderr, "read: API at %d requests/s (open loop, %d connections) for %s\n", half, full.Conns, o.duration)
 	paced, err := runReadLoad(ctx, st.APIURL, paths, half, full.Conns, o.duration)
@@ -264,13 +279,13 @@ func benchRead(ctx context.Context, args []string) error {
 
 	// References: the same SELECT straight to PostgreSQL.
 	refFull, err := bestOf(o.conns, "pgbench at full speed", o.duration, func(conns int) (readResult, error) {
-		return pg.run(ctx, conns, 0, o.duration)
+		return pg.run(ctx, "single", conns, 0, o.duration)
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "read: pgbench at %d transactions/s (%d connections) for %s\n", int(refFull.QPS/2), refFull.Conns, o.duration)
-	refHalf, err := pg.run(ctx, refFull.Conns, refFull.QPS/2, o.duration)
+	refHalf, err := pg.run(ctx, "single", refFull.Conns, refFull.QPS/2, o.duration)
 	if err != nil {
 		return err
 	}
@@ -279,6 +294,35 @@ func benchRead(ctx context.Context, args []string) error {
 	})
 	if err != nil {
 		return err
+	}
+
+	// Floors: the mix's requests with nothing of ours in them, on the same
+	// two cores: the CPU a request costs a bare net/http server and its load
+	// generator, and the CPU the database spends on each statement the API
+	// sends it (pgbench's own CPU left out). Single GETs' lookups go out
+	// as many as the API shared a query with up to here.
+	httpFloor, err := bestOf(o.conns, "floor: net/http answering the mix's requests with a constant ("+o.loadgen+")", o.duration, func(conns int) (readResult, error) {
+		return runHTTPFloor(ctx, dir, st.APIURL, paths, singlePaths, o.loadgen, conns, o.duration)
+	})
+	if err != nil {
+		return err
+	}
+	if err := pg.addLookups(lookupsShared); err != nil {
+		return err
+	}
+	dbFloor := map[string]readResult{}
+	for _, f := range []struct{ kind, what string }{
+		{"lookups", fmt.Sprintf("%d single-product lookups a query", lookupsShared)},
+		{"page", fmt.Sprintf("pages of %d", o.pageLimit)},
+		{"batch", fmt.Sprintf("batch-gets of %d", o.pageLimit)},
+	} {
+		res, err := bestOf(o.conns, "floor: "+f.what+" straight to the database (pgbench)", o.duration, func(conns int) (readResult, error) {
+			return pg.run(ctx, f.kind, conns, 0, o.duration)
+		})
+		if err != nil {
+			return err
+		}
+		dbFloor[f.kind] = res
 	}
 
 	ms := func(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)) }
@@ -299,11 +343,33 @@ func benchRead(ctx context.Context, args []string) error {
 	fmt.Printf("| single GETs only (%d) | %.0f | %.0f | %.2f |\n", full1.Conns, full1.QPS, full1.QPS, full1.QPS/refPgx.QPS)
 	fmt.Printf("| batch-gets of %d only (%d) | %.0f | %.0f | %.2f |\n", o.pageLimit, fullBatch.Conns, fullBatch.QPS, fullBatch.QPS*batchProducts, fullBatch.QPS*batchProducts/refPgx.QPS)
 	fmt.Printf("| errors (single, batch) | %d | %d | |\n", full1.Errors, fullBatch.Errors)
+	batchIDs := float64(min(o.pageLimit, read.MaxBatchIDs))
+	us := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Microsecond)) }
+	cores := float64(runtime.NumCPU())
+	lookup := dbFloor["lookups"].cpuPerRequest() / time.Duration(lookupsShared)
+	page, batch := dbFloor["page"].cpuPerRequest(), dbFloor["batch"].cpuPerRequest()
+	httpCPU := httpFloor.cpuPerRequest()
+	dbMix := (time.Duration(10-readMix.pages-readMix.batches)*lookup + time.Duration(readMix.pages)*page + time.Duration(readMix.batches)*batch) / 10
+	perSecond := func(cpu time.Duration) float64 { return cores / max(1e-9, cpu.Seconds()) }
+	mixCeiling, batchCeiling := perSecond(httpCPU+dbMix), perSecond(httpCPU+batch)*batchIDs
+	fmt.Println()
+	fmt.Printf("| floor: CPU a request with nothing of ours in it (best connections; %.0f cores) | µs | at most, on these cores |\n", cores)
+	fmt.Println("|---|---:|---:|")
+	fmt.Printf("| HTTP: net/http answering the mix's requests with the API's answer to one single GET, as a constant; server and %s (%d; %.0f/s) | %s | %.0f requests/s |\n", o.loadgen, httpFloor.Conns, httpFloor.QPS, us(httpCPU), perSecond(httpCPU))
+	fmt.Printf("| database: a single-product lookup, %d a query as the API shared them (%d; %.0f queries/s) | %s | %.0f lookups/s |\n", lookupsShared, dbFloor["lookups"].Conns, dbFloor["lookups"].QPS, us(lookup), perSecond(lookup))
+	fmt.Printf("| database: a page of %d (%d; %.0f/s) | %s | %.0f pages/s |\n", o.pageLimit, dbFloor["page"].Conns, dbFloor["page"].QPS, us(page), perSecond(page))
+	fmt.Printf("| database: a batch-get of %.0f (%d; %.0f/s) | %s | %.0f batch-gets/s, %.0f products/s |\n", batchIDs, dbFloor["batch"].Conns, dbFloor["batch"].QPS, us(batch), perSecond(batch), perSecond(batch)*batchIDs)
+	fmt.Printf("| the mix: HTTP and the database's share of its statements | %s | %.0f requests/s (%.2f of pgx's QPS; ours %.2f of it) |\n", us(httpCPU+dbMix), mixCeiling, mixCeiling/max(1, refPgx.QPS), full.QPS/mixCeiling)
+	fmt.Printf("| batch-gets: HTTP and the database | %s | %.0f products/s (%.1fx our single GETs'; ours %.2f of it) |\n", us(httpCPU+batch), batchCeiling, batchCeiling/max(1, full1.QPS), fullBatch.QPS*batchProducts/batchCeiling)
+	fmt.Printf("| errors (HTTP; lookups, pages, batch-gets) | %d; %d, %d, %d | |\n", httpFloor.Errors, dbFloor["lookups"].Errors, dbFloor["page"].Errors, dbFloor["batch"].Errors)
 	ratio := fullBatch.QPS * batchProducts / max(1, full1.QPS)
 	fmt.Printf("\nfull speed measured with %s; %s\n", o.loadgen, readerStats(st))
 	fmt.Printf("targets (issue 15): max QPS >= 0.7 of pgbench: %v (%.2f); p99 at half load <= 3 ms: %v (%s)\n",
 		full.QPS >= 0.7*refFull.QPS, full.QPS/refFull.QPS, paced.P99 <= 3*time.Millisecond, ms(paced.P99))
-	fmt.Printf("target (issue 25): batch-get of %d serves >= 10x the products/s of single GETs: %v (%.1fx)\n", o.pageLimit, ratio >= 10, ratio)
+	fmt.Printf("target (issue 25): max QPS of the mix >= 0.9 of pgx's: %v (%.2f); its floor allows %.2f (out of reach on these cores when under 0.9)\n",
+		full.QPS >= 0.9*refPgx.QPS, full.QPS/max(1, refPgx.QPS), mixCeiling/max(1, refPgx.QPS))
+	fmt.Printf("target (issue 25): batch-get of %d serves >= 10x the products/s of single GETs: %v (%.1fx); its floor allows %.1fx (out of reach on these cores when under 10x)\n",
+		o.pageLimit, ratio >= 10, ratio, batchCeiling/max(1, full1.QPS))
 	return nil
 }
 
@@ -429,17 +495,23 @@ func writeReadTargets(path string, retailers []readRetailer, o readOptions, mix 
 	return float64(products) / lines, f.Close()
 }
 
+// stackLookupStats sums the shard readers' counters.
+func stackLookupStats(st *stack.Stack) pgstore.ReaderStats {
+	var sum pgstore.ReaderStats
+	for _, rs := range st.Stores.ShardReaders {
+		s := rs.Stats()
+		sum.FromReplicas, sum.FromWriter = sum.FromReplicas+s.FromReplicas, sum.FromWriter+s.FromWriter
+		sum.LookupBatches, sum.BatchedLookups = sum.LookupBatches+s.LookupBatches, sum.BatchedLookups+s.BatchedLookups
+	}
+	return sum
+}
+
 // readerStats says where the API's shard queries went, and how many
 // product lookups shared queries.
 func readerStats(st *stack.Stack) string {
-	var fromReplicas, fromWriter, batches, batched int64
-	for _, rs := range st.Stores.ShardReaders {
-		s := rs.Stats()
-		fromReplicas, fromWriter = fromReplicas+s.FromReplicas, fromWriter+s.FromWriter
-		batches, batched = batches+s.LookupBatches, batched+s.BatchedLookups
-	}
+	s := stackLookupStats(st)
 	return fmt.Sprintf("shard queries served by replicas: %d, by the writers: %d; %d product lookups shared %d queries (%.1f a query)",
-		fromReplicas, fromWriter, batched, batches, float64(batched)/max(1, float64(batches)))
+		s.FromReplicas, s.FromWriter, s.BatchedLookups, s.LookupBatches, float64(s.BatchedLookups)/max(1, float64(s.LookupBatches)))
 }
 
 // readResult is what a load run measured.
@@ -449,6 +521,18 @@ type readResult struct {
 	P50, P99         time.Duration
 	P90, P999, Max   time.Duration
 	Conns            int `json:"-"` // the concurrency level (set by bestOf)
+	// CPU is what the run cost the side measured, where known: the load
+	// generator's (a child process), the floor server's too (runHTTPFloor),
+	// or the database server's alone (pgbench runs).
+	CPU time.Duration `json:"-"`
+}
+
+// cpuPerRequest is r's CPU a successful request (0 when either is unknown).
+func (r readResult) cpuPerRequest() time.Duration {
+	if r.Requests-r.Errors <= 0 {
+		return 0
+	}
+	return r.CPU / time.Duration(r.Requests-r.Errors)
 }
 
 // setLatencies sets the percentiles from latencies sorted in increasing
@@ -502,6 +586,7 @@ func runReadChild(ctx context.Context, d time.Duration, args ...string) (readRes
 	if err := json.Unmarshal(out, &res); err != nil {
 		return res, fmt.Errorf("%s output %q: %w", args[0], out, err)
 	}
+	res.CPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	return res, nil
 }
 
@@ -553,7 +638,7 @@ end
 	if err != nil {
 		return readResult{}, fmt.Errorf("wrk: %w\n%s", err, out)
 	}
-	var res readResult
+	res := readResult{CPU: cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()}
 	m := wrkRPS.FindSubmatch(out)
 	if m == nil {
 		return res, fmt.Errorf("wrk: no Requests/sec in\n%s", out)
@@ -574,6 +659,70 @@ end
 	}
 	// Requests/sec counts every answer; the errors are reported beside it.
 	return res, nil
+}
+
+// runHTTPFloor measures the HTTP floor of the mix: a bare net/http server
+// on loopback answering every request of paths (a POST's body read and
+// dropped) with the API's answer to the first single GET of singles, as a
+// constant, driven as the API is.
+func runHTTPFloor(ctx context.Context, dir, apiURL, paths, singles, loadgen string, conns int, d time.Duration) (readResult, error) {
+	body, err := firstSingleAnswer(ctx, apiURL, singles)
+	if err != nil {
+		return readResult{}, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return readResult{}, err
+	}
+	length := []string{strconv.Itoa(len(body))}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		h := w.Header()
+		h["Content-Type"] = jsonContentType
+		h["Content-Length"] = length
+		w.Write(body)
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	floorURL := "http://" + ln.Addr().String()
+	cpu := processCPU()
+	var res readResult
+	if loadgen == "wrk" {
+		res, err = runWrk(ctx, dir, floorURL, paths, conns, d)
+	} else {
+		res, err = runReadLoad(ctx, floorURL, paths, 0, conns, d)
+	}
+	res.CPU += processCPU() - cpu // the server's (and this process's idle stack's)
+	return res, err
+}
+
+var jsonContentType = []string{"application/json"}
+
+// firstSingleAnswer is the API's answer to the first line of singles.
+func firstSingleAnswer(ctx context.Context, apiURL, singles string) ([]byte, error) {
+	f, err := os.Open(singles)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	if !sc.Scan() {
+		return nil, fmt.Errorf("%s: no request", singles)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiURL+sc.Text(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", sc.Text(), resp.Status)
+	}
+	return body, err
 }
 
 // writeSQLTargets writes, for the pgx reference, one "shard retailer
@@ -689,18 +838,21 @@ func readSQL(ctx context.Context, args []string) error {
 	return json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// readPgbench runs the reference: one pgbench process per shard database, in
-// parallel, each running the read path's primary-key SELECT for random
-// products of that shard's retailers.
+// readPgbench runs the references straight to the database: one pgbench
+// process per shard database, in parallel, each running the read path's
+// statements for random products of that shard's retailers.
 type readPgbench struct {
-	bin    string
-	dir    string
-	shards []readPgbenchShard
+	bin      string
+	dir      string
+	shards   []readPgbenchShard
+	dataDirs []string // of the servers the reads go to: their CPU is the floors'
 }
 
 type readPgbenchShard struct {
 	host, port, db string
-	script         string
+	scripts        map[string]string // statement kind -> pgbench script file
+	retailers      string            // pgbench expression of a random retailer of the shard
+	perRetailer    int               // products of its smallest retailer
 }
 
 func newReadPgbench(dir string, st *stack.Stack, retailers []readRetailer, o readOptions) (*readPgbench, error) {
@@ -709,6 +861,12 @@ func newReadPgbench(dir string, st *stack.Stack, retailers []readRetailer, o rea
 		return nil, err
 	}
 	p := &readPgbench{bin: filepath.Join(binDir, "pgbench"), dir: dir}
+	if len(st.Replicas) == 0 {
+		p.dataDirs = []string{filepath.Join(dir, "postgres")}
+	} else if p.dataDirs, err = filepath.Glob(filepath.Join(dir, "postgres-replica-*")); err != nil {
+		return nil, err
+	}
+	batchIDs := min(o.pageLimit, read.MaxBatchIDs)
 	for shard, sh := range st.Stores.Shards {
 		cfg := sh.Pool().Config().ConnConfig
 		host, port := cfg.Host, strconv.Itoa(int(cfg.Port))
@@ -729,37 +887,109 @@ func newReadPgbench(dir string, st *stack.Stack, retailers []readRetailer, o rea
 		if len(ids) == 0 {
 			continue
 		}
-		// The read path's statement, with its two parameters drawn by
+		// The read path's statements, with their parameters drawn by
 		// pgbench: the ids of fixtures.Generate are sku-00000, sku-00001...
 		// The array lookup and the lpad are evaluated once per execution;
-		// the index scan and the row are the API's.
-		var lines []string
-		for _, line := range strings.Split(pgstore.StorefrontProductSQL(), "\n") {
-			if !strings.HasPrefix(strings.TrimSpace(line), "--") {
-				lines = append(lines, line)
+		// the index scans and the rows are the API's.
+		retailer := fmt.Sprintf("(ARRAY[%s])[:r]", strings.Join(ids, ","))
+		product := func(v string) string { return "'sku-' || lpad(:" + v + "::text, 5, '0')" }
+		sets := fmt.Sprintf("\\set r random(1, %d)\n\\set p random(0, %d)\n", len(ids), perRetailer-1)
+		var batchSets strings.Builder
+		batch := make([]string, batchIDs)
+		for i := range batch {
+			fmt.Fprintf(&batchSets, "\\set p%d random(0, %d)\n", i, perRetailer-1)
+			batch[i] = product(fmt.Sprintf("p%d", i))
+		}
+		scripts := map[string]string{
+			"single": sets + pgbenchStatement(pgstore.StorefrontProductSQL(), "$1", retailer, "$2", product("p")),
+			// A page as the API asks for it: one row more than it shows.
+			"page": sets + pgbenchStatement(pgstore.StorefrontPageSQL(), "$1", retailer, "$2", product("p"), "$3", strconv.Itoa(o.pageLimit+1)),
+			"batch": fmt.Sprintf("\\set r random(1, %d)\n", len(ids)) + batchSets.String() +
+				pgbenchStatement(pgstore.StorefrontProductsByIDSQL(), "$1", retailer, "$2", "ARRAY["+strings.Join(batch, ", ")+"]"),
+		}
+		sh := readPgbenchShard{host: host, port: port, db: cfg.Database, scripts: map[string]string{},
+			retailers: retailer, perRetailer: perRetailer}
+		for kind, script := range scripts {
+			if err := sh.addScript(dir, shard, kind, script); err != nil {
+				return nil, err
 			}
 		}
-		query := strings.NewReplacer(
-			"$1", fmt.Sprintf("(ARRAY[%s])[:r]", strings.Join(ids, ",")),
-			"$2", "'sku-' || lpad(:p::text, 5, '0')",
-		).Replace(strings.Join(strings.Fields(strings.Join(lines, " ")), " "))
-		script := fmt.Sprintf("\\set r random(1, %d)\n\\set p random(0, %d)\n%s\n", len(ids), perRetailer-1, query)
-		path := filepath.Join(dir, fmt.Sprintf("pgbench-shard-%d.sql", shard))
-		if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
-			return nil, err
-		}
-		p.shards = append(p.shards, readPgbenchShard{host: host, port: port, db: cfg.Database, script: path})
+		p.shards = append(p.shards, sh)
 	}
 	return p, nil
 }
 
+// addScript writes a pgbench script of the shard, run as kind.
+func (sh *readPgbenchShard) addScript(dir string, shard int, kind, script string) error {
+	path := filepath.Join(dir, fmt.Sprintf("pgbench-shard-%d-%s.sql", shard, kind))
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		return err
+	}
+	sh.scripts[kind] = path
+	return nil
+}
+
+// addLookups writes the "lookups" scripts: n single-product lookups of
+// random products of random retailers in one query, as the API's lookup
+// batcher sends the lookups of concurrent single GETs
+// (storefront_product_batch; the single-row statement when n is 1).
+func (p *readPgbench) addLookups(n int) error {
+	for i := range p.shards {
+		sh := &p.shards[i]
+		if n <= 1 {
+			sh.scripts["lookups"] = sh.scripts["single"]
+			continue
+		}
+		var sets strings.Builder
+		retailers, products := make([]string, n), make([]string, n)
+		for k := range n {
+			fmt.Fprintf(&sets, "\\set r%d random(1, %d)\n\\set p%d random(0, %d)\n", k, strings.Count(sh.retailers, ",")+1, k, sh.perRetailer-1)
+			retailers[k] = strings.Replace(sh.retailers, "[:r]", fmt.Sprintf("[:r%d]", k), 1)
+			products[k] = fmt.Sprintf("'sku-' || lpad(:p%d::text, 5, '0')", k)
+		}
+		script := sets.String() + pgbenchStatement(pgstore.StorefrontProductBatchSQL(),
+			"$1", "ARRAY["+strings.Join(retailers, ", ")+"]", "$2", "ARRAY["+strings.Join(products, ", ")+"]")
+		if err := sh.addScript(p.dir, i, "lookups", script); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serverCPU is the CPU the database servers of the reads have used so far.
+func (p *readPgbench) serverCPU() (time.Duration, error) {
+	var sum time.Duration
+	for _, d := range p.dataDirs {
+		cpu, err := serverCPU(d)
+		if err != nil {
+			return 0, err
+		}
+		sum += cpu
+	}
+	return sum, nil
+}
+
+// pgbenchStatement is sql without its comments, on one line, with its
+// parameters replaced by pgbench expressions (old, new pairs).
+func pgbenchStatement(sql string, params ...string) string {
+	var lines []string
+	for _, line := range strings.Split(sql, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			lines = append(lines, line)
+		}
+	}
+	return strings.NewReplacer(params...).Replace(strings.Join(strings.Fields(strings.Join(lines, " ")), " ")) + "\n"
+}
+
 var readPgbenchTPS = regexp.MustCompile(`(?m)^tps = ([0-9.]+)`)
 var readPgbenchFailed = regexp.MustCompile(`(?m)^number of failed transactions: ([0-9]+)`)
+var readPgbenchDone = regexp.MustCompile(`(?m)^number of transactions actually processed: ([0-9]+)`)
 
-// run runs every shard's pgbench in parallel for d, with conns clients in
-// all, at rate transactions per second in all (0: as fast as they go), and
-// sums them up; latencies come from the per-transaction logs.
-func (p *readPgbench) run(ctx context.Context, conns int, rate float64, d time.Duration) (readResult, error) {
+// run runs every shard's pgbench script of kind in parallel for d, with
+// conns clients in all, at rate transactions per second in all (0: as fast
+// as they go), and sums them up; latencies come from the per-transaction
+// logs, the CPU from the database servers'.
+func (p *readPgbench) run(ctx context.Context, kind string, conns int, rate float64, d time.Duration) (readResult, error) {
 	ctx, cancel := context.WithTimeout(ctx, d+time.Minute)
 	defer cancel()
 	logDir, err := os.MkdirTemp(p.dir, "pgbench-log-")
@@ -768,14 +998,15 @@ func (p *readPgbench) run(ctx context.Context, conns int, rate float64, d time.D
 	}
 	defer os.RemoveAll(logDir)
 	type out struct {
-		tps    float64
-		failed int
-		err    error
+		tps          float64
+		done, failed int
+		err          error
 	}
 	results := make([]out, len(p.shards))
+	cpu0, cpuErr := p.serverCPU()
 	var wg sync.WaitGroup
 	for i, s := range p.shards {
-		args := []string{"-n", "-M", "prepared", "-f", s.script, "-c", strconv.Itoa(max(1, conns/len(p.shards))), "-j", "1",
+		args := []string{"-n", "-M", "prepared", "-f", s.scripts[kind], "-c", strconv.Itoa(max(1, conns/len(p.shards))), "-j", "1",
 			"-T", strconv.Itoa(int(d.Seconds())), "-h", s.host, "-p", s.port, "-U", "postgres"}
 		if rate > 0 {
 			args = append(args, "-R", strconv.Itoa(max(1, int(rate)/len(p.shards))),
@@ -802,6 +1033,9 @@ func (p *readPgbench) run(ctx context.Context, conns int, rate float64, d time.D
 			if m := readPgbenchFailed.FindSubmatch(b); m != nil {
 				results[i].failed, _ = strconv.Atoi(string(m[1]))
 			}
+			if m := readPgbenchDone.FindSubmatch(b); m != nil {
+				results[i].done, _ = strconv.Atoi(string(m[1]))
+			}
 		}()
 	}
 	wg.Wait()
@@ -812,6 +1046,13 @@ func (p *readPgbench) run(ctx context.Context, conns int, rate float64, d time.D
 		}
 		res.QPS += r.tps
 		res.Errors += r.failed
+		res.Requests += r.done + r.failed
+	}
+	// pgbench's backends have exited; once the postmaster has reaped them,
+	// their CPU is in its children's.
+	time.Sleep(100 * time.Millisecond)
+	if cpu1, err := p.serverCPU(); err == nil && cpuErr == nil {
+		res.CPU = cpu1 - cpu0
 	}
 	if rate > 0 {
 		lat, err := readPgbenchLatencies(logDir)

@@ -559,3 +559,19 @@ func listProducts(ctx context.Context, db *pgxpool.Pool, retailerID, after strin
 // retailer_id, $2 product_id): the read bench runs it straight to
 // PostgreSQL as its reference.
 func StorefrontProductSQL() string { return q("storefront_product") }
+
+// StorefrontProductBatchSQL is the SQL of the storefront's lookups of
+// concurrent requests in one query ($1, $2: text[] of retailer and product
+// ids): the read bench's floor of the request mix runs it straight to
+// PostgreSQL.
+func StorefrontProductBatchSQL() string { return q("storefront_product_batch") }
+
+// StorefrontPageSQL is the SQL of the storefront's page ($1 retailer_id,
+// $2 the product_id to start after, $3 the rows to read): the read bench's
+// floor of the request mix runs it straight to PostgreSQL.
+func StorefrontPageSQL() string { return q("storefront_page") }
+
+// StorefrontProductsByIDSQL is the SQL of the storefront's batch-get ($1
+// retailer_id, $2 a text[] of product ids): the read bench runs it straight
+// to PostgreSQL as the batch-get's floor.
+func StorefrontProductsByIDSQL() string { return q("storefront_products_by_id") }
