@@ -32,12 +32,13 @@ import (
 
 func init() { benches["apply"] = benchApply }
 
-// startPostgres starts a private PostgreSQL server in dir (loopback only).
+// startPostgres starts a private PostgreSQL server in dir (loopback only),
+// without full-page writes, as Aurora's storage runs (every bench's server).
 func startPostgres(ctx context.Context, dir string) (*pgserver.Server, error) {
 	if _, err := pgserver.EnsureInstalled(ctx, os.Stderr); err != nil {
 		return nil, err
 	}
-	return pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg")})
+	return pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dir, "pg"), NoFullPageWrites: true})
 }
 
 // benchDatabases starts a private PostgreSQL server in a fresh work

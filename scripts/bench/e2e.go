@@ -56,7 +56,7 @@ func benchE2E(ctx context.Context, args []string) error {
 	}
 	defer cleanup()
 	stages := newStageLog()
-	st, err := stack.Start(ctx, stack.Options{DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 2,
+	st, err := stack.Start(ctx, stack.Options{NoFullPageWrites: true, DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 2,
 		Progress: os.Stderr, Logger: slog.New(stages), HandlerTimeout: 60 * time.Second})
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func benchE2EDelta(ctx context.Context, prof *stackProfiler, tail bool, rows, ch
 	}
 	defer cleanup()
 	stages := newStageLog()
-	st, err := stack.Start(ctx, stack.Options{DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 2,
+	st, err := stack.Start(ctx, stack.Options{NoFullPageWrites: true, DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 2,
 		Progress: os.Stderr, Logger: slog.New(stages), HandlerTimeout: 5 * time.Minute})
 	if err != nil {
 		return err

@@ -363,7 +363,7 @@ func runEventsBench(ctx context.Context, o eventsOptions) error {
 		return 0
 	}}
 	rec := &recordingPublisher{changes: map[string]map[string]time.Time{}}
-	st, err := stack.Start(ctx, stack.Options{DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 1,
+	st, err := stack.Start(ctx, stack.Options{NoFullPageWrites: true, DataDir: filepath.Join(work, "stack"), Addr: "127.0.0.1:0", Shards: 1,
 		PostgresURL: o.postgresURL, SQSEndpoint: o.sqsEndpoint, Prefix: o.prefix,
 		Progress: os.Stderr, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil)), HandlerTimeout: 60 * time.Second,
 		ChunkRows: o.chunkRows, AnalyticsWindow: o.analyticsWindow,

@@ -145,7 +145,7 @@ func benchRead(ctx context.Context, args []string) error {
 	}
 	defer os.RemoveAll(dir)
 	fmt.Fprintf(os.Stderr, "read: starting the local stack in %s (%d shards, %d replicas)\n", dir, o.shards, o.replicas)
-	st, err := stack.Start(ctx, stack.Options{
+	st, err := stack.Start(ctx, stack.Options{NoFullPageWrites: true,
 		DataDir: dir, Addr: "127.0.0.1:0", Shards: o.shards, Replicas: o.replicas,
 		ReadConns: int32(o.readConns), LookupSlots: o.slots, ApplyConcurrency: 2,
 		Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),

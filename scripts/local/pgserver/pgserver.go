@@ -57,6 +57,14 @@ type Options struct {
 	// Progress receives human-readable progress lines (install, initdb,
 	// start, stop). May be nil.
 	Progress io.Writer
+	// NoFullPageWrites runs the server as Aurora's storage does: no
+	// full-page image in the WAL for the first change of a page after a
+	// checkpoint (full_page_writes=off). A crash of the server loses
+	// nothing; a crash of the machine (or a kill in the middle of a page's
+	// write) can leave a torn page that recovery cannot mend, so only the
+	// benches, whose data is thrown away, set it (docs/PERFORMANCE.md,
+	// "Issue 25: full-page images").
+	NoFullPageWrites bool
 }
 
 // Server is a running PostgreSQL server started by Start or StartReplica.
@@ -140,7 +148,11 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err := s.ensureHBA(); err != nil {
 		return nil, err
 	}
-	if err := s.launch(ctx, opts.Port, nil); err != nil {
+	var extra []string
+	if opts.NoFullPageWrites {
+		extra = append(extra, "full_page_writes=off")
+	}
+	if err := s.launch(ctx, opts.Port, extra); err != nil {
 		return nil, err
 	}
 	return s, nil

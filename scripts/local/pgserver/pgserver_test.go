@@ -203,3 +203,28 @@ func TestReplica(t *testing.T) {
 		return queryInt(t, ctx, replica2.URL("shard_1"), "SELECT count(*) FROM t") == 3
 	}, 20*time.Second, 50*time.Millisecond, "restarted replica did not follow the restarted primary")
 }
+
+// Full-page writes are on unless the options turn them off (the benches,
+// run as Aurora's storage is); the same data directory restarts either way.
+func TestNoFullPageWrites(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dataDir := filepath.Join(t.TempDir(), "pg")
+	show := func(srv *pgserver.Server) string {
+		conn, err := pgx.Connect(ctx, srv.URL("postgres"))
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		var v string
+		require.NoError(t, conn.QueryRow(ctx, "SHOW full_page_writes").Scan(&v))
+		return v
+	}
+	srv := start(t, ctx, dataDir)
+	require.Equal(t, "on", show(srv))
+	require.NoError(t, srv.Stop())
+
+	srv2, err := pgserver.Start(ctx, pgserver.Options{DataDir: dataDir, NoFullPageWrites: true, Progress: progress{t}})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = srv2.Stop() })
+	require.Equal(t, "off", show(srv2))
+}

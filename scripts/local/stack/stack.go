@@ -98,6 +98,10 @@ type Options struct {
 	// instead of starting one in DataDir; SQSEndpoint likewise for the emulator.
 	PostgresURL string
 	SQSEndpoint string
+	// NoFullPageWrites starts the stack's own PostgreSQL server without
+	// full-page writes, as Aurora's storage runs (pgserver.Options): for the
+	// benches, whose data is thrown away.
+	NoFullPageWrites bool
 	// Replicas is the number of streaming hot-standby replicas of the
 	// stack's own PostgreSQL server to start (in DataDir) for the read path
 	// [0]. With PostgresURL, ReplicaURLs names running replicas instead.
@@ -417,7 +421,8 @@ func (st *Stack) startPostgres(ctx context.Context, dataDir string) error {
 			return err
 		}
 		var err error
-		srv, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dataDir, "postgres"), Progress: o.Progress})
+		srv, err = pgserver.Start(ctx, pgserver.Options{DataDir: filepath.Join(dataDir, "postgres"), Progress: o.Progress,
+			NoFullPageWrites: o.NoFullPageWrites})
 		if err != nil {
 			return err
 		}
