@@ -338,6 +338,17 @@ func (m *Meter) end(ctx context.Context, inv *invocation, d time.Duration, extra
 		u.Add(extra)
 		u.S3ByteDays += stored * int64(m.o.RetentionDays)
 		mbms := usage.BilledMBms(d, m.o.MemoryMB)
+		if len(order) == 1 {
+			// One retailer (every storefront request) takes the whole:
+			// what Split would give it (the counters, no functions), without
+			// its allocations.
+			share := u
+			share.Functions = nil
+			share.AddFunction(m.o.Function, usage.FunctionUsage{MBms: mbms, Invocations: 1})
+			m.Add(order[0], share)
+			m.flushIfDue(ctx)
+			return
+		}
 		w := make([]int64, len(order))
 		heaviest := 0
 		for i, id := range order {
