@@ -157,13 +157,20 @@ func TestTwoRetailersMovedAtOnceThreeTimes(t *testing.T) {
 // while the schedule starts a runner every minute): each batch renews the
 // lease, so a second runner finds the move held and leaves it, instead of
 // cleaning up beside the first (which it did: the cleanup renewed the
-// lease only at its end).
+// lease only at its end). The lease is renewed after the hook, so a batch
+// (the hook's sleep, the renewal, the delete, the next load) must fit in it
+// on a loaded CI machine: the test's lease leaves a second of margin, and
+// its small batches make the cleanup outlast it twice over.
 func TestMoveCleanupLongerThanItsLeaseKeepsOneRunner(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	f := newMoveFixture(t)
+	const batchSleep = 150 * time.Millisecond
+	f.s.Moves.Lease = 8 * batchSleep
+	f.s.Moves.Batch = 300 // 6,000 consumer versions: 20 batches of cleanup
 	var in, most, batches atomic.Int64
+	var first, last atomic.Int64 // unix nanoseconds of the first and the last batch
 	f.s.Moves.Hook = func(_, step string) error {
 		if step != "cleanup" {
 			return nil
@@ -173,7 +180,10 @@ func TestMoveCleanupLongerThanItsLeaseKeepsOneRunner(t *testing.T) {
 		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 		}
 		batches.Add(1)
-		time.Sleep(150 * time.Millisecond) // each batch slow: the cleanup outlasts the lease (400 ms)
+		now := time.Now().UnixNano()
+		first.CompareAndSwap(0, now)
+		last.Store(now)
+		time.Sleep(batchSleep) // each batch slow: the cleanup outlasts the lease
 		return nil
 	}
 	_, err := f.s.StartMove(ctx, f.id, 1)
@@ -193,6 +203,7 @@ func TestMoveCleanupLongerThanItsLeaseKeepsOneRunner(t *testing.T) {
 	wg.Wait()
 	require.Greater(t, batches.Load(), int64(5), "the cleanup ran in batches")
 	require.Equal(t, int64(1), most.Load(), "runners of the cleanup at once")
+	require.Greater(t, time.Duration(last.Load()-first.Load()), 2*f.s.Moves.Lease, "the cleanup outlasted the lease")
 	f.requireWhole(ctx, 1)
 }
 
