@@ -338,17 +338,6 @@ func (m *Meter) end(ctx context.Context, inv *invocation, d time.Duration, extra
 		u.Add(extra)
 		u.S3ByteDays += stored * int64(m.o.RetentionDays)
 		mbms := usage.BilledMBms(d, m.o.MemoryMB)
-		if len(order) == 1 {
-			// One retailer (every storefront request) takes the whole:
-			// what Split would give it (the counters, no functions), without
-			// its allocations.
-			share := u
-			share.Functions = nil
-			share.AddFunction(m.o.Function, usage.FunctionUsage{MBms: mbms, Invocations: 1})
-			m.Add(order[0], share)
-			m.flushIfDue(ctx)
-			return
-		}
 		w := make([]int64, len(order))
 		heaviest := 0
 		for i, id := range order {
@@ -376,6 +365,13 @@ func btoi(b bool) int64 {
 // Split divides every counter of u among weights, each in proportion, the
 // parts adding up to the whole (largest remainders).
 func Split(u usage.Usage, weights []int64) []usage.Usage {
+	if len(weights) == 1 {
+		// One part (every storefront request names one retailer) is the
+		// whole, without a division a counter.
+		whole := u
+		whole.Functions = nil
+		return []usage.Usage{whole}
+	}
 	out := make([]usage.Usage, len(weights))
 	for _, f := range usage.Counters {
 		parts := splitInt(*f(&u), weights)
@@ -394,7 +390,7 @@ func splitInt(n int64, weights []int64) []int64 {
 	for _, w := range weights {
 		total += w
 	}
-	if total <= 0 || n == 0 {
+	if total <= 0 || n == 0 || len(weights) == 1 {
 		if len(out) > 0 {
 			out[0] = n
 		}
